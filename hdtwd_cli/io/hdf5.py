@@ -1,0 +1,250 @@
+"""The HDF5 layouts of hdtwd's files (embedding, tree, distance matrix).
+
+Every group carries ``encoding-type`` and ``encoding-version`` attributes (as AnnData's do), every
+file records the tool version, the parameters and the input fingerprint. Strings are UTF-8
+variable-length; no timestamps are stored, so the same input and parameters give the same bytes.
+
+Embedding file (``hdtwd embed``), ``encoding-type = "hdtwd-embedding"``::
+
+    /                      attrs: hdtwd_version, input_fingerprint, input_path, n_samples, n_features
+    /params                attrs: eps (multiplier c), scales (K), metric, seed, eigenvalue_floor, alpha
+    /features/names        (m,) str     feature (leaf) names, in embedding order
+    /features/dropped      (d,) str     all-zero feature columns left out (no cosine distance)
+    /diffusion             attrs: eps (c * sigma, the scale actually used), sigma, clipped_spectral_mass
+    /diffusion/eigenvalues (m,) f8      eigenvalues of S after clipping to [floor, 1], descending
+    /diffusion/raw_eigenvalues (m,) f8  before clipping
+    /diffusion/sqrt_degree (m,) f8      Dh^(1/2)
+    /embedding/psi         (K+1, m, m) f8   psi[k, j] = sqrt(P^(2^-k) e_j)
+    /embedding/heights     (K+1,) f8    2^(k/2-2), the last half-space coordinate per scale
+    /embedding/negative_mass (K+1,) f8  clipped negative density mass per scale (fraction)
+
+Tree file (``hdtwd decode-tree``, ``hdtwd distance --save-tree``), ``encoding-type = "hdtwd-tree"``::
+
+    /                      attrs: hdtwd_version, input_fingerprint, n_leaves
+    /params                attrs: the parameters of the embedding it was decoded from
+    /tree/parent           (2m-1,) i8   parent node (-1 for the root); leaves are 0..m-1 and
+                                        every node precedes its parent
+    /tree/length           (2m-1,) f8   edge length to the parent (0 for the root)
+    /tree/leaf_names       (m,) str     feature name of each leaf
+    /tree/children         (m-1, 2) i8  children of internal node m+i (binary trees)
+    /tree/merge_height     (m-1,) f8    HD-LCA value a(j, j') of the merge creating node m+i
+
+Distance file (``hdtwd distance -o D.h5``), ``encoding-type = "hdtwd-distances"``::
+
+    /distances             (q, n) f8 or f4
+    /row_names, /col_names (q,), (n,) str    sample names
+    /                      attrs: hdtwd_version, parameters, input fingerprint(s)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import h5py
+import numpy as np
+
+from .. import __version__
+from ..diffusion import DiffusionOperator
+from ..errors import InputError
+from ..hyperbolic import HyperbolicEmbedding
+from ..tree import Tree
+
+__all__ = [
+    "EMBEDDING_TYPE",
+    "TREE_TYPE",
+    "DISTANCES_TYPE",
+    "ENCODING_VERSION",
+    "write_embedding",
+    "read_embedding",
+    "write_tree",
+    "read_tree",
+    "write_distances_h5",
+    "StoredEmbedding",
+]
+
+EMBEDDING_TYPE = "hdtwd-embedding"
+TREE_TYPE = "hdtwd-tree"
+DISTANCES_TYPE = "hdtwd-distances"
+ENCODING_VERSION = "0.1.0"
+
+_STR = h5py.string_dtype("utf-8")
+
+
+def _mark(obj: h5py.Group, kind: str) -> None:
+    obj.attrs["encoding-type"] = kind
+    obj.attrs["encoding-version"] = ENCODING_VERSION
+
+
+def _attrs(obj: h5py.Group, values: Mapping[str, Any]) -> None:
+    for k, v in values.items():
+        if v is None:
+            continue
+        if isinstance(v, (dict, list, tuple)):
+            v = json.dumps(v, sort_keys=True)
+        elif isinstance(v, (np.floating, np.integer)):
+            v = v.item()
+        obj.attrs[k] = v
+
+
+def _strings(group: h5py.Group, name: str, values: list[str]) -> None:
+    group.create_dataset(name, data=np.array(values, dtype=object), dtype=_STR, track_times=False)
+
+
+def _array(group: h5py.Group, name: str, values: np.ndarray, **kw: Any) -> None:
+    group.create_dataset(name, data=values, track_times=False, **kw)
+
+
+def _root(f: h5py.File, kind: str, meta: Mapping[str, Any]) -> None:
+    _mark(f, kind)
+    f.attrs["hdtwd_version"] = __version__
+    _attrs(f, meta)
+
+
+def _open(path: str, kind: str) -> h5py.File:
+    try:
+        f = h5py.File(path, "r")
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not an HDF5 file", path) from None
+    except OSError:
+        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    found = f.attrs.get("encoding-type")
+    if found != kind:
+        f.close()
+        what = f"an {found!r} file" if found else "not an hdtwd file"
+        raise InputError(f"expected an hdtwd {kind!r} file, found {what}", path)
+    return f
+
+
+def _read_strings(ds: h5py.Dataset) -> list[str]:
+    return [s.decode("utf-8") if isinstance(s, bytes) else str(s) for s in ds[()]]
+
+
+class StoredEmbedding:
+    """An embedding read back from disk, with its metadata."""
+
+    def __init__(self, embedding: HyperbolicEmbedding, feature_names: list[str],
+                 params: dict, meta: dict, diffusion: dict) -> None:
+        self.embedding = embedding
+        self.feature_names = feature_names
+        self.params = params
+        self.meta = meta
+        self.diffusion = diffusion
+
+
+def write_embedding(
+    path: str,
+    emb: HyperbolicEmbedding,
+    op: DiffusionOperator,
+    feature_names: list[str],
+    dropped: list[str],
+    params: Mapping[str, Any],
+    meta: Mapping[str, Any],
+) -> None:
+    """Write the multi-scale embedding in the documented layout (see the module docstring)."""
+    m = emb.n_features
+    with h5py.File(path, "w") as f:
+        _root(f, EMBEDDING_TYPE, meta)
+        g = f.create_group("params")
+        _mark(g, "hdtwd-params")
+        _attrs(g, params)
+        g = f.create_group("features")
+        _mark(g, "hdtwd-features")
+        _strings(g, "names", feature_names)
+        _strings(g, "dropped", dropped)
+        g = f.create_group("diffusion")
+        _mark(g, "hdtwd-diffusion-operator")
+        _attrs(g, {"eps": op.eps, "sigma": op.sigma, "clipped_spectral_mass": op.clipped_spectral_mass})
+        _array(g, "eigenvalues", op.eigenvalues)
+        _array(g, "raw_eigenvalues", op.raw_eigenvalues)
+        _array(g, "sqrt_degree", op.sqrt_degree)
+        g = f.create_group("embedding")
+        _mark(g, "hdtwd-hyperbolic-embedding")
+        _array(g, "psi", emb.psi, chunks=(1, min(m, max(1, 2**20 // max(m, 1))), m))
+        _array(g, "heights", emb.heights)
+        _array(g, "negative_mass", emb.negative_mass)
+
+
+def read_embedding(path: str) -> StoredEmbedding:
+    """Read an embedding file written by :func:`write_embedding`."""
+    with _open(path, EMBEDDING_TYPE) as f:
+        try:
+            emb = HyperbolicEmbedding(
+                psi=f["embedding/psi"][()],
+                heights=f["embedding/heights"][()],
+                negative_mass=f["embedding/negative_mass"][()],
+            )
+            names = _read_strings(f["features/names"])
+            params = dict(f["params"].attrs)
+            meta = {k: v for k, v in f.attrs.items() if k not in ("encoding-type", "encoding-version")}
+            diffusion = dict(f["diffusion"].attrs)
+            diffusion.pop("encoding-type", None)
+            diffusion.pop("encoding-version", None)
+            params.pop("encoding-type", None)
+            params.pop("encoding-version", None)
+            diffusion["dropped"] = _read_strings(f["features/dropped"])
+        except KeyError as e:
+            raise InputError(f"embedding file lacks {e}", path) from None
+    if emb.psi.ndim != 3 or emb.psi.shape[1] != len(names) or emb.psi.shape[2] != len(names):
+        raise InputError("embedding file is inconsistent (psi shape vs feature names)", path)
+    return StoredEmbedding(emb, names, params, meta, diffusion)
+
+
+def write_tree(path: str, tree: Tree, params: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
+    """Write a tree in the documented layout (see the module docstring)."""
+    with h5py.File(path, "w") as f:
+        _root(f, TREE_TYPE, meta)
+        f.attrs["n_leaves"] = tree.n_leaves
+        g = f.create_group("params")
+        _mark(g, "hdtwd-params")
+        _attrs(g, params)
+        g = f.create_group("tree")
+        _mark(g, "hdtwd-rooted-tree")
+        _array(g, "parent", tree.parent)
+        _array(g, "length", tree.length)
+        _strings(g, "leaf_names", tree.leaf_names)
+        L = tree.n_leaves
+        if tree.n_nodes == 2 * L - 1:
+            ch = np.array([c for c in tree.children()[L:]], dtype=np.int64).reshape(-1, 2)
+            _array(g, "children", ch)
+        if tree.merge_height is not None:
+            _array(g, "merge_height", tree.merge_height)
+
+
+def read_tree(path: str) -> Tree:
+    """Read a tree file written by :func:`write_tree` (validated)."""
+    with _open(path, TREE_TYPE) as f:
+        try:
+            g = f["tree"]
+            tree = Tree(
+                parent=g["parent"][()],
+                length=g["length"][()],
+                leaf_names=_read_strings(g["leaf_names"]),
+                merge_height=g["merge_height"][()] if "merge_height" in g else None,
+                metadata={k: v for k, v in f["params"].attrs.items() if not k.startswith("encoding")},
+            )
+        except KeyError as e:
+            raise InputError(f"tree file lacks {e}", path) from None
+    try:
+        tree.validate()
+    except ValueError as e:
+        raise InputError(f"invalid tree: {e}", path) from None
+    return tree
+
+
+def write_distances_h5(
+    path: str,
+    D: np.ndarray,
+    row_names: list[str],
+    col_names: list[str],
+    meta: Mapping[str, Any],
+) -> None:
+    """Write a distance matrix with its sample names (see the module docstring)."""
+    with h5py.File(path, "w") as f:
+        _root(f, DISTANCES_TYPE, meta)
+        _array(f, "distances", D)
+        _strings(f, "row_names", row_names)
+        _strings(f, "col_names", col_names)

@@ -1,0 +1,367 @@
+"""Reading data matrices (rows = samples, columns = features) from every supported format.
+
+=========  ==================================================================================
+suffix     how it is read
+=========  ==================================================================================
+.npy       a 2-D numeric NumPy array (``allow_pickle=False``)
+.npz       a ``scipy.sparse.save_npz`` matrix, or an ``np.savez`` archive holding one 2-D array
+.mtx       Matrix Market (``scipy.io.mmread``); kept sparse
+.csv/.tsv  header row = feature names when any of its cells is not a number; first column =
+           sample names when any of its data cells is not a number
+.h5ad      AnnData: ``X`` by default, ``layer=NAME`` for ``layers[NAME]``, ``use_raw`` for
+           ``raw.X``; names from ``obs_names`` / ``var_names``
+=========  ==================================================================================
+
+Sparse input stays sparse (CSR). Feature names that are missing are generated (``f0, f1, ...``);
+duplicates are made unique (``name``, ``name-1``, ...) with a warning.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import scipy.sparse as sp
+
+from ..errors import InputError
+
+__all__ = [
+    "MatrixData",
+    "HdtwdWarning",
+    "read_matrix",
+    "make_unique",
+    "fingerprint",
+    "MATRIX_SUFFIXES",
+]
+
+MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".csv", ".tsv", ".h5ad")
+
+
+class HdtwdWarning(UserWarning):
+    """A recoverable oddity in the input that the user should hear about."""
+
+
+@dataclass
+class MatrixData:
+    """A samples x features matrix with its names.
+
+    Attributes
+    ----------
+    X : ndarray (float64) or scipy.sparse.csr_matrix
+    sample_names, feature_names : list of str
+    path : str
+        Where it was read from (for messages).
+    obs : dict
+        Per-sample annotations read along (``.h5ad`` obs columns), keyed by column name.
+    """
+
+    X: np.ndarray | sp.csr_matrix
+    sample_names: list[str]
+    feature_names: list[str]
+    path: str = "<memory>"
+    obs: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.X.shape[0]), int(self.X.shape[1]))
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.X)
+
+
+def make_unique(names: list[str], what: str = "feature", path: str | None = None) -> list[str]:
+    """Make names unique as AnnData does (``g``, ``g-1``, ``g-2``, ...), warning when needed.
+
+    Empty names are replaced by ``f<index>`` (features) or ``s<index>`` (samples).
+    """
+    prefix = "f" if what == "feature" else "s"
+    names = [str(s) if str(s) != "" else f"{prefix}{i}" for i, s in enumerate(names)]
+    seen: set[str] = set(names)
+    if len(seen) == len(names):
+        return names
+    counts: dict[str, int] = {}
+    out: list[str] = []
+    first: set[str] = set()
+    n_dup = 0
+    for s in names:
+        if s not in first:
+            first.add(s)
+            out.append(s)
+            continue
+        n_dup += 1
+        k = counts.get(s, 0)
+        while True:
+            k += 1
+            cand = f"{s}-{k}"
+            if cand not in seen:
+                break
+        counts[s] = k
+        seen.add(cand)
+        out.append(cand)
+    where = f"{path}: " if path else ""
+    warnings.warn(f"{where}{n_dup} duplicate {what} names made unique by appending -1, -2, ...",
+                  HdtwdWarning, stacklevel=2)
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
+    """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
+    if sp.issparse(X):
+        if X.dtype.kind not in "biuf":
+            raise InputError(f"matrix has non-numeric type {X.dtype}", path)
+        X = sp.csr_matrix(X, dtype=np.float64)
+        X.sum_duplicates()
+        X.sort_indices()
+        vals = X.data
+    else:
+        X = np.asarray(X)
+        if X.dtype.kind not in "biuf":
+            raise InputError(f"matrix has non-numeric type {X.dtype}", path)
+        if X.ndim != 2:
+            raise InputError(f"expected a 2-D matrix, found {X.ndim} dimension(s)", path)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        vals = X.ravel()
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise InputError(f"matrix is empty (shape {X.shape[0]} x {X.shape[1]})", path)
+    if not np.all(np.isfinite(vals)):
+        bad = np.flatnonzero(~np.isfinite(vals))
+        raise InputError(f"matrix holds {bad.size} NaN or infinite value(s)", path)
+    if vals.size and vals.min() < 0:
+        raise InputError(f"matrix holds negative values (min {vals.min()!r}); "
+                         "weights must be non-negative", path)
+    return X
+
+
+def _read_npy(path: str) -> tuple[np.ndarray, None, None]:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise InputError("array holds Python objects; numeric arrays only", path) from None
+        raise InputError(f"not a readable .npy file ({e})", path) from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"not a readable .npy file ({e})", path) from None
+    return arr, None, None
+
+
+def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
+    try:
+        return sp.load_npz(path), None, None
+    except Exception:
+        pass
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.keys())
+            if len(keys) != 1:
+                raise InputError(
+                    f"neither a scipy.sparse .npz nor an archive with one array (keys: {keys[:5]})",
+                    path)
+            return z[keys[0]], None, None
+    except InputError:
+        raise
+    except Exception as e:
+        raise InputError(f"not a readable .npz file ({e})", path) from None
+
+
+def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
+    try:
+        M = scipy.io.mmread(path)
+    except Exception as e:
+        raise InputError(f"not a readable Matrix Market file ({e})", path) from None
+    return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
+
+
+def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | None, list[str] | None]:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        try:
+            rows = [r for r in csv.reader(fh, delimiter=delimiter)]
+        except (csv.Error, UnicodeDecodeError) as e:
+            raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    if not rows:
+        raise InputError("file is empty", path)
+    header: list[str] | None = None
+    if any(not _is_number(c) for c in rows[0]):
+        header, rows = [c.strip() for c in rows[0]], rows[1:]
+    if not rows:
+        raise InputError("file has a header but no data rows", path)
+    width = len(rows[0])
+    for i, r in enumerate(rows):
+        if len(r) != width:
+            line = i + 1 + (header is not None)
+            raise InputError(f"line {line} has {len(r)} fields, expected {width} (ragged table)", path)
+    index = any(not _is_number(r[0]) for r in rows)
+    sample_names = [r[0].strip() for r in rows] if index else None
+    start = 1 if index else 0
+    if width - start < 1:
+        raise InputError("no numeric columns", path)
+    if header is not None:
+        if len(header) == width:
+            header = header[start:]
+        elif not (index and len(header) == width - 1):
+            raise InputError(f"header has {len(header)} fields but rows have {width}", path)
+    vals = np.empty((len(rows), width - start), dtype=np.float64)
+    for i, r in enumerate(rows):
+        try:
+            vals[i] = [float(c) for c in r[start:]]
+        except ValueError:
+            j = next(j for j, c in enumerate(r[start:]) if not _is_number(c))
+            line = i + 1 + (header is not None)
+            raise InputError(
+                f"line {line}, column {j + 1 + start}: {r[start + j]!r} is not a number", path
+            ) from None
+    return vals, sample_names, header
+
+
+def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...] = ()):
+    try:
+        import anndata
+        import h5py
+    except ImportError as e:  # pragma: no cover - anndata is a dependency
+        raise InputError(f"reading .h5ad needs anndata ({e})", path) from None
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError:
+        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad = anndata.read_h5ad(path)
+    except Exception as e:
+        raise InputError(f"not a readable AnnData file ({type(e).__name__}: {e})", path) from None
+    if use_raw and layer:
+        raise InputError("--layer and --use-raw exclude each other", path)
+    var_names = [str(s) for s in ad.var_names]
+    if use_raw:
+        if ad.raw is None:
+            raise InputError("AnnData has no .raw", path)
+        X = ad.raw.X
+        var_names = [str(s) for s in ad.raw.var_names]
+    elif layer:
+        if layer not in ad.layers:
+            have = ", ".join(list(ad.layers.keys())[:8]) or "none"
+            raise InputError(f"AnnData has no layer {layer!r} (layers: {have})", path)
+        X = ad.layers[layer]
+    else:
+        X = ad.X
+    if X is None:
+        raise InputError("AnnData has no X", path)
+    if not sp.issparse(X):
+        X = np.asarray(X)
+    obs = {}
+    for k in obs_keys:
+        if k not in ad.obs.columns:
+            have = ", ".join(map(str, list(ad.obs.columns)[:8])) or "none"
+            raise InputError(f"AnnData obs has no column {k!r} (columns: {have})", path)
+        obs[k] = np.asarray(ad.obs[k].astype(str))
+    return X, [str(s) for s in ad.obs_names], var_names, obs
+
+
+def read_matrix(
+    path: str | os.PathLike,
+    transpose: bool = False,
+    layer: str | None = None,
+    use_raw: bool = False,
+    obs_keys: tuple[str, ...] = (),
+) -> MatrixData:
+    """Read a samples x features matrix from ``path`` (format from the suffix).
+
+    Parameters
+    ----------
+    path : path-like
+    transpose : bool
+        The file stores features x samples (e.g. genes x cells): transpose it.
+    layer, use_raw : optional
+        ``.h5ad`` only: read ``layers[layer]`` or ``raw.X`` instead of ``X``.
+    obs_keys : tuple of str
+        ``.h5ad`` only: obs columns to read along (as strings).
+
+    Raises
+    ------
+    InputError
+        Missing or unreadable file, unknown suffix, non-numeric, NaN/Inf or negative values.
+    """
+    p = str(path)
+    if not os.path.exists(p):
+        raise InputError("no such file", p)
+    if os.path.isdir(p):
+        raise InputError("is a directory, not a matrix file", p)
+    if not os.access(p, os.R_OK):
+        raise InputError("permission denied", p)
+    suffix = Path(p).suffix.lower()
+    if (layer or use_raw) and suffix != ".h5ad":
+        raise InputError("--layer and --use-raw apply to .h5ad files only", p)
+    if obs_keys and suffix != ".h5ad":
+        raise InputError("obs columns can only be read from .h5ad files", p)
+    if os.path.getsize(p) == 0:
+        raise InputError("file is empty", p)
+    obs: dict = {}
+    if suffix == ".npy":
+        X, rows, cols = _read_npy(p)
+    elif suffix == ".npz":
+        X, rows, cols = _read_npz(p)
+    elif suffix == ".mtx":
+        X, rows, cols = _read_mtx(p)
+    elif suffix in (".csv", ".tsv"):
+        X, rows, cols = _read_delimited(p, "," if suffix == ".csv" else "\t")
+    elif suffix == ".h5ad":
+        X, rows, cols, obs = _read_h5ad(p, layer, use_raw, obs_keys)
+    else:
+        raise InputError(
+            f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)}",
+            p)
+    X = _check_values(X, p)
+    if transpose:
+        X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
+        rows, cols = cols, rows
+        if obs:
+            raise InputError("--transpose cannot be combined with obs columns", p)
+    n, m = X.shape
+    if rows is not None and len(rows) != n:
+        raise InputError(f"{len(rows)} sample names for {n} rows", p)
+    if cols is not None and len(cols) != m:
+        raise InputError(f"{len(cols)} feature names for {m} columns", p)
+    sample_names = make_unique(rows if rows is not None else [f"s{i}" for i in range(n)], "sample", p)
+    feature_names = make_unique(cols if cols is not None else [f"f{j}" for j in range(m)], "feature", p)
+    return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs)
+
+
+def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
+    """SHA-256 of the matrix values and feature names, independent of the file format.
+
+    Rows are hashed in blocks as canonical CSR (sorted indices, explicit zeros removed), so the
+    same numbers give the same fingerprint whether read dense or sparse.
+    """
+    h = hashlib.sha256()
+    n, m = X.shape
+    h.update(f"hdtwd-matrix-v1:{n}x{m}\n".encode())
+    for name in feature_names:
+        h.update(name.encode("utf-8") + b"\0")
+    block = 1024
+    for start in range(0, n, block):
+        B = X[start:start + block]
+        B = sp.csr_matrix(B, dtype=np.float64)
+        B.eliminate_zeros()
+        B.sum_duplicates()
+        B.sort_indices()
+        h.update(np.diff(B.indptr).astype("<i8").tobytes())
+        h.update(B.indices.astype("<i8").tobytes())
+        h.update(B.data.astype("<f8").tobytes())
+    return "sha256:" + h.hexdigest()
+

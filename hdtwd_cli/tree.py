@@ -1,0 +1,253 @@
+r"""HD-LCA and hyperbolic binary tree decoding (paper Sec. 3.3-3.4, Props. 1 & 3, Alg. 1; spec section 3).
+
+Per scale the hyperbolic LCA of two leaves is their geodesic midpoint, whose height is
+(Prop. 1)
+
+.. math:: \mathrm{proj}_k(j,j') = \sqrt{\lVert\psi_j^k - \psi_{j'}^k\rVert^2/4 + 2^{k-4}},
+
+and the HD-LCA value is their geometric mean over scales (Prop. 3)
+
+.. math:: a(j,j') = \Big(\prod_{k=0}^{K} \mathrm{proj}_k(j,j')\Big)^{1/(K+1)}.
+
+Alg. 1 merges pairs in INCREASING ``a`` (most similar first) as single linkage does: Kruskal's
+algorithm on the complete graph weighted by ``a``, i.e. a minimum spanning tree. Ties are broken
+by ``(a, min(j,j'), max(j,j'))``. Internal nodes are embedded at the geodesic midpoint of their
+two children at every scale, and each child's edge weight is
+:math:`\sum_k d_{\mathbb H}(z^k_{child}, z^k_{parent}) = \tfrac12 d_{\mathcal M}(z_A, z_B)`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.cluster.hierarchy import linkage
+
+from .hyperbolic import HyperbolicEmbedding
+
+__all__ = ["Tree", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
+
+
+@dataclass
+class Tree:
+    """A rooted tree whose leaves are the features.
+
+    Nodes are numbered so that the leaves come first (``0 .. n_leaves-1``, in the order of
+    ``leaf_names``) and every node's index is smaller than its parent's; the root is last.
+
+    Attributes
+    ----------
+    parent : ndarray of int64, shape (n_nodes,)
+        Parent of each node; ``-1`` for the root.
+    length : ndarray of float64, shape (n_nodes,)
+        Length of the edge to the parent (the paper's :math:`\\alpha_v`); 0 for the root.
+    leaf_names : list of str
+        Feature name of each leaf.
+    merge_height : ndarray of float64, shape (n_nodes - n_leaves,), optional
+        For decoded binary trees: the HD-LCA value ``a`` of the pair whose merge created each
+        internal node (non-decreasing).
+    """
+
+    parent: np.ndarray
+    length: np.ndarray
+    leaf_names: list[str]
+    merge_height: np.ndarray | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.parent = np.asarray(self.parent, dtype=np.int64)
+        self.length = np.asarray(self.length, dtype=np.float64)
+        self.leaf_names = [str(s) for s in self.leaf_names]
+
+    @property
+    def n_nodes(self) -> int:
+        return int(self.parent.shape[0])
+
+    @property
+    def n_leaves(self) -> int:
+        return len(self.leaf_names)
+
+    @property
+    def root(self) -> int:
+        return self.n_nodes - 1
+
+    def validate(self) -> None:
+        """Raise ``ValueError`` unless the arrays describe a tree in the documented numbering."""
+        n, L = self.n_nodes, self.n_leaves
+        if L < 1 or n < L:
+            raise ValueError("a tree needs at least one leaf")
+        if self.length.shape != (n,):
+            raise ValueError("edge lengths and parents differ in length")
+        p = self.parent
+        if p[-1] != -1 or np.any(p[:-1] < 0):
+            raise ValueError("the last node must be the only root")
+        idx = np.arange(n - 1)
+        if np.any(p[:-1] <= idx) or np.any(p[:-1] >= n):
+            raise ValueError("every node must precede its parent")
+        if np.any(~np.isfinite(self.length)) or np.any(self.length < 0):
+            raise ValueError("edge lengths must be finite and non-negative")
+        has_child = np.zeros(n, dtype=bool)
+        has_child[p[:-1]] = True
+        if np.any(has_child[:L]) or (n > L and not np.all(has_child[L:])):
+            raise ValueError("leaves must be exactly the nodes without children")
+        if len(set(self.leaf_names)) != L:
+            raise ValueError("leaf names are not unique")
+
+    def children(self) -> list[list[int]]:
+        """Children of every node, in increasing index order."""
+        out: list[list[int]] = [[] for _ in range(self.n_nodes)]
+        for c, p in enumerate(self.parent[:-1].tolist()):
+            out[p].append(c)
+        return out
+
+    def depth(self) -> np.ndarray:
+        """Number of edges from each node to the root (iterative, no recursion)."""
+        d = np.zeros(self.n_nodes, dtype=np.int64)
+        p = self.parent
+        for v in range(self.n_nodes - 2, -1, -1):
+            d[v] = d[p[v]] + 1
+        return d
+
+
+def hd_lca(emb: HyperbolicEmbedding) -> np.ndarray:
+    r"""Condensed HD-LCA values :math:`\log a(j,j')` for all pairs ``j < j'`` (Prop. 3).
+
+    .. math:: \log a(j,j') = \frac{1}{K+1}\sum_{k=0}^{K} \tfrac12
+              \log\big(\lVert\psi_j^k-\psi_{j'}^k\rVert^2/4 + 2^{k-4}\big)
+
+    with the squared distances from one BLAS Gram matrix per scale.
+
+    Returns
+    -------
+    ndarray, shape (m*(m-1)/2,)
+        In the order of :func:`scipy.spatial.distance.squareform` (row-major upper triangle).
+    """
+    m = emb.n_features
+    iu = np.triu_indices(m, k=1)
+    acc = np.zeros(iu[0].shape[0], dtype=np.float64)
+    for k in range(emb.n_scales):
+        Psi = emb.psi[k]
+        G = Psi @ Psi.T
+        s = np.einsum("ij,ij->i", Psi, Psi)
+        d2 = (s[:, None] + s[None, :] - 2.0 * G)[iu]
+        del G
+        np.maximum(d2, 0.0, out=d2)
+        d2 *= 0.25
+        d2 += emb.heights[k] ** 2  # 2^(k-4)
+        acc += 0.5 * np.log(d2)
+    acc /= emb.n_scales
+    return acc
+
+
+def hd_lca_merge_order(log_a: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Kruskal merges in increasing ``a`` with ties broken by ``(a, min(j,j'), max(j,j'))``.
+
+    The pairs are ranked by a stable sort of the condensed vector (whose order is already
+    ``(min, max)`` lexicographic); single linkage on the distinct ranks is then the unique
+    minimum spanning tree of that order, computed by SciPy's O(m^2) MST algorithm.
+
+    Returns
+    -------
+    children : ndarray of int64, shape (m-1, 2)
+        Merged clusters (leaves ``< m``, the i-th merge creates node ``m + i``), smaller id first.
+    merge_log_a : ndarray, shape (m-1,)
+        :math:`\\log a` of the pair that caused each merge (non-decreasing).
+    """
+    if m < 2:
+        raise ValueError("at least two features are needed to build a tree")
+    order = np.argsort(log_a, kind="stable")
+    ranks = np.empty(order.shape[0], dtype=np.float64)
+    ranks[order] = np.arange(order.shape[0], dtype=np.float64)
+    Z = linkage(ranks, method="single")
+    del ranks
+    children = np.sort(Z[:, :2].astype(np.int64), axis=1)
+    merge_log_a = log_a[order[Z[:, 2].astype(np.int64)]]
+    return children, merge_log_a
+
+
+def hd_binary_tree(
+    emb: HyperbolicEmbedding,
+    children: np.ndarray,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    r"""Edge weights of the binary tree given by ``children`` (Alg. 1, "geodesic edge weight").
+
+    At every scale each internal node is placed at the hyperbolic geodesic midpoint of its two
+    children (:func:`hyperbolic.geodesic_midpoint`), so both children get
+    :math:`d_{\mathbb H}(z_A^k, z_B^k)/2`; summed over scales the weight of each child edge is
+    :math:`\tfrac12 d_{\mathcal M}(z_A, z_B)`.
+
+    Returns
+    -------
+    ndarray, shape (2m-1,)
+        Edge length of every node to its parent (0 for the root).
+    """
+    m = emb.n_features
+    n_nodes = 2 * m - 1
+    w = np.zeros(n_nodes, dtype=np.float64)
+    ch = children.tolist()
+    for k in range(emb.n_scales):
+        pts = emb.psi[k].copy()
+        hts = [float(emb.heights[k])] * m
+        slot = list(range(m)) + [0] * (m - 1)
+        for i, (a, b) in enumerate(ch):
+            sa, sb = slot[a], slot[b]
+            ha, hb = hts[sa], hts[sb]
+            diff = pts[sa] - pts[sb]
+            sq = float(diff @ diff) + (ha - hb) ** 2
+            d = 2.0 * math.asinh(math.sqrt(sq) / (2.0 * math.sqrt(ha * hb)))
+            w[a] += 0.5 * d
+            w[b] += 0.5 * d
+            wa, wb = 1.0 / ha, 1.0 / hb
+            pts[sa] *= wa / (wa + wb)
+            pts[sa] += pts[sb] * (wb / (wa + wb))
+            hts[sa] = 2.0 * math.cosh(0.5 * d) / (wa + wb)
+            slot[m + i] = sa
+        if progress is not None:
+            progress(1)
+    return w
+
+
+def decode_tree(
+    emb: HyperbolicEmbedding,
+    leaf_names: Sequence[str],
+    progress: Callable[[int], None] | None = None,
+) -> Tree:
+    """Decode the HD binary tree from a multi-scale hyperbolic embedding (Alg. 1).
+
+    Parameters
+    ----------
+    emb : HyperbolicEmbedding
+    leaf_names : sequence of str
+        One unique name per feature.
+    progress : callable, optional
+        Called with ``1`` after the HD-LCA, the merge order and each scale of edge weights.
+
+    Returns
+    -------
+    Tree
+        Rooted binary tree with ``m`` leaves and ``m - 1`` internal nodes.
+    """
+    m = emb.n_features
+    if len(leaf_names) != m:
+        raise ValueError("one leaf name per feature is needed")
+    log_a = hd_lca(emb)
+    if progress is not None:
+        progress(1)
+    children, merge_log_a = hd_lca_merge_order(log_a, m)
+    del log_a
+    if progress is not None:
+        progress(1)
+    length = hd_binary_tree(emb, children, progress)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    parent[children[:, 0]] = np.arange(m, 2 * m - 1)
+    parent[children[:, 1]] = np.arange(m, 2 * m - 1)
+    tree = Tree(
+        parent=parent,
+        length=length,
+        leaf_names=list(leaf_names),
+        merge_height=np.exp(merge_log_a),
+    )
+    return tree
