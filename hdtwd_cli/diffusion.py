@@ -222,6 +222,6 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
     right = (V * lt[None, :]).T * op.sqrt_degree[None, :]
     phi = left @ right
     neg = phi < 0
-    negative_mass = float(-phi[neg].sum() / phi.shape[0])
+    negative_mass = max(0.0, float(-phi[neg].sum() / phi.shape[0]))
     phi[neg] = 0.0
     return phi, negative_mass

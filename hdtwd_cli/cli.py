@@ -1,0 +1,314 @@
+"""The ``hdtwd`` command line: a thin typer layer over the numerical stages and the I/O layer.
+
+Each command reads its inputs through :mod:`hdtwd_cli.io`, calls pure functions, and writes
+results atomically. Errors a user can cause print one line ``hdtwd: error: FILE: problem`` and
+exit with the code documented in :mod:`hdtwd_cli.errors`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, Optional, TypeVar
+
+import typer
+
+from . import __version__
+from .distance import tree_wasserstein
+from .errors import HdtwdError, InputError, OutputError
+from .io import (
+    atomic_path,
+    check_output_path,
+    fingerprint,
+    read_embedding,
+    read_matrix,
+    read_tree_file,
+    write_distances,
+    write_embedding,
+    write_newick_file,
+    write_tree,
+)
+from .io.output import distance_suffix
+from .pipeline import (
+    DEFAULT_EPS,
+    DEFAULT_SCALES,
+    TreeParams,
+    align_to_tree,
+    decode_from_embedding,
+    drop_empty_features,
+    embed as embed_features,
+    learn_tree,
+)
+from .progress import Reporter
+
+app = typer.Typer(
+    name="hdtwd",
+    help=(
+        "Learn the hidden hierarchy of a data set's FEATURES and turn it into a tree-Wasserstein "
+        "distance between SAMPLES (Lin, Coifman, Mishne & Talmon, ICLR 2025). "
+        "Input matrices have one row per sample (use --transpose otherwise)."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+class Metric(str, Enum):
+    cosine = "cosine"
+    euclidean = "euclidean"
+
+
+class DType(str, Enum):
+    float64 = "float64"
+    float32 = "float32"
+
+
+# ---------------------------------------------------------------- shared options
+DataArg = Annotated[Path, typer.Argument(help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad",
+                                         show_default=False)]
+TransposeOpt = Annotated[bool, typer.Option("--transpose", help="The file stores features x samples.")]
+LayerOpt = Annotated[Optional[str], typer.Option("--layer", help=".h5ad: read layers[NAME] instead of X.",
+                                                 metavar="NAME")]
+UseRawOpt = Annotated[bool, typer.Option("--use-raw", help=".h5ad: read raw.X instead of X.")]
+EpsOpt = Annotated[Optional[float], typer.Option(
+    "--eps", help=f"Kernel scale multiplier c: eps = c x median feature distance [default: {DEFAULT_EPS:g}].",
+    min=0.0, show_default=False)]
+ScalesOpt = Annotated[Optional[int], typer.Option(
+    "--scales", help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}].",
+    min=0, show_default=False)]
+MetricOpt = Annotated[Optional[Metric], typer.Option(
+    "--metric", help="Initial distance between feature columns [default: cosine].", show_default=False)]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or messages on stderr.")]
+VerboseOpt = Annotated[int, typer.Option("--verbose", "-v", count=True, help="More detail on stderr.")]
+
+
+def _warn_to_stderr(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                    line: Any = None) -> None:
+    sys.stderr.write(f"hdtwd: warning: {message}\n")
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _handle_errors(fn: F) -> F:
+    """Turn user errors into one stderr line and an exit code; never a traceback for them."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        verbose = kwargs.get("verbose", 0)
+        old = warnings.showwarning
+        warnings.showwarning = _warn_to_stderr
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("always")
+                warnings.filterwarnings("ignore", category=DeprecationWarning)
+                warnings.filterwarnings("ignore", category=FutureWarning)
+                warnings.showwarning = _warn_to_stderr
+                return fn(*args, **kwargs)
+        except HdtwdError as e:
+            sys.stderr.write(f"hdtwd: error: {e}\n")
+            raise typer.Exit(e.exit_code) from None
+        except KeyboardInterrupt:
+            sys.stderr.write("hdtwd: interrupted; no output written\n")
+            raise typer.Exit(130) from None
+        except MemoryError:
+            sys.stderr.write("hdtwd: error: out of memory; try fewer features or a smaller --scales\n")
+            raise typer.Exit(4) from None
+        except (typer.Exit, typer.Abort):
+            raise
+        except Exception as e:  # a bug: say so in one line, traceback on -v
+            if verbose:
+                traceback.print_exc()
+            sys.stderr.write(f"hdtwd: internal error: {type(e).__name__}: {e} (run with -v for the traceback)\n")
+            raise typer.Exit(1) from None
+        finally:
+            warnings.showwarning = old
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _params(eps: float | None, scales: int | None, metric: Metric | None, seed: int) -> TreeParams:
+    return TreeParams(
+        eps=DEFAULT_EPS if eps is None else float(eps),
+        scales=DEFAULT_SCALES if scales is None else int(scales),
+        metric=(metric or Metric.cosine).value,
+        seed=seed,
+    )
+
+
+def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter):
+    with rep.stage(f"reading {data.name}"):
+        md = read_matrix(data, transpose=transpose, layer=layer, use_raw=use_raw)
+    rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features"
+             + (" (sparse)" if md.is_sparse else ""))
+    return md
+
+
+def _meta(md: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    meta = {
+        "hdtwd_version": __version__,
+        "input_path": os.path.basename(md.path),
+        "input_fingerprint": fingerprint(md.X, md.feature_names),
+        "n_samples": md.shape[0],
+        "n_features": md.shape[1],
+    }
+    meta.update(extra or {})
+    return meta
+
+
+# ---------------------------------------------------------------- commands
+@app.command()
+@_handle_errors
+def embed(
+    data: DataArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Embedding file to write (.h5).",
+                                         show_default=False)],
+    eps: EpsOpt = None,
+    scales: ScalesOpt = None,
+    metric: MetricOpt = None,
+    seed: SeedOpt = 0,
+    transpose: TransposeOpt = False,
+    layer: LayerOpt = None,
+    use_raw: UseRawOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
+    rep = Reporter(quiet, verbose)
+    check_output_path(output, [data])
+    params = _params(eps, scales, metric, seed)
+    md = _read(data, transpose, layer, use_raw, rep)
+    X, names, dropped = drop_empty_features(md.X, md.feature_names, str(data))
+    if len(names) < 2:
+        raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
+    op, emb = embed_features(X, params, rep)
+    with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
+        write_embedding(tmp, emb, op, names, dropped, params.as_dict(), _meta(md))
+    rep.info(f"wrote {output}")
+
+
+@app.command("decode-tree")
+@_handle_errors
+def decode_tree_cmd(
+    embedding: Annotated[Path, typer.Argument(help="Embedding file written by 'hdtwd embed'.",
+                                              show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Tree file to write (.h5).",
+                                         show_default=False)],
+    newick: Annotated[Optional[Path], typer.Option("--newick", help="Also write the tree as Newick.",
+                                                   show_default=False)] = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """HD-LCA binary tree (Alg. 1), saved as HDF5 and optionally Newick."""
+    rep = Reporter(quiet, verbose)
+    check_output_path(output, [embedding])
+    if newick is not None:
+        check_output_path(newick, [embedding, output])
+    with rep.stage(f"reading {embedding.name}"):
+        stored = read_embedding(str(embedding))
+    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep)
+    meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
+    params = dict(stored.params)
+    params.update({k: stored.diffusion[k] for k in ("eps", "sigma") if k in stored.diffusion})
+    params = {("eps_used" if k == "eps" and "eps" in stored.params else k): v for k, v in params.items()}
+    params["eps"] = stored.params.get("eps")
+    with atomic_path(output) as tmp:
+        write_tree(tmp, tree, params, meta)
+    if newick is not None:
+        write_newick_file(str(newick), tree)
+    rep.info(f"tree with {tree.n_leaves} leaves, depth {int(tree.depth().max())}; wrote {output}")
+
+
+@app.command()
+@_handle_errors
+def distance(
+    data: DataArg,
+    output: Annotated[Path, typer.Option("--output", "-o",
+                                         help="Distance matrix to write: .npy, .h5, .csv or .tsv.",
+                                         show_default=False)],
+    tree: Annotated[Optional[Path], typer.Option(
+        "--tree", help="Use this tree (.h5 from hdtwd, or Newick) instead of learning one.",
+        show_default=False)] = None,
+    save_tree: Annotated[Optional[Path], typer.Option(
+        "--save-tree", help="Also save the learned tree (.h5).", show_default=False)] = None,
+    newick: Annotated[Optional[Path], typer.Option(
+        "--newick", help="Also save the learned tree as Newick.", show_default=False)] = None,
+    dtype: Annotated[DType, typer.Option("--dtype", help="Storage type of the result.")] = DType.float64,
+    eps: EpsOpt = None,
+    scales: ScalesOpt = None,
+    metric: MetricOpt = None,
+    seed: SeedOpt = 0,
+    transpose: TransposeOpt = False,
+    layer: LayerOpt = None,
+    use_raw: UseRawOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
+    rep = Reporter(quiet, verbose)
+    check_output_path(output, [data, tree])
+    distance_suffix(str(output))
+    for extra in (save_tree, newick):
+        if extra is not None:
+            check_output_path(extra, [data, tree, output])
+    if tree is not None:
+        given = [name for name, v in (("--eps", eps), ("--scales", scales), ("--metric", metric),
+                                      ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
+        if given:
+            raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
+    md = _read(data, transpose, layer, use_raw, rep)
+    if tree is not None:
+        with rep.stage(f"reading {tree.name}"):
+            T = read_tree_file(str(tree))
+        tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree))}
+    else:
+        params = _params(eps, scales, metric, seed)
+        T = learn_tree(md.X, md.feature_names, params, rep, str(data))
+        tree_meta = {"tree_source": "learned", "params": dict(T.metadata)}
+    meta = _meta(md, tree_meta)
+    if save_tree is not None:
+        with atomic_path(save_tree) as tmp:
+            write_tree(tmp, T, T.metadata, meta)
+    if newick is not None:
+        write_newick_file(str(newick), T)
+    X = align_to_tree(md.X, md.feature_names, T, str(data))
+    with rep.stage(f"tree-Wasserstein distances ({md.shape[0]} samples)"):
+        try:
+            D = tree_wasserstein(T, X, dtype=dtype.value)
+        except ValueError as e:
+            raise InputError(str(e), data) from None
+    meta["dtype"] = dtype.value
+    write_distances(str(output), D, md.sample_names, md.sample_names, meta)
+    rep.info(f"wrote {output} ({D.shape[0]} x {D.shape[1]} {D.dtype})")
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        typer.echo(f"hdtwd {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
+                                          help="Print the version and exit.")] = False,
+) -> None:
+    """hdtwd: tree-Wasserstein distances with a latent feature hierarchy."""
+
+
+def main() -> None:
+    """Console entry point."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

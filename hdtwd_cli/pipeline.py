@@ -1,0 +1,169 @@
+"""Orchestration of the stages: data -> diffusion -> embedding -> tree -> distances.
+
+Pure functions over arrays (no file I/O) that the command line and the evaluation share.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
+from .errors import InputError
+from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
+from .progress import Reporter
+from .tree import Tree, decode_tree
+
+__all__ = [
+    "TreeParams",
+    "DEFAULT_EPS",
+    "DEFAULT_SCALES",
+    "drop_empty_features",
+    "embed",
+    "learn_tree",
+    "align_to_tree",
+]
+
+#: Default kernel-scale multiplier c (eps = c * median distance).
+DEFAULT_EPS = 1.0
+#: Default largest scale K (K + 1 scales).
+DEFAULT_SCALES = 7
+
+
+@dataclass(frozen=True)
+class TreeParams:
+    """Parameters of the tree-learning stages (spec sections 1-3)."""
+
+    eps: float = DEFAULT_EPS
+    scales: int = DEFAULT_SCALES
+    metric: str = "cosine"
+    seed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["alpha"] = 1.0
+        d["eigenvalue_floor"] = EIGENVALUE_FLOOR
+        return d
+
+
+def drop_empty_features(
+    X: np.ndarray | sp.spmatrix, names: list[str], path: str | None = None
+) -> tuple[np.ndarray | sp.spmatrix, list[str], list[str]]:
+    """Leave out all-zero feature columns (they have no cosine distance), with a warning.
+
+    Returns
+    -------
+    X_kept, kept_names, dropped_names
+    """
+    if sp.issparse(X):
+        nnz = np.bincount(sp.csr_matrix(X).indices, minlength=X.shape[1])
+        keep = nnz > 0
+    else:
+        keep = np.any(X != 0, axis=0)
+    if keep.all():
+        return X, list(names), []
+    dropped = [names[j] for j in np.flatnonzero(~keep)]
+    where = f"{path}: " if path else ""
+    warnings.warn(
+        f"{where}{len(dropped)} all-zero feature column(s) left out of the tree "
+        f"(e.g. {', '.join(dropped[:3])})",
+        stacklevel=2,
+    )
+    idx = np.flatnonzero(keep)
+    X = X[:, idx]
+    return (sp.csr_matrix(X) if sp.issparse(X) else X), [names[j] for j in idx], dropped
+
+
+def embed(
+    X: np.ndarray | sp.spmatrix,
+    params: TreeParams,
+    reporter: Reporter | None = None,
+) -> tuple[DiffusionOperator, HyperbolicEmbedding]:
+    """Diffusion operator and multi-scale hyperbolic embedding of the feature columns of ``X``."""
+    rep = reporter or Reporter(quiet=True)
+    m = X.shape[1]
+    if m < 2:
+        raise ValueError("at least two non-zero features are needed to learn a tree")
+    with rep.stage(f"diffusion operator ({m} features)", None):
+        op = diffusion_operator(X, eps=params.eps, metric=params.metric)  # type: ignore[arg-type]
+    rep.info(f"eps = {op.eps:.6g} (c = {params.eps:g} x median {op.sigma:.6g}); "
+             f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
+    with rep.stage("hyperbolic embedding (scales)", params.scales + 1) as adv:
+        emb = hyperbolic_embedding(op, params.scales, progress=adv)
+    rep.info(f"negative density mass per scale: {np.array2string(emb.negative_mass, precision=3)}")
+    return op, emb
+
+
+def learn_tree(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    params: TreeParams,
+    reporter: Reporter | None = None,
+    path: str | None = None,
+) -> Tree:
+    """The whole tree-learning chain: drop empty features, embed, decode (Alg. 1)."""
+    rep = reporter or Reporter(quiet=True)
+    Xk, names, dropped = drop_empty_features(X, feature_names, path)
+    if len(names) < 2:
+        raise InputError("fewer than two non-zero feature columns: no tree to learn", path)
+    op, emb = embed(Xk, params, rep)
+    del Xk
+    tree = decode_from_embedding(emb, names, rep)
+    tree.metadata.update(params.as_dict())
+    tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
+    return tree
+
+
+def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None) -> Tree:
+    """Alg. 1 with a progress bar: HD-LCA, merge order, then edge weights per scale."""
+    rep = reporter or Reporter(quiet=True)
+    with rep.stage("HD-LCA tree", emb.n_scales + 2) as adv:
+        return decode_tree(emb, names, progress=adv)
+
+
+def align_to_tree(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    tree: Tree,
+    path: str | None = None,
+) -> np.ndarray | sp.csr_matrix:
+    """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
+
+    Leaves absent from the data get zero mass. Data features absent from the tree are an
+    error when they carry mass (the message names a few); all-zero ones are ignored.
+    """
+    index = {name: i for i, name in enumerate(tree.leaf_names)}
+    dest = np.array([index.get(name, -1) for name in feature_names], dtype=np.int64)
+    missing = np.flatnonzero(dest < 0)
+    if missing.size:
+        if sp.issparse(X):
+            mass = np.asarray(abs(X[:, missing]).sum(axis=0)).ravel()
+        else:
+            mass = np.abs(X[:, missing]).sum(axis=0)
+        bad = missing[mass > 0]
+        if bad.size:
+            shown = ", ".join(repr(feature_names[j]) for j in bad[:5])
+            raise InputError(
+                f"{bad.size} feature(s) with mass are not leaves of the tree: {shown}"
+                + (" ..." if bad.size > 5 else ""),
+                path,
+            )
+    n, L = X.shape[0], tree.n_leaves
+    if len(set(dest[dest >= 0].tolist())) != int((dest >= 0).sum()):
+        raise InputError("two data features map to the same tree leaf", path)
+    if sp.issparse(X):
+        C = sp.coo_matrix(X)
+        new_col = dest[C.col]
+        ok = new_col >= 0
+        out = sp.csr_matrix((C.data[ok], (C.row[ok], new_col[ok])), shape=(n, L))
+        out.sum_duplicates()
+        out.sort_indices()
+        return out
+    out = np.zeros((n, L), dtype=np.float64)
+    src = np.flatnonzero(dest >= 0)
+    out[:, dest[src]] = X[:, src]
+    return out

@@ -1,0 +1,55 @@
+"""Progress bars and messages on stderr (rich), silent when stderr is not a terminal or with --quiet.
+
+Results never go through this module: they go to files or stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+__all__ = ["Reporter"]
+
+
+class Reporter:
+    """Stage progress and verbose messages for one command run.
+
+    Parameters
+    ----------
+    quiet : bool
+        No progress bars and no ``-v`` messages (warnings and errors still print).
+    verbose : int
+        ``-v`` count: 1 prints stage summaries.
+    """
+
+    def __init__(self, quiet: bool = False, verbose: int = 0) -> None:
+        self.console = Console(stderr=True, highlight=False)
+        self.show_bars = (not quiet) and sys.stderr.isatty()
+        self.verbose = 0 if quiet else verbose
+
+    @contextlib.contextmanager
+    def stage(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
+        """A progress bar for one stage; yields ``advance(n)``."""
+        if not self.show_bars:
+            yield lambda n=1: None
+            return
+        bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}" if total else ""),
+            TimeElapsedColumn(),
+            console=self.console,
+            transient=True,
+        )
+        with bar:
+            task = bar.add_task(description, total=total)
+            yield lambda n=1: bar.advance(task, n)
+
+    def info(self, message: str) -> None:
+        """A ``-v`` message on stderr."""
+        if self.verbose:
+            self.console.print(f"hdtwd: {message}", markup=False)

@@ -1,0 +1,186 @@
+r"""Data with a known (planted) feature hierarchy, for tests, examples and benchmarks.
+
+- :func:`produce_documents` -- the paper's produce model (Sec. 5.1, App. D.1): 8 words whose
+  presence follows a two-level category tree.
+- :func:`gaussian_tree_samples` -- the paper's App. E toy: a balanced binary tree with 15 nodes,
+  :math:`x \sim \mathcal N(5\cdot\mathbf 1, L^\dagger)` with ``L`` the tree's graph Laplacian,
+  negative draws rejected; every tree node is a feature.
+- :func:`balanced_tree` and :func:`tree_twd` -- the ground-truth tree and its TWD with mass on
+  every node (leaves and internal nodes alike).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = [
+    "PRODUCE_WORDS",
+    "PRODUCE_CLADES",
+    "produce_documents",
+    "balanced_tree",
+    "tree_laplacian",
+    "gaussian_tree_samples",
+    "tree_twd",
+]
+
+PRODUCE_WORDS = ["apple", "orange", "banana", "carrot", "beetroot", "kale", "spinach", "lettuce"]
+#: The latent categories of the produce model: name -> words.
+PRODUCE_CLADES = {
+    "fruits": ["apple", "orange", "banana"],
+    "root vegetables": ["carrot", "beetroot"],
+    "leaf vegetables": ["kale", "spinach", "lettuce"],
+    "vegetables": ["carrot", "beetroot", "kale", "spinach", "lettuce"],
+}
+
+
+def produce_documents(n: int = 100, seed: int = 0, drop_empty: bool = True) -> np.ndarray:
+    """Binary word-presence documents from the produce model (paper App. D.1).
+
+    Fruits and vegetables are each chosen with probability 1/2; a chosen fruit category picks
+    each fruit with probability 1/2; chosen vegetables pick each of the sub-categories (root,
+    leaf) with probability 1/2, and a chosen sub-category picks each of its items with
+    probability 1/2.
+
+    Parameters
+    ----------
+    n : int
+        Number of documents returned.
+    seed : int
+    drop_empty : bool
+        Redraw documents that contain no word (they have no histogram).
+
+    Returns
+    -------
+    ndarray, shape (n, 8), values 0/1, columns in :data:`PRODUCE_WORDS` order
+    """
+    rng = np.random.default_rng(seed)
+    rows: list[np.ndarray] = []
+    while len(rows) < n:
+        x = np.zeros(8)
+        if rng.random() < 0.5:
+            x[0:3] = rng.random(3) < 0.5
+        if rng.random() < 0.5:
+            if rng.random() < 0.5:
+                x[3:5] = rng.random(2) < 0.5
+            if rng.random() < 0.5:
+                x[5:8] = rng.random(3) < 0.5
+        if drop_empty and not x.any():
+            continue
+        rows.append(x)
+    return np.array(rows)
+
+
+def balanced_tree(levels: int = 4) -> np.ndarray:
+    """Parent array of a balanced binary tree with ``2**levels - 1`` nodes in heap order.
+
+    Node 0 is the root; node ``v``'s parent is ``(v - 1) // 2``.
+    """
+    n = 2**levels - 1
+    parent = (np.arange(n) - 1) // 2
+    parent[0] = -1
+    return parent
+
+
+def tree_laplacian(parent: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+    """Graph Laplacian ``L = D - A`` of a tree given by its parent array (unit weights by default)."""
+    n = parent.shape[0]
+    w = np.ones(n) if weight is None else np.asarray(weight, dtype=np.float64)
+    A = np.zeros((n, n))
+    child = np.flatnonzero(parent >= 0)
+    A[child, parent[child]] = w[child]
+    A[parent[child], child] = w[child]
+    return np.diag(A.sum(axis=1)) - A
+
+
+def gaussian_tree_samples(n: int, seed: int = 0, levels: int = 4, mean: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    r"""Samples :math:`x \sim \mathcal N(\mu\mathbf 1, L^\dagger)` on a balanced tree, negatives rejected.
+
+    Returns
+    -------
+    X : ndarray, shape (n, 2**levels - 1)
+        One column per tree node (heap order).
+    parent : ndarray
+        The tree (see :func:`balanced_tree`).
+    """
+    parent = balanced_tree(levels)
+    cov = np.linalg.pinv(tree_laplacian(parent))
+    rng = np.random.default_rng(seed)
+    out: list[np.ndarray] = []
+    m = parent.shape[0]
+    while sum(len(b) for b in out) < n:
+        draw = rng.multivariate_normal(np.full(m, mean), cov, size=max(n, 16), method="eigh")
+        out.append(draw[(draw >= 0).all(axis=1)])
+    return np.concatenate(out)[:n], parent
+
+
+def tree_twd(X: np.ndarray, parent: np.ndarray, weight: np.ndarray | None = None) -> np.ndarray:
+    r"""Exact TWD with mass on every node: :math:`\sum_v w_v |\sum_{u \in \mathrm{sub}(v)} (x_i - x_{i'})_u|`.
+
+    Rows of ``X`` are normalised to histograms; ``parent[v] < v`` is not required.
+    """
+    x = X / X.sum(axis=1, keepdims=True)
+    n, m = x.shape
+    w = np.ones(m) if weight is None else np.asarray(weight, dtype=np.float64)
+    # subtree indicator: S[v, u] = 1 iff v is u or an ancestor of u
+    S = np.eye(m)
+    for u in range(m):
+        v = parent[u]
+        while v >= 0:
+            S[v, u] = 1.0
+            v = parent[v]
+    Y = (x @ S.T)[:, parent >= 0] * w[parent >= 0]
+    return np.abs(Y[:, None, :] - Y[None, :, :]).sum(axis=2)
+
+
+def random_binary_tree(m: int, seed: int = 0) -> np.ndarray:
+    """Parent array of a random rooted binary tree with ``m`` leaves (random agglomeration).
+
+    Leaves are ``0..m-1``, internal node ``m + i`` is created by the i-th merge; the root is last.
+    """
+    rng = np.random.default_rng(seed)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    active = list(range(m))
+    for i in range(m - 1):
+        a, b = rng.choice(len(active), size=2, replace=False)
+        na, nb = active[a], active[b]
+        parent[na] = parent[nb] = m + i
+        for idx in sorted((a, b), reverse=True):
+            active.pop(idx)
+        active.append(m + i)
+    return parent
+
+
+def planted_counts(
+    n_samples: int = 300,
+    n_features: int = 64,
+    n_classes: int = 4,
+    seed: int = 0,
+    depth: float = 2000.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Poisson counts whose log-rates are Gaussian on a planted random feature tree.
+
+    Each class draws a profile :math:`z_c \sim \mathcal N(0, (L + 0.05 I)^{-1})` over all tree
+    nodes (``L`` the tree Laplacian, so features close in the tree co-vary); each sample adds a
+    smaller draw of its own, and counts are
+    :math:`\mathrm{Poisson}(\mathrm{depth}\cdot \mathrm{softmax}(z)_j)` on the leaves.
+
+    Returns
+    -------
+    X : ndarray, shape (n_samples, n_features), integer counts
+    labels : ndarray of int, shape (n_samples,)
+    parent : ndarray, shape (2 n_features - 1,)
+        The planted tree (see :func:`random_binary_tree`).
+    """
+    rng = np.random.default_rng(seed)
+    parent = random_binary_tree(n_features, seed)
+    L = tree_laplacian(parent)
+    cov = np.linalg.inv(L + 0.05 * np.eye(L.shape[0]))
+    chol = np.linalg.cholesky(cov)
+    profiles = (chol @ rng.standard_normal((L.shape[0], n_classes))).T[:, :n_features]
+    labels = rng.integers(0, n_classes, size=n_samples)
+    noise = 0.5 * (chol @ rng.standard_normal((L.shape[0], n_samples))).T[:, :n_features]
+    z = profiles[labels] + noise
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    X = rng.poisson(depth * p).astype(np.float64)
+    return X, labels, parent

@@ -1,0 +1,76 @@
+"""Feature diffusion operator (spec section 1) against a direct dense construction."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from hdtwd_cli.diffusion import diffusion_densities, diffusion_operator, feature_distances, kernel_scale
+
+
+def direct_operator(X, c):
+    """Eq. 1 step by step, without the symmetric conjugate."""
+    A = X / np.linalg.norm(X, axis=0)
+    d = np.clip(1 - A.T @ A, 0, 2)
+    np.fill_diagonal(d, 0)
+    sigma = np.median(d[np.triu_indices(d.shape[0], 1)])
+    Q = np.exp(-(d**2) / (c * sigma))
+    D = Q.sum(1)
+    Qh = Q / D[:, None] / D[None, :]
+    return Qh / Qh.sum(1)[None, :]  # P = Qh Dh^-1, column-stochastic
+
+
+def test_operator_matches_direct_construction():
+    rng = np.random.default_rng(0)
+    X = rng.random((40, 12))
+    op = diffusion_operator(X, eps=2.0, eigenvalue_floor=-1.0)  # integer power: no clipping needed
+    P = direct_operator(X, 2.0)
+    phi, neg = diffusion_densities(op, 1.0)
+    # rows of phi are columns of P^1
+    assert np.allclose(phi.T, P, atol=1e-10)
+    assert np.allclose(P.sum(axis=0), 1.0)
+    assert neg == 0.0
+    # with the default floor the negative eigenvalues are clipped, and that is recorded
+    clipped = diffusion_operator(X, eps=2.0)
+    assert op.raw_eigenvalues.min() < 0 and clipped.clipped_spectral_mass > 0
+
+
+def test_fractional_power_composes():
+    rng = np.random.default_rng(1)
+    X = rng.random((30, 10))
+    op = diffusion_operator(X, eps=1.0)
+    half, _ = diffusion_densities(op, 0.5)
+    full, _ = diffusion_densities(op, 1.0)
+    # P^(1/2) P^(1/2) = P when no eigenvalue was clipped
+    if op.clipped_spectral_mass == 0:
+        assert np.allclose(half.T @ half.T, full.T, atol=1e-8)
+    assert np.allclose(half.sum(axis=1), 1.0, atol=1e-6)
+
+
+def test_eigenvalues_clipped_and_recorded():
+    rng = np.random.default_rng(2)
+    X = rng.random((20, 60))
+    op = diffusion_operator(X, eps=5.0)
+    assert op.eigenvalues.min() > 0 and op.eigenvalues.max() <= 1.0
+    assert np.isclose(op.raw_eigenvalues[0], 1.0)
+    neg = op.raw_eigenvalues[op.raw_eigenvalues < 0]
+    if neg.size:
+        assert op.clipped_spectral_mass > 0
+
+
+def test_sparse_and_dense_give_same_distances():
+    rng = np.random.default_rng(3)
+    X = rng.random((50, 15)) * (rng.random((50, 15)) < 0.3)
+    X[0] = 1.0
+    assert np.allclose(feature_distances(X), feature_distances(sp.csr_matrix(X)), atol=1e-14)
+
+
+def test_zero_column_is_refused():
+    X = np.ones((5, 3))
+    X[:, 1] = 0
+    with pytest.raises(ValueError, match="all-zero"):
+        feature_distances(X)
+
+
+def test_kernel_scale_is_median_of_pairs():
+    D = np.array([[0, 1, 4], [1, 0, 2], [4, 2, 0]], dtype=float)
+    assert kernel_scale(D) == 2.0

@@ -1,0 +1,106 @@
+"""TWD (Eq. 5) against exact optimal transport on the decoded tree's path metric."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conftest import exact_ot, path_metric
+from hdtwd_cli.distance import normalize_rows, pairwise_l1, tree_wasserstein
+from hdtwd_cli.pipeline import TreeParams, learn_tree
+from hdtwd_cli.tree import Tree
+
+
+def random_case(seed):
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(4, 11))
+    n = int(rng.integers(6, 14))
+    X = rng.poisson(2.0, size=(n, m)).astype(float) * (rng.random((n, m)) < 0.7)
+    X[:, :] += (X.sum(axis=0) == 0)  # no empty feature column
+    X[X.sum(axis=1) == 0, 0] = 1.0  # no empty row
+    tree = learn_tree(X, [f"f{j}" for j in range(m)],
+                      TreeParams(eps=float(rng.choice([0.1, 1, 5])), scales=int(rng.integers(0, 8))))
+    return X, tree
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_twd_equals_exact_ot_on_tree_metric(seed):
+    X, tree = random_case(seed)
+    D = tree_wasserstein(tree, X)
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    H = normalize_rows(X)
+    rng = np.random.default_rng(100 + seed)
+    pairs = [tuple(rng.choice(X.shape[0], 2, replace=False)) for _ in range(4)]
+    for i, j in pairs:
+        ot = exact_ot(H[i], H[j], C)
+        assert abs(D[i, j] - ot) <= 1e-8 * max(ot, 1e-300), (D[i, j], ot)
+
+
+def test_twd_equals_pot_emd2():
+    ot = pytest.importorskip("ot")
+    X, tree = random_case(99)
+    D = tree_wasserstein(tree, X)
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    H = normalize_rows(X)
+    for i in range(1, X.shape[0]):
+        v = ot.emd2(H[0], H[i], C)
+        assert abs(D[0, i] - v) <= 1e-8 * v
+
+
+def test_twd_equals_unnormalised_weighted_unifrac():
+    skbio = pytest.importorskip("skbio")
+    from skbio.diversity import beta_diversity
+    X, tree = random_case(7)
+    from hdtwd_cli.io.newick import write_newick
+    import io
+    sk_tree = skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
+    counts = X.astype(np.int64)  # scikit-bio casts to int64: feed integer counts
+    dm = beta_diversity("weighted_unifrac", counts, ids=[f"s{i}" for i in range(len(X))],
+                        taxa=tree.leaf_names, tree=sk_tree, normalized=False, validate=False)
+    D = tree_wasserstein(tree, X)
+    assert np.allclose(dm.data, D, rtol=1e-9, atol=0)
+
+
+def test_general_tree_with_multifurcation():
+    # root with three children, one internal node with two leaves: hand-computed TWD
+    tree = Tree(parent=np.array([4, 4, 5, 5, 5, -1]), length=np.array([1.0, 2.0, 3.0, 4.0, 0.5, 0.0]),
+                leaf_names=["a", "b", "c", "d"])
+    tree.validate()
+    X = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+    D = tree_wasserstein(tree, X)
+    assert np.isclose(D[0, 1], 3.0)       # a -> b through node 4
+    assert np.isclose(D[0, 2], 1 + 0.5 + 3)  # a -> 4 -> root -> c
+    assert np.isclose(D[2, 3], 7.0)
+    C = path_metric(tree.parent, tree.length, 4)
+    assert np.allclose(D, C)
+
+
+def test_sparse_input_and_float32():
+    X, tree = random_case(5)
+    D = tree_wasserstein(tree, X)
+    assert np.array_equal(D, tree_wasserstein(tree, sp.csr_matrix(X)))
+    D32 = tree_wasserstein(tree, X, dtype="float32")
+    assert D32.dtype == np.float32 and np.allclose(D32, D, rtol=1e-5)
+
+
+def test_cross_distances_match_pairwise():
+    X, tree = random_case(11)
+    D = tree_wasserstein(tree, X)
+    Dq = tree_wasserstein(tree, X, Xq=X[:3])
+    assert Dq.shape == (3, X.shape[0])
+    assert np.allclose(Dq, D[:3], rtol=1e-12)
+
+
+def test_pairwise_l1_matches_scipy():
+    from scipy.spatial.distance import cdist
+    rng = np.random.default_rng(0)
+    Y = rng.random((75, 530))
+    D = pairwise_l1(Y)
+    assert np.allclose(D, cdist(Y, Y, "cityblock"), rtol=1e-12)
+    assert np.array_equal(D, D.T) and np.all(np.diag(D) == 0)
+
+
+def test_zero_row_is_refused_with_its_index():
+    X = np.ones((4, 3))
+    X[2] = 0
+    with pytest.raises(ValueError, match="row 2"):
+        normalize_rows(X)

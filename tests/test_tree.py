@@ -1,0 +1,106 @@
+"""HD-LCA tree decoding (Alg. 1) against a brute-force Kruskal and the cherry property of Thm. 1."""
+
+import numpy as np
+
+from hdtwd_cli.hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
+from hdtwd_cli.tree import decode_tree, hd_lca, hd_lca_merge_order
+
+
+def random_embedding(m, K, seed, duplicates=0):
+    rng = np.random.default_rng(seed)
+    psi = np.sqrt(rng.dirichlet(np.ones(m), size=(K + 1, m)))
+    for d in range(duplicates):  # exact ties: copy feature d into feature m-1-d
+        psi[:, m - 1 - d] = psi[:, d]
+    return HyperbolicEmbedding(psi=psi, heights=scale_heights(K), negative_mass=np.zeros(K + 1))
+
+
+def brute_force_log_a(emb):
+    m = emb.n_features
+    out = {}
+    for j in range(m):
+        for jj in range(j + 1, m):
+            vals = [np.sqrt(np.sum((emb.psi[k, j] - emb.psi[k, jj]) ** 2) / 4 + 2.0 ** (k - 4))
+                    for k in range(emb.n_scales)]
+            out[(j, jj)] = np.mean(np.log(vals))
+    return out
+
+
+def brute_force_kruskal(log_a, m, order_key):
+    """Python Kruskal over pairs sorted by (a, j, j'): the merges as (cluster, cluster) ids."""
+    pairs = sorted(log_a, key=order_key)
+    cluster = list(range(m))  # leaf -> current cluster id
+    members = {j: {j} for j in range(m)}
+    merges = []
+    nxt = m
+    for j, jj in pairs:
+        a, b = cluster[j], cluster[jj]
+        if a == b:
+            continue
+        merges.append(tuple(sorted((a, b))))
+        members[nxt] = members.pop(a) | members.pop(b)
+        for leaf in members[nxt]:
+            cluster[leaf] = nxt
+        nxt += 1
+    return merges
+
+
+def test_hd_lca_matches_closed_form():
+    emb = random_embedding(9, 4, 0)
+    la = hd_lca(emb)
+    bf = brute_force_log_a(emb)
+    iu = np.triu_indices(9, 1)
+    assert np.allclose(la, [bf[(i, j)] for i, j in zip(*iu)], rtol=1e-12)
+
+
+def test_merge_order_is_kruskal_with_deterministic_ties():
+    for seed in range(8):
+        m = 12
+        emb = random_embedding(m, 3, seed, duplicates=seed % 3)
+        la = hd_lca(emb)
+        iu = np.triu_indices(m, 1)
+        log_a = {(int(i), int(j)): float(v) for i, j, v in zip(*iu, la)}
+        expected = brute_force_kruskal(log_a, m, lambda p: (log_a[p], p[0], p[1]))
+        children, merge_log_a = hd_lca_merge_order(la, m)
+        assert [tuple(c) for c in children.tolist()] == expected
+        assert np.all(np.diff(merge_log_a) >= 0)
+
+
+def test_exact_ties_are_broken_by_index():
+    # four identical features: every pair ties; Kruskal by (a, j, j') merges (0,1), (2,4)->...
+    psi = np.ones((2, 4, 4)) / 2.0
+    emb = HyperbolicEmbedding(psi=psi, heights=scale_heights(1), negative_mass=np.zeros(2))
+    children, _ = hd_lca_merge_order(hd_lca(emb), 4)
+    assert [tuple(c) for c in children.tolist()] == [(0, 1), (2, 4), (3, 5)]
+
+
+def test_cherries_keep_the_product_manifold_distance():
+    emb = random_embedding(10, 5, 3)
+    tree = decode_tree(emb, [f"g{j}" for j in range(10)])
+    tree.validate()
+    assert tree.n_nodes == 19 and tree.parent[-1] == -1
+    children = tree.children()
+    n_cherries = 0
+    for v in range(10, 19):
+        a, b = children[v]
+        if a < 10 and b < 10:
+            n_cherries += 1
+            dM = sum(halfspace_distance(emb.psi[k, a], emb.heights[k], emb.psi[k, b], emb.heights[k])
+                     for k in range(emb.n_scales))
+            assert np.isclose(tree.length[a] + tree.length[b], dM, rtol=1e-12)
+            assert tree.length[a] == tree.length[b]
+    assert n_cherries >= 1
+    assert np.all(tree.length[:-1] > 0)
+    assert np.all(np.diff(tree.merge_height) >= 0)
+
+
+def test_deep_chain_needs_no_recursion():
+    # features on a line: single linkage builds a chain far deeper than Python's recursion limit
+    m = 1500
+    t = np.linspace(0, 1, m)
+    psi = np.zeros((1, m, 2))
+    psi[0, :, 0] = t ** 2
+    psi[0, :, 1] = 0
+    emb = HyperbolicEmbedding(psi=psi, heights=scale_heights(0), negative_mass=np.zeros(1))
+    tree = decode_tree(emb, [f"g{j}" for j in range(m)])
+    assert tree.depth().max() > 1000
+    tree.validate()
