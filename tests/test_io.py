@@ -1,0 +1,220 @@
+"""Every input format, Newick round trips (deep caterpillars, awkward labels) and HDF5 layouts."""
+
+import io
+
+import numpy as np
+import pytest
+import scipy.io
+import scipy.sparse as sp
+
+from conftest import run_hdtwd
+from hdtwd_cli.errors import InputError
+from hdtwd_cli.io import read_matrix
+from hdtwd_cli.io.newick import format_label, read_newick, write_newick
+from hdtwd_cli.tree import Tree
+
+
+def write_all_formats(tmp_path, X, features, samples):
+    import anndata
+    import pandas as pd
+
+    paths = {}
+    np.save(tmp_path / "x.npy", X)
+    paths["npy"] = tmp_path / "x.npy"
+    for ext, sep in (("csv", ","), ("tsv", "\t")):
+        p = tmp_path / f"x.{ext}"
+        with open(p, "w") as fh:
+            fh.write(sep.join(["sample"] + features) + "\n")
+            for name, row in zip(samples, X):
+                fh.write(sep.join([name] + [repr(float(v)) for v in row]) + "\n")
+        paths[ext] = p
+    sp.save_npz(tmp_path / "x.npz", sp.csr_matrix(X))
+    paths["npz"] = tmp_path / "x.npz"
+    scipy.io.mmwrite(str(tmp_path / "x.mtx"), sp.coo_matrix(X))
+    paths["mtx"] = tmp_path / "x.mtx"
+    ad = anndata.AnnData(X=X.copy(), obs=pd.DataFrame(index=samples), var=pd.DataFrame(index=features))
+    ad.write_h5ad(tmp_path / "x.h5ad")
+    paths["h5ad"] = tmp_path / "x.h5ad"
+    return paths
+
+
+def test_every_format_gives_the_identical_distance_matrix(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.poisson(1.5, size=(40, 16)).astype(float) * (rng.random((40, 16)) < 0.6)
+    X[X.sum(axis=1) == 0, 0] = 1
+    X[0, X.sum(axis=0) == 0] = 1
+    features = [f"gene_{j}" for j in range(16)]
+    samples = [f"cell{i}" for i in range(40)]
+    paths = write_all_formats(tmp_path, X, features, samples)
+    results = {}
+    for fmt, p in paths.items():
+        out = tmp_path / f"D_{fmt}.npy"
+        run_hdtwd("distance", p, "-o", out, "-q")
+        results[fmt] = np.load(out)
+    ref = results["npy"]
+    assert ref.shape == (40, 40) and ref[0, 1] > 0
+    for fmt, D in results.items():
+        assert np.array_equal(D, ref), fmt
+
+
+def test_names_are_read_from_each_format(tmp_path):
+    X = np.arange(12, dtype=float).reshape(3, 4) + 1
+    paths = write_all_formats(tmp_path, X, ["a", "b", "c", "d"], ["s1", "s2", "s3"])
+    for fmt in ("csv", "tsv", "h5ad"):
+        md = read_matrix(paths[fmt])
+        assert md.feature_names == ["a", "b", "c", "d"] and md.sample_names == ["s1", "s2", "s3"]
+        assert np.array_equal(md.X, X)
+    md = read_matrix(paths["npz"])
+    assert md.is_sparse and md.feature_names == ["f0", "f1", "f2", "f3"]
+    t = read_matrix(paths["npy"], transpose=True)
+    assert t.shape == (4, 3) and np.array_equal(t.X, X.T)
+
+
+def test_csv_without_header_or_index(tmp_path):
+    p = tmp_path / "plain.csv"
+    p.write_text("1,2,3\n4,5,6\n")
+    md = read_matrix(p)
+    assert md.shape == (2, 3) and md.feature_names == ["f0", "f1", "f2"]
+
+
+def test_duplicate_feature_names_are_made_unique_with_a_warning(tmp_path):
+    p = tmp_path / "dup.csv"
+    p.write_text("g,g,h,g\n1,2,3,4\n")
+    with pytest.warns(UserWarning, match="duplicate"):
+        md = read_matrix(p)
+    assert md.feature_names == ["g", "g-1", "h", "g-2"]
+
+
+@pytest.mark.parametrize("content, message", [
+    ("a,b\n1,x\n", "not a number"),
+    ("a,b\n1,2\n3\n", "ragged"),
+    ("a,b\n1,-2\n", "negative"),
+    ("a,b\n1,nan\n", "NaN"),
+])
+def test_bad_csv_is_named(tmp_path, content, message):
+    p = tmp_path / "bad.csv"
+    p.write_text(content)
+    with pytest.raises(InputError, match=message) as e:
+        read_matrix(p)
+    assert str(p) in str(e.value)
+
+
+def caterpillar(m):
+    """Leaf i hangs off internal node m+i; internal nodes form a chain to the root."""
+    parent = np.empty(2 * m - 1, dtype=np.int64)
+    parent[0] = m
+    for i in range(1, m):
+        parent[i] = m + i - 1
+    for v in range(m, 2 * m - 2):
+        parent[v] = v + 1
+    parent[-1] = -1
+    rng = np.random.default_rng(0)
+    length = np.r_[rng.random(2 * m - 2), 0.0]
+    return Tree(parent=parent, length=length, leaf_names=[f"t{i}" for i in range(m)])
+
+
+def canonical(tree, order):
+    """Numbering-free form: node key (smallest leaf rank below, leaf count) -> (parent key, length).
+
+    Two distinct nodes of one tree never share a key (nodes sharing a leaf are nested, so differ
+    in size); iterative, O(nodes).
+    """
+    rank = {name: i for i, name in enumerate(order)}
+    n, L = tree.n_nodes, tree.n_leaves
+    low = np.full(n, np.iinfo(np.int64).max)
+    size = np.zeros(n, dtype=np.int64)
+    low[:L] = [rank[s] for s in tree.leaf_names]
+    size[:L] = 1
+    for c in range(n - 1):
+        p = tree.parent[c]
+        low[p] = min(low[p], low[c])
+        size[p] += size[c]
+    out = {}
+    for v in range(n):
+        p = tree.parent[v]
+        out[(int(low[v]), int(size[v]))] = (None if p < 0 else (int(low[p]), int(size[p])),
+                                            float(tree.length[v]))
+    return out
+
+
+def test_caterpillar_20000_round_trips_through_our_reader():
+    tree = caterpillar(20000)
+    tree.validate()
+    assert tree.depth().max() >= 19999
+    text = write_newick(tree)
+    back = read_newick(text)
+    back.validate()
+    assert sorted(back.leaf_names) == sorted(tree.leaf_names)
+    assert canonical(back, tree.leaf_names) == canonical(tree, tree.leaf_names)
+    assert back.depth().max() == tree.depth().max()
+
+
+def test_caterpillar_20000_reads_in_scikit_bio():
+    skbio = pytest.importorskip("skbio")
+    m = 20000
+    tree = caterpillar(m)
+    sk = skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
+    tips = {t.name: t for t in sk.tips()}
+    assert len(tips) == m
+    # topology and lengths: every tip's number of ancestors and its distance to the root
+    depth = tree.depth()
+    root_dist = np.zeros(tree.n_nodes)
+    for v in range(tree.n_nodes - 2, -1, -1):
+        root_dist[v] = root_dist[tree.parent[v]] + tree.length[v]
+    for i in (0, 1, 2, 500, m // 2, m - 2, m - 1):
+        node, k, acc = tips[f"t{i}"], 0, 0.0
+        while node.parent is not None:
+            acc += node.length
+            node, k = node.parent, k + 1
+        assert k == depth[i]
+        assert np.isclose(acc, root_dist[i], rtol=1e-12)
+
+
+AWKWARD = ["plain", "with space", "under_score", "o'clock", "a(b)", "x:y", "semi;colon", "comma,name",
+           "[bracket]", "ünïcode", "1e-5", "-"]
+
+
+def test_awkward_labels_are_quoted_and_round_trip():
+    m = len(AWKWARD)
+    tree = caterpillar(m)
+    tree.leaf_names = AWKWARD
+    assert format_label("plain") == "plain"
+    assert format_label("o'clock") == "'o''clock'"
+    assert format_label("under_score") == "'under_score'"
+    text = write_newick(tree)
+    back = read_newick(text)
+    assert sorted(back.leaf_names) == sorted(AWKWARD)
+    assert canonical(back, AWKWARD) == canonical(tree, AWKWARD)
+
+
+def test_awkward_labels_read_in_biopython_and_scikit_bio():
+    Phylo = pytest.importorskip("Bio.Phylo")
+    skbio = pytest.importorskip("skbio")
+    tree = caterpillar(len(AWKWARD))
+    tree.leaf_names = AWKWARD
+    text = write_newick(tree)
+    bp = Phylo.read(io.StringIO(text), "newick")
+    assert sorted(t.name for t in bp.get_terminals()) == sorted(AWKWARD)
+    sk = skbio.TreeNode.read(io.StringIO(text), convert_underscores=False)
+    assert sorted(t.name for t in sk.tips()) == sorted(AWKWARD)
+
+
+@pytest.mark.parametrize("text, message", [
+    ("(a:1,b:2", "closing"),
+    ("(a:1,a:2);", "more than once"),
+    ("(a:1,:2);", "no name"),
+    ("(a:1,b);", "no branch length"),
+    ("(a:1,b:x);", "not a number"),
+    ("((a:1,b:1):1;", "unbalanced"),
+])
+def test_bad_newick_is_refused(text, message):
+    with pytest.raises(ValueError, match=message):
+        read_newick(text)
+
+
+def test_newick_with_comments_and_multifurcation():
+    t = read_newick("[comment]((a:1,b:2,c:3)90:0.5,d:4)root;")
+    t.validate()
+    assert t.leaf_names == ["a", "b", "c", "d"]
+    assert t.n_nodes == 6 and t.parent[-1] == -1
+    assert np.allclose(t.length[:4], [1, 2, 3, 4])
