@@ -1,0 +1,115 @@
+"""Generate the roff manual pages in ``man/`` from the command line's own definitions.
+
+``python -m hdtwd_cli._manpage man/`` rewrites ``man/hdtwd.1`` and ``man/hdtwd-COMMAND.1``; a test
+checks that every option of every command appears in its page, so the pages cannot drift.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from . import __version__
+from .cli import app
+
+__all__ = ["render_pages"]
+
+_DATE = "2026-11-26"
+
+_EXIT = """.SH EXIT STATUS
+.TP
+.B 0
+success
+.TP
+.B 1
+internal error (a bug; \\fB\\-v\\fR prints the traceback)
+.TP
+.B 2
+bad usage or bad input (the message names the file and the problem)
+.TP
+.B 3
+output cannot be written
+.TP
+.B 4
+not enough memory for the requested computation
+.TP
+.B 130
+interrupted; no partial output is left behind
+"""
+
+
+def _esc(text: str) -> str:
+    """Escape text for roff; a line may not start with a control character."""
+    text = text.replace("\\", "\\\\").replace("-", "\\-").replace("'", "\\(aq")
+    return "\n".join("\\&" + ln if ln.startswith(".") else ln for ln in text.splitlines())
+
+
+def _metavar(p, ctx) -> str:  # noqa: ANN001
+    """The option's value placeholder, across typer versions."""
+    if getattr(p, "metavar", None):
+        return str(p.metavar)
+    for attempt in (lambda: p.display_type(ctx), lambda: p.make_metavar(ctx), lambda: p.make_metavar()):
+        try:
+            text = str(attempt())
+        except Exception:
+            continue
+        if text and "<" not in text:
+            return text
+    return (p.name or "VALUE").upper()
+
+
+def _option_lines(cmd) -> list[str]:  # noqa: ANN001 - typer's bundled click Command
+    out: list[str] = []
+    ctx = cmd.context_class(cmd)
+    for p in cmd.params:
+        if p.param_type_name == "argument":
+            out += [".TP", f"\\fI{_esc((p.name or '').upper())}\\fR"]
+            out.append(_esc(getattr(p, "help", None) or ""))
+            continue
+        if p.param_type_name != "option" or p.hidden:
+            continue
+        names = ", ".join(f"\\fB{_esc(o)}\\fR" for o in p.opts + p.secondary_opts)
+        meta = "" if getattr(p, "is_flag", False) or getattr(p, "count", False) else f" \\fI{_esc(_metavar(p, ctx))}\\fR"
+        out += [".TP", names + meta, _esc(p.help or "")]
+    return out
+
+
+def render_pages() -> dict[str, str]:
+    """Page name -> roff text for ``hdtwd`` and each subcommand."""
+    group = typer.main.get_command(app)
+    pages: dict[str, str] = {}
+    ctx = group.context_class(group)
+    head = f'.TH {{name}} 1 "{_DATE}" "hdtwd {__version__}" "User Commands"\n'
+    lines = [head.format(name="HDTWD"), ".SH NAME", "hdtwd \\- tree\\-Wasserstein distance with a latent "
+             "feature hierarchy", ".SH SYNOPSIS", "\\fBhdtwd\\fR \\fICOMMAND\\fR [\\fIOPTIONS\\fR]",
+             ".SH DESCRIPTION", _esc(group.help or ""), ".SH COMMANDS"]
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        lines += [".TP", f"\\fBhdtwd {_esc(name)}\\fR(1)", _esc((cmd.help or "").splitlines()[0])]
+    lines += [".SH OPTIONS"] + _option_lines(group)
+    lines += [_EXIT, ".SH SEE ALSO", ", ".join(f"\\fBhdtwd\\-{_esc(n)}\\fR(1)" for n in group.list_commands(ctx))]
+    pages["hdtwd.1"] = "\n".join(lines) + "\n"
+    for name in group.list_commands(ctx):
+        cmd = group.get_command(ctx, name)
+        args = [(p.name or "").upper() for p in cmd.params if p.param_type_name == "argument"]
+        usage = " ".join(["[OPTIONS]"] + args)
+        lines = [head.format(name=f"HDTWD-{name.upper()}"), ".SH NAME",
+                 f"hdtwd\\-{_esc(name)} \\- {_esc((cmd.help or '').splitlines()[0])}", ".SH SYNOPSIS",
+                 f"\\fBhdtwd {_esc(name)}\\fR {_esc(usage)}", ".SH DESCRIPTION", _esc(cmd.help or ""),
+                 ".SH OPTIONS"] + _option_lines(cmd)
+        lines += [_EXIT, ".SH SEE ALSO", "\\fBhdtwd\\fR(1)"]
+        pages[f"hdtwd-{name}.1"] = "\n".join(lines) + "\n"
+    return pages
+
+
+def main(argv: list[str]) -> None:
+    out = Path(argv[0] if argv else "man")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in render_pages().items():
+        (out / name).write_text(text)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main(sys.argv[1:])
