@@ -3,6 +3,10 @@
 :math:`D_{ij} = \\sum_k |A_{ik} - B_{jk}|`, computed in tiles of rows x rows x columns small enough
 for the core's cache (so each row is read from memory once per tile, not once per pair), tiles
 spread over threads, every sum accumulated in float64 whatever the storage type.
+
+Determinism: the per-pair sum is a separate compiled function that is NOT force-inlined at the
+numba IR level; with ``inline="always"`` the freshly compiled and the cache-loaded machine code
+summed in different orders (last-bit differences between the first and later runs).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ _TJ = 16  # rows of B per tile
 _TK = 256  # columns per pass: (16 + 16) rows x 256 columns stay in L1/L2
 
 
-@njit(fastmath=True, cache=True, nogil=True, inline="always")
+@njit(fastmath=True, cache=True, nogil=True)
 def _l1_pair(a, b):  # pragma: no cover - compiled
     s = 0.0  # float64 accumulator, whatever the storage type
     for k in range(a.shape[0]):

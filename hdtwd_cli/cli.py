@@ -8,6 +8,7 @@ exit with the code documented in :mod:`hdtwd_cli.errors`.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import sys
 import traceback
@@ -17,11 +18,13 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Optional, TypeVar
 
+import numpy as np
 import typer
 
 from . import __version__
 from .distance import tree_wasserstein
-from .errors import HdtwdError, InputError, OutputError
+from .errors import HdtwdError, InputError
+from .evaluation import BASELINES, DEFAULT_K, evaluate, summarise
 from .io import (
     atomic_path,
     check_output_path,
@@ -289,6 +292,145 @@ def distance(
     meta["dtype"] = dtype.value
     write_distances(str(output), D, md.sample_names, md.sample_names, meta)
     rep.info(f"wrote {output} ({D.shape[0]} x {D.shape[1]} {D.dtype})")
+
+
+def _parse_list(text: str, kind: type, option: str) -> list:
+    try:
+        vals = [kind(v) for v in text.replace(" ", "").split(",") if v != ""]
+    except ValueError:
+        raise InputError(f"{option} expects a comma-separated list of {kind.__name__}s, got {text!r}") from None
+    if not vals:
+        raise InputError(f"{option} is empty")
+    return vals
+
+
+def _read_labels(spec: str, md: Any, data: Path) -> np.ndarray:
+    if spec.startswith("obs:"):
+        col = spec[4:]
+        if col not in md.obs:
+            raise InputError(f"obs column {col!r} was not read", data)
+        return np.asarray(md.obs[col])
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such labels file", path)
+    if path.is_dir():
+        raise InputError("is a directory, not a labels file", path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError("labels file is not UTF-8 text", path) from None
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    labels = np.array([ln.strip() for ln in lines])
+    if labels.shape[0] != md.shape[0]:
+        raise InputError(f"{labels.shape[0]} labels for {md.shape[0]} samples in {data}", path)
+    if np.any(labels == ""):
+        raise InputError(f"empty label on line {int(np.flatnonzero(labels == '')[0]) + 1}", path)
+    return labels
+
+
+def _set_threads(threads: int | None) -> None:
+    if not threads:
+        return
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    threadpool_limits(threads)
+
+
+@app.command()
+@_handle_errors
+def classify(
+    data: DataArg,
+    labels: Annotated[str, typer.Option("--labels", help="obs:COLUMN of an .h5ad, or a file with one label per line.",
+                                        metavar="obs:COLUMN|FILE", show_default=False)],
+    splits: Annotated[int, typer.Option("--splits", help="Number of random train/test splits.", min=1)] = 5,
+    test_size: Annotated[float, typer.Option("--test-size", help="Fraction of samples in each test set.",
+                                             min=0.0, max=1.0)] = 0.3,
+    k: Annotated[str, typer.Option("--k", help="Comma-separated k of the kNN classifier.")] =
+        ",".join(map(str, DEFAULT_K)),
+    eps: Annotated[Optional[str], typer.Option(
+        "--eps", help=f"Kernel scale multiplier c, or a comma-separated grid chosen by inner CV on the training rows "
+                      f"[default: {DEFAULT_EPS:g}].", show_default=False)] = None,
+    scales: Annotated[Optional[str], typer.Option(
+        "--scales", help=f"Largest scale K, or a comma-separated grid [default: {DEFAULT_SCALES}].",
+        show_default=False)] = None,
+    metric: MetricOpt = None,
+    methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of hdtwd,cosine,euclidean,l1.")] =
+        "hdtwd,cosine,euclidean,l1",
+    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
+                                                     show_default=False)] = None,
+    per_k: Annotated[bool, typer.Option("--per-k", help="Show the mean accuracy for every k.")] = False,
+    threads: Annotated[Optional[int], typer.Option("--threads", help="Threads for BLAS and the distance kernel.",
+                                                   min=1, show_default=False)] = None,
+    seed: SeedOpt = 0,
+    transpose: TransposeOpt = False,
+    layer: LayerOpt = None,
+    use_raw: UseRawOpt = False,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = 0,
+) -> None:
+    """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    rep = Reporter(quiet, verbose)
+    if json_out is not None:
+        check_output_path(json_out, [data])
+    ks = sorted(set(_parse_list(k, int, "--k")))
+    if ks[0] < 1:
+        raise InputError("--k values must be >= 1")
+    eps_grid = _parse_list(eps, float, "--eps") if eps else [DEFAULT_EPS]
+    scales_grid = _parse_list(scales, int, "--scales") if scales else [DEFAULT_SCALES]
+    if min(eps_grid) <= 0 or min(scales_grid) < 0:
+        raise InputError("--eps values must be > 0 and --scales values >= 0")
+    chosen = _parse_list(methods, str, "--methods")
+    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES]
+    if unknown:
+        raise InputError(f"unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(BASELINES)}")
+    if not 0 < test_size < 1:
+        raise InputError("--test-size must be between 0 and 1")
+    _set_threads(threads)
+    obs_keys = (labels[4:],) if labels.startswith("obs:") else ()
+    with rep.stage(f"reading {data.name}"):
+        md = read_matrix(data, transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys)
+    y = _read_labels(labels, md, data)
+    n_classes = len(np.unique(y))
+    n_train = md.shape[0] - int(round(test_size * md.shape[0]))
+    if ks[-1] > n_train:
+        raise InputError(f"k = {ks[-1]} exceeds the {n_train} training samples per split", data)
+    base = _params(None, None, metric, seed)
+    grid = len(eps_grid) * len(scales_grid) > 1
+    steps = splits * len(chosen) + (splits * len(eps_grid) * 3 if grid and "hdtwd" in chosen else 0)
+    with rep.stage("splits x methods", steps) as adv:
+        try:
+            results = evaluate(md.X, md.feature_names, y, chosen, eps_grid, scales_grid, base, ks,
+                               splits, test_size, seed, progress=adv)
+        except ValueError as e:
+            raise InputError(str(e), data) from None
+    report = summarise(results, {
+        "n_samples": md.shape[0], "n_features": md.shape[1], "n_classes": n_classes, "splits": splits,
+        "test_size": test_size, "seed": seed, "k": ks, "hdtwd_version": __version__,
+        "input_fingerprint": fingerprint(md.X, md.feature_names),
+    })
+    table = Table(title=f"kNN accuracy (%), {splits} x {1 - test_size:.0%}/{test_size:.0%} splits, "
+                        f"{md.shape[0]} samples, {n_classes} classes")
+    table.add_column("method")
+    table.add_column("best k", justify="right")
+    table.add_column("accuracy", justify="right")
+    if per_k:
+        for kk in ks:
+            table.add_column(f"k={kk}", justify="right")
+    for name, res in report["methods"].items():
+        row = [name, str(res["best_k"]), f"{res['mean']:.1f} ± {res['std']:.1f}"]
+        if per_k:
+            row += [f"{res['per_k'][str(kk)]:.1f}" for kk in ks]
+        table.add_row(*row)
+    Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
+    if json_out is not None:
+        with atomic_path(json_out) as tmp:
+            Path(tmp).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
 
 
 def _version_callback(value: bool) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "drop_empty_features",
     "embed",
     "learn_tree",
+    "learn_trees",
     "align_to_tree",
 ]
 
@@ -118,6 +119,33 @@ def learn_tree(
     return tree
 
 
+def learn_trees(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    params: TreeParams,
+    scales: list[int] | tuple[int, ...],
+    reporter: Reporter | None = None,
+) -> dict[int, Tree]:
+    """Trees for several K from one eigendecomposition (the scales 0..K are shared)."""
+    rep = reporter or Reporter(quiet=True)
+    with warnings.catch_warnings():  # recorded in the metadata instead of repeated per split
+        warnings.simplefilter("ignore")
+        Xk, names, dropped = drop_empty_features(X, feature_names, None)
+    if len(names) < 2:
+        raise InputError("fewer than two non-zero feature columns: no tree to learn")
+    full = TreeParams(eps=params.eps, scales=max(scales), metric=params.metric, seed=params.seed)
+    op, emb = embed(Xk, full, rep)
+    out = {}
+    for K in scales:
+        sub = HyperbolicEmbedding(psi=emb.psi[: K + 1], heights=emb.heights[: K + 1],
+                                  negative_mass=emb.negative_mass[: K + 1])
+        tree = decode_from_embedding(sub, names, rep)
+        tree.metadata.update(TreeParams(params.eps, K, params.metric, params.seed).as_dict())
+        tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
+        out[K] = tree
+    return out
+
+
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None) -> Tree:
     """Alg. 1 with a progress bar: HD-LCA, merge order, then edge weights per scale."""
     rep = reporter or Reporter(quiet=True)
@@ -130,16 +158,19 @@ def align_to_tree(
     feature_names: list[str],
     tree: Tree,
     path: str | None = None,
+    drop_unknown: bool = False,
 ) -> np.ndarray | sp.csr_matrix:
     """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
 
     Leaves absent from the data get zero mass. Data features absent from the tree are an
-    error when they carry mass (the message names a few); all-zero ones are ignored.
+    error when they carry mass (the message names a few); all-zero ones are ignored. With
+    ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
+    the training rows has no leaf, whatever the test rows hold).
     """
     index = {name: i for i, name in enumerate(tree.leaf_names)}
     dest = np.array([index.get(name, -1) for name in feature_names], dtype=np.int64)
     missing = np.flatnonzero(dest < 0)
-    if missing.size:
+    if missing.size and not drop_unknown:
         if sp.issparse(X):
             mass = np.asarray(abs(X[:, missing]).sum(axis=0)).ravel()
         else:

@@ -104,3 +104,20 @@ def test_zero_row_is_refused_with_its_index():
     X[2] = 0
     with pytest.raises(ValueError, match="row 2"):
         normalize_rows(X)
+
+
+def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "Y.npy", rng.random((70, 1037)))
+    code = ("import sys, numpy as np; from hdtwd_cli._kernels import l1_distances; "
+            "np.save(sys.argv[2], l1_distances(np.load(sys.argv[1])))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    for i in range(2):  # first run compiles and writes the cache, second loads it
+        subprocess.run([sys.executable, "-c", code, tmp_path / "Y.npy", tmp_path / f"D{i}.npy"],
+                       check=True, env=env)
+    assert any((tmp_path / "cache").rglob("*.nbi"))
+    assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))

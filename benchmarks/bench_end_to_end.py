@@ -1,0 +1,477 @@
+"""Issue 2: end-to-end wall time and peak memory of ``hdtwd distance`` vs the same pipeline with pdist.
+
+For each data set (Zeisel: stored log1p values, 3005 cells x 4000 genes; CBMC: raw counts,
+8617 cells x 500 genes) this script
+
+1. writes the cells x genes matrix as ``.npy`` into ``<cache_dir>/e2e/`` (outside the repo);
+2. runs, each as a subprocess under ``/usr/bin/time -v``,
+   (a) ``hdtwd distance DATA.npy -o D_hdtwd.npy -q`` and
+   (b) ``python benchmarks/pdist_pipeline.py DATA.npy -o D_pdist.npy``,
+   recording wall time and maximum resident set size;
+3. compares the two matrices;
+4. times the stages of ``hdtwd distance`` once in a fresh Python process (the same calls as
+   ``hdtwd_cli.cli.distance``, one by one), with the peak RSS of each stage (``VmHWM`` after
+   resetting it through ``/proc/self/clear_refs``);
+5. writes a JSON record next to the data and (unless ``--no-results``) replaces the issue-2
+   section of ``benchmarks/RESULTS.md``.
+
+Before the timed runs one untimed ``hdtwd distance`` on a 40 x 30 matrix fills numba's on-disk
+kernel cache, so no timed run pays JIT compilation. Each configuration runs once.
+
+Usage::
+
+    python benchmarks/bench_end_to_end.py                 # both data sets, write RESULTS.md
+    python benchmarks/bench_end_to_end.py --datasets cbmc --no-results
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import datasets  # noqa: E402  (benchmarks/datasets.py)
+
+SECTION_TITLE = "## Issue 2: end-to-end `hdtwd distance` vs the same pipeline with scipy pdist"
+CONFIGS = {
+    # name in this benchmark -> (datasets.load key, label)
+    "zeisel": ("zeisel7", "Zeisel (log1p, as stored)"),
+    "cbmc": ("cbmc", "CBMC (raw counts)"),
+}
+TIME_BIN = "/usr/bin/time"
+
+
+# ------------------------------------------------------------------ helpers
+def _run_timed(cmd: list[str], log: Path) -> dict[str, Any]:
+    """Run ``cmd`` under ``/usr/bin/time -v``; return wall s, peak RSS, CPU s and stderr."""
+    tfile = log.with_suffix(".time")
+    full = [TIME_BIN, "-v", "-o", str(tfile), *cmd]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    t0 = time.perf_counter()
+    proc = subprocess.run(full, capture_output=True, text=True, cwd=REPO)
+    wall_py = time.perf_counter() - t0
+    log.write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    tv = tfile.read_text()
+    m_wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", tv)
+    m_rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", tv)
+    m_user = re.search(r"User time \(seconds\): ([\d.]+)", tv)
+    m_sys = re.search(r"System time \(seconds\): ([\d.]+)", tv)
+    m_cpu = re.search(r"Percent of CPU this job got: (\d+)%", tv)
+    if not (m_wall and m_rss and m_user and m_sys):
+        raise RuntimeError(f"could not parse /usr/bin/time output:\n{tv}")
+    secs = 0.0
+    for part in m_wall.group(1).split(":"):
+        secs = secs * 60 + float(part)
+    rss_kb = int(m_rss.group(1))
+    return {
+        "cmd": cmd,
+        "wall_s": secs,
+        "wall_s_perf_counter": wall_py,
+        "max_rss_kb": rss_kb,
+        "max_rss_MB": rss_kb * 1024 / 1e6,
+        "user_s": float(m_user.group(1)),
+        "sys_s": float(m_sys.group(1)),
+        "cpu_percent": int(m_cpu.group(1)) if m_cpu else None,
+        "stderr": proc.stderr,
+    }
+
+
+def _pdist_stages(stderr: str) -> dict[str, float]:
+    return {m.group(1): float(m.group(2))
+            for m in re.finditer(r"^pdist_pipeline: stage (\S+) ([\d.]+)$", stderr, re.M)}
+
+
+def _compare(path_a: Path, path_b: Path) -> dict[str, float]:
+    A = np.load(path_a)
+    B = np.load(path_b)
+    if A.shape != B.shape:
+        raise RuntimeError(f"shape mismatch {A.shape} vs {B.shape}")
+    diff = np.abs(A - B)
+    off = ~np.eye(A.shape[0], dtype=bool)
+    denom = np.maximum(np.abs(A), np.abs(B))
+    pos = off & (denom > 0)
+    rel = diff[pos] / denom[pos]
+    return {
+        "max_abs_diff": float(diff.max()),
+        "max_D": float(A.max()),
+        "max_abs_diff_over_max_D": float(diff.max() / A.max()),
+        "max_elementwise_rel_diff": float(rel.max()) if rel.size else 0.0,
+        "bitwise_equal": bool(np.array_equal(A, B)),
+        "diag_max_abs": float(max(np.abs(np.diag(A)).max(), np.abs(np.diag(B)).max())),
+    }
+
+
+def _machine_facts() -> dict[str, Any]:
+    import numba
+    import scipy
+
+    def sh(cmd: list[str]) -> str:
+        try:
+            return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
+        except Exception as e:  # pragma: no cover
+            return f"({e})"
+
+    lscpu = sh(["lscpu"])
+    model = re.search(r"^Model name:\s*(.+)$", lscpu, re.M)
+    mem = sh(["free", "-g"]).splitlines()
+    facts = {
+        "date_utc": sh(["date", "-u"]),
+        "git_commit": sh(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
+        "git_dirty": bool(sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"])),
+        "nproc": sh(["nproc"]),
+        "cpu_model": model.group(1).strip() if model else "?",
+        "memory": mem[1] if len(mem) > 1 else "?",
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "numba_threads": numba.config.NUMBA_NUM_THREADS,
+        "blas": _blas_name(),
+        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
+                                                "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")},
+    }
+    return facts
+
+
+def _blas_name() -> str:
+    try:
+        cfg = np.show_config(mode="dicts")  # numpy >= 1.25
+        b = cfg["Build Dependencies"]["blas"]
+        return f"{b.get('name')} {b.get('version')}"
+    except Exception:
+        return "?"
+
+
+# ------------------------------------------------------------------ in-process stages
+def _hwm_reset() -> bool:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024 / 1e6
+    return float("nan")
+
+
+def stages_main(data: str, out: str, compare_to: str | None) -> None:
+    """Time the calls of ``hdtwd distance`` (default parameters) one by one; print JSON."""
+    t0 = time.perf_counter()
+    from hdtwd_cli import _kernels  # noqa: F401  (numba import is part of the startup cost)
+    from hdtwd_cli.cli import _meta, _params
+    from hdtwd_cli.diffusion import diffusion_operator
+    from hdtwd_cli.distance import normalize_rows, pairwise_l1, tree_embedding
+    from hdtwd_cli.hyperbolic import hyperbolic_embedding
+    from hdtwd_cli.io import read_matrix, write_distances
+    from hdtwd_cli.pipeline import align_to_tree, drop_empty_features
+    from hdtwd_cli.tree import Tree, hd_binary_tree, hd_lca, hd_lca_merge_order
+
+    rows: list[dict[str, Any]] = [{"stage": "import hdtwd_cli (+numba)", "s": time.perf_counter() - t0,
+                                   "peak_MB": _hwm_mb(), "group": "startup"}]
+    hwm_ok = True
+    cur: dict[str, Any] = {}
+
+    class stage:
+        def __init__(self, name: str, group: str) -> None:
+            self.name, self.group = name, group
+
+        def __enter__(self) -> None:
+            nonlocal hwm_ok
+            hwm_ok = _hwm_reset() and hwm_ok
+            self.t = time.perf_counter()
+
+        def __exit__(self, *exc: Any) -> None:
+            rows.append({"stage": self.name, "group": self.group,
+                         "s": time.perf_counter() - self.t, "peak_MB": _hwm_mb()})
+
+    params = _params(None, None, None, 0)
+    with stage("read_matrix (.npy, validation)", "read"):
+        md = read_matrix(data)
+    with stage("input fingerprint (SHA-256, metadata)", "read"):
+        meta = _meta(md, {"tree_source": "learned"})
+    with stage("drop empty features + diffusion operator (Gram, kernel, eigh)", "diffusion+embedding"):
+        Xk, names, _dropped = drop_empty_features(md.X, md.feature_names, data)
+        op = diffusion_operator(Xk, eps=params.eps, metric=params.metric)
+        del Xk
+    with stage(f"hyperbolic embedding ({params.scales + 1} scales, psi array)", "diffusion+embedding"):
+        emb = hyperbolic_embedding(op, params.scales)
+    m = emb.n_features
+    with stage("HD-LCA values (one Gram per scale)", "tree decode"):
+        log_a = hd_lca(emb)
+    with stage("merge order (stable argsort + single linkage)", "tree decode"):
+        children, merge_log_a = hd_lca_merge_order(log_a, m)
+        del log_a
+    with stage("edge weights (geodesic midpoints, Python loop)", "tree decode"):
+        length = hd_binary_tree(emb, children)
+        parent = np.full(2 * m - 1, -1, dtype=np.int64)
+        parent[children[:, 0]] = np.arange(m, 2 * m - 1)
+        parent[children[:, 1]] = np.arange(m, 2 * m - 1)
+        T = Tree(parent=parent, length=length, leaf_names=list(names),
+                 merge_height=np.exp(merge_log_a))
+    del emb, op
+    with stage("align columns to tree leaves", "distance"):
+        X = align_to_tree(md.X, md.feature_names, T, data)
+    with stage("normalize rows + tree embedding Y", "distance"):
+        Y = tree_embedding(T, normalize_rows(X), "float64")
+    with stage(f"pairwise L1 kernel (numba, {Y.shape[0]} x {Y.shape[1]})", "distance"):
+        D = pairwise_l1(Y, None, "float64")
+    with stage("write .npy (atomic)", "write"):
+        write_distances(out, D, md.sample_names, md.sample_names, meta)
+    result: dict[str, Any] = {
+        "rows": rows,
+        "hwm_reset_worked": hwm_ok,
+        "n": int(D.shape[0]),
+        "features": int(md.X.shape[1]),
+        "tree_nodes": int(T.n_nodes),
+        "embedding_dim": int(Y.shape[1]),
+        "total_s": sum(r["s"] for r in rows),
+    }
+    if compare_to:
+        ref = np.load(compare_to)
+        result["equal_to_cli_output"] = bool(np.array_equal(ref, D))
+        result["max_abs_diff_to_cli_output"] = float(np.abs(ref - D).max())
+    print("STAGES_JSON " + json.dumps(result), flush=True)
+
+
+def _run_stages(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--stages-only", str(data),
+           "--stages-out", str(out), "--compare-to", str(compare_to)]
+    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise RuntimeError(f"stage timing failed:\n{proc.stderr[-3000:]}")
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
+    return json.loads(line[len("STAGES_JSON "):])
+
+
+# ------------------------------------------------------------------ report
+def _fmt_s(x: float) -> str:
+    return f"{x:.2f}" if x < 100 else f"{x:.1f}"
+
+
+def render(record: dict[str, Any]) -> str:
+    f = record["machine"]
+    env = ", ".join(f"{k}={'unset' if v is None else v}" for k, v in f["env"].items())
+    out: list[str] = [SECTION_TITLE, ""]
+    out.append(
+        f"Run {f['date_utc']} at commit `{f['git_commit']}`"
+        + (" (working tree had uncommitted changes to tracked files)" if f["git_dirty"] else "")
+        + f". Machine: {f['cpu_model']}, nproc = {f['nproc']}, memory `{f['memory']}` (free -g). "
+        f"Python {f['python']}, numpy {f['numpy']}, scipy {f['scipy']}, numba {f['numba']} "
+        f"(NUMBA_NUM_THREADS = {f['numba_threads']}), BLAS {f['blas']}. Environment: {env}."
+    )
+    out.append("")
+    out.append(
+        "Each configuration ran once, as a fresh process under `/usr/bin/time -v` (wall = "
+        "\"Elapsed (wall clock)\", peak RSS = \"Maximum resident set size\", MB = 10^6 bytes; CPU = "
+        "user + sys). Both tools read the same `.npy` (float64, cells x genes), use default "
+        "parameters (eps = 1 x median cosine distance, K = 7, i.e. 8 scales) and write a float64 "
+        "`.npy`. Ratio = wall / wall of `hdtwd distance` on the same data. numba's kernel cache "
+        "was warm (one untimed small run first)."
+    )
+    out.append("")
+    out.append("| data | n x m | tool | wall s | CPU s | peak RSS MB | n*n*8 B (MB) | ratio |")
+    out.append("|---|---|---|---:|---:|---:|---:|---:|")
+    for name, r in record["datasets"].items():
+        n, m = r["shape"]
+        out_mb = n * n * 8 / 1e6
+        base = r["hdtwd"]["wall_s"]
+        for tool, key in (("`hdtwd distance`", "hdtwd"), ("pdist pipeline", "pdist")):
+            t = r[key]
+            out.append(
+                f"| {r['label']} | {n} x {m} | {tool} | {_fmt_s(t['wall_s'])} | "
+                f"{_fmt_s(t['user_s'] + t['sys_s'])} | {t['max_rss_MB']:.0f} | {out_mb:.0f} | "
+                f"{t['wall_s'] / base:.2f} |")
+    st = record.get("startup")
+    if st:
+        out.append("")
+        out.append(f"Startup floor: `hdtwd --version` takes {st['wall_s']:.2f} s wall, "
+                   f"{st['max_rss_MB']:.0f} MB peak RSS.")
+
+    out.append("")
+    out.append("### Where the time goes")
+    out.append("")
+    out.append(
+        "`hdtwd distance`'s calls timed one by one in a fresh process (`bench_end_to_end.py "
+        "--stages-only`, same functions and defaults as `hdtwd_cli.cli.distance`). Peak MB = "
+        "process VmHWM during the stage (reset before each stage via `/proc/self/clear_refs`), "
+        "so it includes everything still alive from earlier stages.")
+    for name, r in record["datasets"].items():
+        s = r["stages"]
+        n, m = r["shape"]
+        out.append("")
+        out.append(f"**{r['label']}**, {n} x {m}; tree: {s['tree_nodes']} nodes, tree-embedding "
+                   f"dimension {s['embedding_dim']}. In-process total {s['total_s']:.2f} s "
+                   f"(vs {r['hdtwd']['wall_s']:.2f} s wall for the CLI run).")
+        out.append("")
+        out.append("| group | stage | s | % | peak MB |")
+        out.append("|---|---|---:|---:|---:|")
+        for row in s["rows"]:
+            out.append(f"| {row['group']} | {row['stage']} | {row['s']:.2f} | "
+                       f"{100 * row['s'] / s['total_s']:.1f} | {row['peak_MB']:.0f} |")
+        groups: dict[str, float] = {}
+        for row in s["rows"]:
+            groups[row["group"]] = groups.get(row["group"], 0.0) + row["s"]
+        out.append("")
+        out.append("By group: " + ", ".join(f"{g} {v:.2f} s" for g, v in groups.items()) + ".")
+        ps = r["pdist_stages"]
+        out.append(
+            "pdist pipeline stages (its stderr): "
+            + ", ".join(f"{k} {v:.2f} s" for k, v in ps.items() if k != "total")
+            + f"; total {ps.get('total', float('nan')):.2f} s.")
+
+    out.append("")
+    out.append("### Agreement")
+    out.append("")
+    out.append("| data | max abs diff | max D | max abs diff / max D | max elementwise rel. diff "
+               "(off-diagonal) | bitwise equal |")
+    out.append("|---|---:|---:|---:|---:|---|")
+    for name, r in record["datasets"].items():
+        a = r["agreement"]
+        out.append(f"| {r['label']} | {a['max_abs_diff']:.3g} | {a['max_D']:.4g} | "
+                   f"{a['max_abs_diff_over_max_D']:.3g} | {a['max_elementwise_rel_diff']:.3g} | "
+                   f"{a['bitwise_equal']} |")
+    eq = [f"{r['label']}: {r['stages']['equal_to_cli_output']}" for r in record["datasets"].values()]
+    out.append("")
+    out.append("The in-process stage run reproduces the CLI's matrix bit for bit ("
+               + "; ".join(eq) + ").")
+    if record.get("notes"):
+        out.append("")
+        out.append("### Notes")
+        out.append("")
+        for note in record["notes"]:
+            out.append(f"- {note}")
+
+    out.append("")
+    out.append("### Reproduce")
+    out.append("")
+    out.append("```bash")
+    out.append("python benchmarks/bench_end_to_end.py   # writes data to $HDTWD_BENCH_CACHE or "
+               "~/.cache/hdtwd-bench/e2e, replaces this section")
+    out.append("# or by hand, per data set (DATA = ~/.cache/hdtwd-bench/e2e/zeisel.npy or cbmc.npy):")
+    out.append("/usr/bin/time -v hdtwd distance DATA -o D_hdtwd.npy -q")
+    out.append("/usr/bin/time -v python benchmarks/pdist_pipeline.py DATA -o D_pdist.npy")
+    out.append("python benchmarks/bench_end_to_end.py --stages-only DATA --stages-out D_stages.npy")
+    out.append("```")
+    out.append("")
+    return "\n".join(out)
+
+
+def write_section(results_md: Path, section: str) -> None:
+    """Replace (or append) the issue-2 section of RESULTS.md, leaving the rest untouched."""
+    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
+    lines = text.splitlines(keepends=True)
+    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == SECTION_TITLE), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        tail = "".join(lines[end:])
+        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
+    results_md.write_text(new.rstrip("\n") + "\n")
+
+
+# ------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Issue 2 end-to-end benchmark.")
+    ap.add_argument("--datasets", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
+    ap.add_argument("--no-results", action="store_true", help="do not touch benchmarks/RESULTS.md")
+    ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
+    ap.add_argument("--note", action="append", default=[], help="extra note for the report")
+    ap.add_argument("--stages-only", metavar="DATA", help=argparse.SUPPRESS)
+    ap.add_argument("--stages-out", help=argparse.SUPPRESS)
+    ap.add_argument("--compare-to", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+
+    if args.stages_only:
+        out = args.stages_out or str(Path(args.stages_only).with_name("D_stages.npy"))
+        stages_main(args.stages_only, out, args.compare_to)
+        return 0
+
+    if not Path(TIME_BIN).exists():
+        sys.exit(f"{TIME_BIN} not found; install it: apt-get update && apt-get install -y time")
+    hdtwd = shutil.which("hdtwd")
+    if hdtwd is None:
+        sys.exit("hdtwd not on PATH; pip install -e . first")
+
+    work = datasets.cache_dir() / "e2e"
+    datasets._check_outside_repo(work)
+    work.mkdir(parents=True, exist_ok=True)
+    record: dict[str, Any] = {"machine": _machine_facts(), "datasets": {}, "notes": list(args.note)}
+
+    # Warm numba's on-disk cache (untimed) so no timed run pays JIT compilation.
+    rng = np.random.default_rng(0)
+    tiny = work / "warmup.npy"
+    np.save(tiny, rng.poisson(2.0, (40, 30)).astype(np.float64) + 1.0)
+    subprocess.run([hdtwd, "distance", str(tiny), "-o", str(work / "warmup_D.npy"), "-q"],
+                   check=True, cwd=REPO)
+    record["startup"] = _run_timed([hdtwd, "--version"], work / "startup.log")
+
+    for name in args.datasets:
+        key, label = CONFIGS[name]
+        ds = datasets.load(key)  # stored values: log1p for Zeisel, counts for CBMC
+        data = work / f"{name}.npy"
+        np.save(data, np.ascontiguousarray(ds.X, dtype=np.float64))
+        n, m = ds.X.shape
+        del ds
+        print(f"[{name}] {n} x {m} -> {data}", file=sys.stderr, flush=True)
+        d_h = work / f"{name}_D_hdtwd.npy"
+        d_p = work / f"{name}_D_pdist.npy"
+        r_h = _run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log")
+        print(f"[{name}] hdtwd: {r_h['wall_s']:.2f} s, {r_h['max_rss_MB']:.0f} MB", file=sys.stderr)
+        r_p = _run_timed([sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
+                         work / f"{name}_pdist.log")
+        print(f"[{name}] pdist: {r_p['wall_s']:.2f} s, {r_p['max_rss_MB']:.0f} MB", file=sys.stderr)
+        agree = _compare(d_h, d_p)
+        print(f"[{name}] agreement: {agree}", file=sys.stderr, flush=True)
+        stages = _run_stages(data, work / f"{name}_D_stages.npy", d_h)
+        record["datasets"][name] = {
+            "label": label,
+            "data": str(data),
+            "shape": [n, m],
+            "hdtwd": r_h,
+            "pdist": r_p,
+            "pdist_stages": _pdist_stages(r_p["stderr"]),
+            "agreement": agree,
+            "stages": stages,
+        }
+        for p in (d_p, work / f"{name}_D_stages.npy"):
+            p.unlink(missing_ok=True)
+
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    rec_path = work / f"issue2_{stamp}.json"
+    rec_path.write_text(json.dumps(record, indent=1, default=str))
+    print(f"record: {rec_path}", file=sys.stderr)
+    section = render(record)
+    print(section)
+    if not args.no_results:
+        write_section(Path(args.results), section)
+        print(f"updated {args.results}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+r"""kNN evaluation protocol (paper App. C; spec section 5).
+
+Repeated random train/test splits (70/30 by default, stratified when every class has at least two
+members); the feature tree is learned from the TRAINING rows only and the test rows are mapped
+onto it; a k-nearest-neighbour classifier on precomputed distances is scored for every k; the
+report gives, per method, the k with the best mean accuracy over splits and that mean +- std.
+
+kNN rule (deterministic)
+    Neighbours are ordered by (distance, training-row index). The predicted class has the most
+    votes among the k nearest; a tie between classes goes to the tied class whose nearest member
+    comes first in that order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import product
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._kernels import l1_distances
+from .distance import normalize_rows, tree_wasserstein
+from .pipeline import TreeParams, align_to_tree, learn_trees
+
+__all__ = [
+    "DEFAULT_K",
+    "stratified_splits",
+    "knn_predict",
+    "knn_accuracy",
+    "baseline_distances",
+    "BASELINES",
+    "MethodResult",
+    "summarise",
+    "select_params",
+    "evaluate",
+]
+
+DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
+BASELINES = ("cosine", "euclidean", "l1")
+
+
+def stratified_splits(
+    labels: np.ndarray, n_splits: int = 5, test_size: float = 0.3, seed: int = 0
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random train/test index splits, stratified when every class has at least two members.
+
+    Per class the test count is ``test_size * count`` rounded by largest remainders so that the
+    total is ``round(test_size * n)``, and every class keeps at least one training member.
+    Split ``s`` draws from ``numpy.random.default_rng([seed, s])``.
+
+    Returns
+    -------
+    list of (train_idx, test_idx), each sorted
+    """
+    y = np.asarray(labels)
+    n = y.shape[0]
+    if not 0 < test_size < 1:
+        raise ValueError("test_size must be between 0 and 1")
+    n_test = int(round(test_size * n))
+    if n_test < 1 or n_test >= n:
+        raise ValueError(f"a test fraction of {test_size} leaves no train or no test rows of {n}")
+    classes, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
+    stratify = bool(np.all(counts >= 2))
+    out = []
+    for s in range(n_splits):
+        rng = np.random.default_rng([seed, s])
+        if not stratify:
+            perm = rng.permutation(n)
+            out.append((np.sort(perm[n_test:]), np.sort(perm[:n_test])))
+            continue
+        exact = counts * (n_test / n)
+        take = np.minimum(np.floor(exact).astype(np.int64), counts - 1)
+        rest = n_test - int(take.sum())
+        frac = exact - take
+        for c in np.lexsort((np.arange(len(classes)), -frac)):
+            if rest <= 0:
+                break
+            if take[c] < counts[c] - 1:
+                take[c] += 1
+                rest -= 1
+        test = []
+        for c in range(len(classes)):
+            members = np.flatnonzero(y_idx == c)
+            test.append(rng.permutation(members)[: take[c]])
+        test_idx = np.sort(np.concatenate(test))
+        mask = np.ones(n, dtype=bool)
+        mask[test_idx] = False
+        out.append((np.flatnonzero(mask), test_idx))
+    return out
+
+
+def knn_predict(D: np.ndarray, y_train: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """kNN predictions for every k from a (test x train) distance matrix.
+
+    Parameters
+    ----------
+    D : ndarray, shape (n_test, n_train)
+    y_train : ndarray of int, shape (n_train,)
+        Class indices ``0..C-1``.
+    ks : sequence of int
+
+    Returns
+    -------
+    ndarray of int, shape (len(ks), n_test)
+    """
+    ks = [int(k) for k in ks]
+    kmax = max(ks)
+    n_test, n_train = D.shape
+    if kmax > n_train:
+        raise ValueError(f"k = {kmax} exceeds the {n_train} training samples")
+    C = int(y_train.max()) + 1
+    order = np.argsort(D, axis=1, kind="stable")[:, :kmax]
+    nb = y_train[order]  # (n_test, kmax) neighbour classes, nearest first
+    onehot = np.zeros((n_test, kmax, C), dtype=np.int32)
+    np.put_along_axis(onehot, nb[:, :, None], 1, axis=2)
+    votes = np.cumsum(onehot, axis=1)  # votes[:, k-1, c] = members of c among the k nearest
+    first = np.full((n_test, C), kmax, dtype=np.int64)
+    pos = np.broadcast_to(np.arange(kmax), nb.shape)
+    np.minimum.at(first, (np.repeat(np.arange(n_test), kmax), nb.ravel()), pos.ravel())
+    out = np.empty((len(ks), n_test), dtype=np.int64)
+    for i, k in enumerate(ks):
+        key = votes[:, k - 1, :].astype(np.int64) * (kmax + 1) + (kmax - first)
+        out[i] = np.argmax(key, axis=1)
+    return out
+
+
+def knn_accuracy(D: np.ndarray, y_train: np.ndarray, y_test: np.ndarray, ks: Sequence[int]) -> np.ndarray:
+    """Accuracy in percent for every k."""
+    pred = knn_predict(D, y_train, ks)
+    return 100.0 * (pred == y_test[None, :]).mean(axis=1)
+
+
+def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+    return X.toarray() if sp.issparse(X) else np.asarray(X)
+
+
+def baseline_distances(name: str, H_test: np.ndarray | sp.spmatrix, H_train: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Cosine, Euclidean or L1 distances (test x train) between histograms."""
+    A, B = _dense(H_test), _dense(H_train)
+    if name == "l1":
+        return l1_distances(A, B)
+    if name == "euclidean":
+        G = A @ B.T
+        D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * G
+        return np.sqrt(np.maximum(D2, 0))
+    if name == "cosine":
+        na = np.linalg.norm(A, axis=1)
+        nb = np.linalg.norm(B, axis=1)
+        return 1.0 - (A @ B.T) / np.outer(na, nb)
+    raise ValueError(f"unknown baseline {name!r}")
+
+
+@dataclass
+class MethodResult:
+    """Accuracies of one method: ``acc[s, i]`` = split ``s``, ``ks[i]``, in percent."""
+
+    name: str
+    ks: list[int]
+    acc: np.ndarray
+    params: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        means = self.acc.mean(axis=0)
+        best = int(np.argmax(means))
+        std = float(self.acc[:, best].std(ddof=1)) if self.acc.shape[0] > 1 else 0.0
+        return {
+            "best_k": self.ks[best],
+            "mean": float(means[best]),
+            "std": std,
+            "per_k": {str(k): float(v) for k, v in zip(self.ks, means)},
+            "per_split": [float(v) for v in self.acc[:, best]],
+            "params": self.params,
+        }
+
+
+def summarise(results: Sequence[MethodResult], meta: dict) -> dict:
+    """The JSON report: ``meta`` plus ``methods`` (see :meth:`MethodResult.summary`)."""
+    out = dict(meta)
+    out["methods"] = {r.name: r.summary() for r in results}
+    return out
+
+
+
+def _hdtwd_accuracies(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    y: np.ndarray,
+    train: np.ndarray,
+    test: np.ndarray,
+    eps: float,
+    scales: Sequence[int],
+    base: TreeParams,
+    ks: Sequence[int],
+) -> dict[int, np.ndarray]:
+    """Learn trees (one eigendecomposition for all K) on ``train``; kNN accuracies on ``test``."""
+    params = TreeParams(eps=eps, scales=max(scales), metric=base.metric, seed=base.seed)
+    trees = learn_trees(X[train], names, params, scales)
+    out = {}
+    for K, tree in trees.items():
+        Xtr = align_to_tree(X[train], names, tree, drop_unknown=True)
+        Xte = align_to_tree(X[test], names, tree, drop_unknown=True)
+        D = tree_wasserstein(tree, Xtr, Xq=Xte)
+        out[K] = knn_accuracy(D, y[train], y[test], ks)
+    return out
+
+
+def select_params(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    y: np.ndarray,
+    train: np.ndarray,
+    eps_grid: Sequence[float],
+    scales_grid: Sequence[int],
+    base: TreeParams,
+    ks: Sequence[int],
+    inner_splits: int = 3,
+    test_size: float = 0.3,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> tuple[float, int, dict]:
+    """Choose (eps, K) by inner cross-validation on the TRAINING rows only.
+
+    Each grid point is scored by its best-k mean accuracy over ``inner_splits`` inner splits of
+    ``train``; ties go to the first point in grid order (eps outer, K inner).
+
+    Returns
+    -------
+    eps, K, scores  (scores maps "eps,K" to the inner best-k mean accuracy)
+    """
+    inner = stratified_splits(y[train], inner_splits, test_size, seed)
+    scores: dict[tuple[float, int], np.ndarray] = {}
+    for eps in eps_grid:
+        accs: dict[int, list[np.ndarray]] = {K: [] for K in scales_grid}
+        for itr, ite in inner:
+            res = _hdtwd_accuracies(X, names, y, train[itr], train[ite], eps, scales_grid, base, ks)
+            for K in scales_grid:
+                accs[K].append(res[K])
+            if progress is not None:
+                progress(1)
+        for K in scales_grid:
+            scores[(eps, K)] = np.mean(accs[K], axis=0)
+    best = max(product(eps_grid, scales_grid), key=lambda p: (scores[p].max(), -list(scores).index(p)))
+    return best[0], best[1], {f"{e:g},{k}": float(v.max()) for (e, k), v in scores.items()}
+
+
+def evaluate(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    labels: np.ndarray,
+    methods: Sequence[str],
+    eps_grid: Sequence[float],
+    scales_grid: Sequence[int],
+    base: TreeParams,
+    ks: Sequence[int] = DEFAULT_K,
+    n_splits: int = 5,
+    test_size: float = 0.3,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+) -> list[MethodResult]:
+    """Run the protocol for ``methods`` (``hdtwd`` and/or :data:`BASELINES`) on the same splits.
+
+    With one (eps, K) the tree of each split uses it; with several, each split chooses by
+    :func:`select_params` on its training rows.
+    """
+    _, y = np.unique(np.asarray(labels), return_inverse=True)
+    splits = stratified_splits(y, n_splits, test_size, seed)
+    H = normalize_rows(X)
+    acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
+    choices: list[dict] = []
+    grid = len(eps_grid) * len(scales_grid) > 1
+    for s, (train, test) in enumerate(splits):
+        for name in methods:
+            if name == "hdtwd":
+                eps, K, scores = eps_grid[0], scales_grid[0], {}
+                if grid:
+                    eps, K, scores = select_params(X, names, y, train, eps_grid, scales_grid, base, ks,
+                                                   test_size=test_size, seed=seed + 1000 + s,
+                                                   progress=progress)
+                acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks)[K]
+                choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
+            else:
+                D = baseline_distances(name, H[test], H[train])
+                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
+            if progress is not None:
+                progress(1)
+    out = []
+    for name in methods:
+        if name == "hdtwd":
+            params = {"eps": list(eps_grid) if grid else eps_grid[0],
+                      "scales": list(scales_grid) if grid else scales_grid[0],
+                      "metric": base.metric, "selection": "inner 3-split CV on training rows" if grid else "fixed",
+                      "choices": choices}
+        else:
+            params = {"on": "row-normalised histograms"}
+        out.append(MethodResult(name, list(ks), acc[name], params))
+    return out
