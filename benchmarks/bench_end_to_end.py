@@ -57,14 +57,66 @@ TIME_BIN = "/usr/bin/time"
 
 
 # ------------------------------------------------------------------ helpers
-def _run_timed(cmd: list[str], log: Path) -> dict[str, Any]:
+#: A run counts as clean when other processes used less than this many cores on average.
+BACKGROUND_LIMIT_CORES = 0.10
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_busy_s() -> float:
+    """System-wide busy CPU seconds since boot, all cores (``/proc/stat``, idle and iowait excluded)."""
+    with open("/proc/stat") as fh:
+        f = [int(x) for x in fh.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / _CLK_TCK
+
+
+def wait_quiet(max_wait_s: float, window_s: float = 3.0, needed: int = 2) -> float:
+    """Wait until the machine is idle (other load < BACKGROUND_LIMIT_CORES for ``needed``
+    consecutive windows) or ``max_wait_s`` passed. Returns the seconds waited."""
+    t0 = time.perf_counter()
+    ok = 0
+    while time.perf_counter() - t0 < max_wait_s:
+        b0 = _cpu_busy_s()
+        time.sleep(window_s)
+        load = (_cpu_busy_s() - b0) / window_s
+        ok = ok + 1 if load < BACKGROUND_LIMIT_CORES else 0
+        if ok >= needed:
+            break
+    waited = time.perf_counter() - t0
+    if waited > 2 * needed * window_s:
+        print(f"  (waited {waited:.0f} s for other processes to finish)", file=sys.stderr, flush=True)
+    return waited
+
+
+def _run_timed(cmd: list[str], log: Path, max_tries: int = 1, max_wait_s: float = 0.0) -> dict[str, Any]:
+    """:func:`_run_timed_once` up to ``max_tries`` times until a run is not disturbed by other
+    processes; returns the least disturbed run with every attempt's figures under ``attempts``."""
+    attempts: list[dict[str, Any]] = []
+    for _ in range(max(1, max_tries)):
+        if max_wait_s > 0:
+            wait_quiet(max_wait_s)
+        r = _run_timed_once(cmd, log)
+        attempts.append(r)
+        if r["background_cores"] < BACKGROUND_LIMIT_CORES:
+            break
+        print(f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; "
+              "retrying", file=sys.stderr, flush=True)
+    best = dict(min(attempts, key=lambda a: a["background_cores"]))
+    best["attempts"] = [{k: a[k] for k in ("wall_s", "user_s", "sys_s", "max_rss_MB", "background_cores")}
+                        for a in attempts]
+    return best
+
+
+def _run_timed_once(cmd: list[str], log: Path) -> dict[str, Any]:
     """Run ``cmd`` under ``/usr/bin/time -v``; return wall s, peak RSS, CPU s and stderr."""
     tfile = log.with_suffix(".time")
     full = [TIME_BIN, "-v", "-o", str(tfile), *cmd]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    busy0 = _cpu_busy_s()
     t0 = time.perf_counter()
     proc = subprocess.run(full, capture_output=True, text=True, cwd=REPO)
     wall_py = time.perf_counter() - t0
+    busy = _cpu_busy_s() - busy0
     log.write_text(proc.stdout + proc.stderr)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -80,7 +132,10 @@ def _run_timed(cmd: list[str], log: Path) -> dict[str, Any]:
     for part in m_wall.group(1).split(":"):
         secs = secs * 60 + float(part)
     rss_kb = int(m_rss.group(1))
+    own = float(m_user.group(1)) + float(m_sys.group(1))
     return {
+        "background_cpu_s": max(0.0, busy - own),
+        "background_cores": max(0.0, busy - own) / max(wall_py, 1e-9),
         "cmd": cmd,
         "wall_s": secs,
         "wall_s_perf_counter": wall_py,
@@ -256,15 +311,44 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
     print("STAGES_JSON " + json.dumps(result), flush=True)
 
 
-def _run_stages(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
+def _run_stages_once(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
+    import resource
+
     cmd = [sys.executable, str(Path(__file__).resolve()), "--stages-only", str(data),
            "--stages-out", str(out), "--compare-to", str(compare_to)]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    busy0 = _cpu_busy_s()
+    t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    wall = time.perf_counter() - t0
+    busy = _cpu_busy_s() - busy0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"stage timing failed:\n{proc.stderr[-3000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
-    return json.loads(line[len("STAGES_JSON "):])
+    res = json.loads(line[len("STAGES_JSON "):])
+    own = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
+    res["background_cores"] = max(0.0, busy - own) / wall
+    return res
+
+
+def _run_stages(data: Path, out: Path, compare_to: Path, max_tries: int = 1,
+                max_wait_s: float = 0.0) -> dict[str, Any]:
+    attempts = []
+    for _ in range(max(1, max_tries)):
+        if max_wait_s > 0:
+            wait_quiet(max_wait_s)
+        r = _run_stages_once(data, out, compare_to)
+        attempts.append(r)
+        if r["background_cores"] < BACKGROUND_LIMIT_CORES:
+            break
+        print(f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; "
+              "retrying", file=sys.stderr, flush=True)
+    best = dict(min(attempts, key=lambda a: a["background_cores"]))
+    best["attempts"] = [{"total_s": a["total_s"], "background_cores": a["background_cores"]}
+                        for a in attempts]
+    return best
 
 
 # ------------------------------------------------------------------ report
@@ -290,11 +374,15 @@ def render(record: dict[str, Any]) -> str:
         "user + sys). Both tools read the same `.npy` (float64, cells x genes), use default "
         "parameters (eps = 1 x median cosine distance, K = 7, i.e. 8 scales) and write a float64 "
         "`.npy`. Ratio = wall / wall of `hdtwd distance` on the same data. numba's kernel cache "
-        "was warm (one untimed small run first)."
+        "was warm (one untimed small run first). The machine is shared: before each run the script "
+        f"waits for it to be idle, \"other load\" is the CPU used by other processes during the run "
+        f"(system busy time from `/proc/stat` minus the run's own, in cores), and a run with other load "
+        f">= {BACKGROUND_LIMIT_CORES} cores is repeated (\"runs\" = attempts; the least disturbed is "
+        "reported)."
     )
     out.append("")
-    out.append("| data | n x m | tool | wall s | CPU s | peak RSS MB | n*n*8 B (MB) | ratio |")
-    out.append("|---|---|---|---:|---:|---:|---:|---:|")
+    out.append("| data | n x m | tool | wall s | CPU s | peak RSS MB | n*n*8 B (MB) | ratio | other load | runs |")
+    out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for name, r in record["datasets"].items():
         n, m = r["shape"]
         out_mb = n * n * 8 / 1e6
@@ -304,7 +392,7 @@ def render(record: dict[str, Any]) -> str:
             out.append(
                 f"| {r['label']} | {n} x {m} | {tool} | {_fmt_s(t['wall_s'])} | "
                 f"{_fmt_s(t['user_s'] + t['sys_s'])} | {t['max_rss_MB']:.0f} | {out_mb:.0f} | "
-                f"{t['wall_s'] / base:.2f} |")
+                f"{t['wall_s'] / base:.2f} | {t['background_cores']:.2f} | {len(t.get('attempts', [1]))} |")
     st = record.get("startup")
     if st:
         out.append("")
@@ -325,7 +413,8 @@ def render(record: dict[str, Any]) -> str:
         out.append("")
         out.append(f"**{r['label']}**, {n} x {m}; tree: {s['tree_nodes']} nodes, tree-embedding "
                    f"dimension {s['embedding_dim']}. In-process total {s['total_s']:.2f} s "
-                   f"(vs {r['hdtwd']['wall_s']:.2f} s wall for the CLI run).")
+                   f"(vs {r['hdtwd']['wall_s']:.2f} s wall for the CLI run); other load "
+                   f"{s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s).")
         out.append("")
         out.append("| group | stage | s | % | peak MB |")
         out.append("|---|---|---:|---:|---:|")
@@ -401,6 +490,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-results", action="store_true", help="do not touch benchmarks/RESULTS.md")
     ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--note", action="append", default=[], help="extra note for the report")
+    ap.add_argument("--max-tries", type=int, default=3,
+                    help="rerun a timed command (up to this many runs in all) while other processes "
+                         f"used >= {BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept")
+    ap.add_argument("--max-wait", type=float, default=900.0,
+                    help="before each timed run, wait up to this many seconds for the machine to be idle")
     ap.add_argument("--stages-only", metavar="DATA", help=argparse.SUPPRESS)
     ap.add_argument("--stages-out", help=argparse.SUPPRESS)
     ap.add_argument("--compare-to", help=argparse.SUPPRESS)
@@ -428,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
     np.save(tiny, rng.poisson(2.0, (40, 30)).astype(np.float64) + 1.0)
     subprocess.run([hdtwd, "distance", str(tiny), "-o", str(work / "warmup_D.npy"), "-q"],
                    check=True, cwd=REPO)
-    record["startup"] = _run_timed([hdtwd, "--version"], work / "startup.log")
+    record["startup"] = _run_timed([hdtwd, "--version"], work / "startup.log", args.max_tries, args.max_wait)
 
     for name in args.datasets:
         key, label = CONFIGS[name]
@@ -440,14 +534,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{name}] {n} x {m} -> {data}", file=sys.stderr, flush=True)
         d_h = work / f"{name}_D_hdtwd.npy"
         d_p = work / f"{name}_D_pdist.npy"
-        r_h = _run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log")
+        tw = {"max_tries": args.max_tries, "max_wait_s": args.max_wait}
+        r_h = _run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log", **tw)
         print(f"[{name}] hdtwd: {r_h['wall_s']:.2f} s, {r_h['max_rss_MB']:.0f} MB", file=sys.stderr)
         r_p = _run_timed([sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
-                         work / f"{name}_pdist.log")
+                         work / f"{name}_pdist.log", **tw)
         print(f"[{name}] pdist: {r_p['wall_s']:.2f} s, {r_p['max_rss_MB']:.0f} MB", file=sys.stderr)
         agree = _compare(d_h, d_p)
         print(f"[{name}] agreement: {agree}", file=sys.stderr, flush=True)
-        stages = _run_stages(data, work / f"{name}_D_stages.npy", d_h)
+        stages = _run_stages(data, work / f"{name}_D_stages.npy", d_h, **tw)
         record["datasets"][name] = {
             "label": label,
             "data": str(data),

@@ -34,6 +34,7 @@ __all__ = [
 ]
 
 Metric = Literal["cosine", "euclidean"]
+Bandwidth = Literal["median", "knn"]
 
 #: Eigenvalues of the symmetric conjugate are clipped to ``[EIGENVALUE_FLOOR, 1]`` before the
 #: fractional power ``lambda ** t``; the cosine Gaussian kernel is not positive semi-definite.
@@ -132,6 +133,8 @@ def diffusion_operator(
     eps: float = 1.0,
     metric: Metric = "cosine",
     eigenvalue_floor: float = EIGENVALUE_FLOOR,
+    bandwidth: Bandwidth = "median",
+    knn: int = 7,
 ) -> DiffusionOperator:
     r"""Build the alpha = 1 feature diffusion operator ``P`` in spectral form (Eq. 1).
 
@@ -146,6 +149,13 @@ def diffusion_operator(
         Initial distance between feature columns.
     eigenvalue_floor : float
         Eigenvalues of :math:`S` are clipped to ``[eigenvalue_floor, 1]``.
+    bandwidth : {"median", "knn"}
+        ``median``: one global scale :math:`\epsilon = c\sigma` (the paper). ``knn``: the
+        self-tuning kernel of Zelnik-Manor & Perona (2004),
+        :math:`Q_{jj'} = \exp(-d^2 / (c\,\sigma_j\sigma_{j'}))` with :math:`\sigma_j` the distance
+        from feature ``j`` to its ``knn``-th nearest feature.
+    knn : int
+        Neighbour rank of the self-tuning bandwidth.
 
     Returns
     -------
@@ -165,8 +175,18 @@ def diffusion_operator(
     if not sigma > 0:
         raise ValueError("all features are identical up to scale (median distance is 0)")
     eps_used = float(eps) * sigma
-    np.square(D, out=D)
-    D /= -eps_used
+    if bandwidth == "knn":
+        kk = min(max(int(knn), 1), D.shape[0] - 1)
+        local = np.partition(D, kk, axis=1)[:, kk]
+        local = np.where(local > 0, local, sigma)
+        np.square(D, out=D)
+        D /= -(float(eps) * local[:, None] * local[None, :])
+        eps_used = float(eps) * float(np.median(local)) ** 2
+    elif bandwidth == "median":
+        np.square(D, out=D)
+        D /= -eps_used
+    else:
+        raise ValueError(f"unknown bandwidth {bandwidth!r}")
     Q = np.exp(D, out=D)
     q = Q.sum(axis=1)
     Q /= q[:, None]

@@ -127,9 +127,11 @@ def knn_predict(D: np.ndarray, y_train: np.ndarray, ks: Sequence[int]) -> np.nda
 
 
 def knn_accuracy(D: np.ndarray, y_train: np.ndarray, y_test: np.ndarray, ks: Sequence[int]) -> np.ndarray:
-    """Accuracy in percent for every k."""
-    pred = knn_predict(D, y_train, ks)
-    return 100.0 * (pred == y_test[None, :]).mean(axis=1)
+    """Accuracy in percent for every k (labels of any type)."""
+    _, codes = np.unique(np.concatenate([np.asarray(y_train), np.asarray(y_test)]), return_inverse=True)
+    tr, te = codes[: len(y_train)], codes[len(y_train):]
+    pred = knn_predict(D, tr, ks)
+    return 100.0 * (pred == te[None, :]).mean(axis=1)
 
 
 def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
@@ -195,7 +197,7 @@ def _hdtwd_accuracies(
     ks: Sequence[int],
 ) -> dict[int, np.ndarray]:
     """Learn trees (one eigendecomposition for all K) on ``train``; kNN accuracies on ``test``."""
-    params = TreeParams(eps=eps, scales=max(scales), metric=base.metric, seed=base.seed)
+    params = base.replace(eps=eps, scales=max(scales))
     trees = learn_trees(X[train], names, params, scales)
     out = {}
     for K, tree in trees.items():

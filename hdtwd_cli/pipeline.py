@@ -23,6 +23,8 @@ __all__ = [
     "DEFAULT_EPS",
     "DEFAULT_SCALES",
     "drop_empty_features",
+    "apply_transform",
+    "TRANSFORMS",
     "embed",
     "learn_tree",
     "learn_trees",
@@ -37,18 +39,51 @@ DEFAULT_SCALES = 7
 
 @dataclass(frozen=True)
 class TreeParams:
-    """Parameters of the tree-learning stages (spec sections 1-3)."""
+    """Parameters of the tree-learning stages (spec sections 1-3).
+
+    ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
+    ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning).
+    """
 
     eps: float = DEFAULT_EPS
     scales: int = DEFAULT_SCALES
     metric: str = "cosine"
     seed: int = 0
+    linkage: str = "single"
+    bandwidth: str = "median"
+    knn: int = 7
+
+    def replace(self, **changes: Any) -> "TreeParams":
+        d = asdict(self)
+        d.update(changes)
+        return TreeParams(**d)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["alpha"] = 1.0
         d["eigenvalue_floor"] = EIGENVALUE_FLOOR
         return d
+
+
+TRANSFORMS = ("none", "log1p", "sqrt")
+
+
+def apply_transform(X: np.ndarray | sp.spmatrix, transform: str) -> np.ndarray | sp.spmatrix:
+    """Element-wise variance-stabilising transform of the data before everything else.
+
+    ``none``; ``log1p``: :math:`\log(1 + x)` (the usual single-cell choice for counts);
+    ``sqrt``: :math:`\sqrt{x}` (Anscombe-like). Zeros stay zero, so sparse input stays sparse.
+    """
+    if transform == "none":
+        return X
+    if transform not in TRANSFORMS:
+        raise ValueError(f"unknown transform {transform!r}; choose from {', '.join(TRANSFORMS)}")
+    f = np.log1p if transform == "log1p" else np.sqrt
+    if sp.issparse(X):
+        Y = sp.csr_matrix(X, copy=True)
+        Y.data = f(Y.data)
+        return Y
+    return f(X)
 
 
 def drop_empty_features(
@@ -90,7 +125,8 @@ def embed(
     if m < 2:
         raise ValueError("at least two non-zero features are needed to learn a tree")
     with rep.stage(f"diffusion operator ({m} features)", None):
-        op = diffusion_operator(X, eps=params.eps, metric=params.metric)  # type: ignore[arg-type]
+        op = diffusion_operator(X, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
+                                bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
     rep.info(f"eps = {op.eps:.6g} (c = {params.eps:g} x median {op.sigma:.6g}); "
              f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
     with rep.stage("hyperbolic embedding (scales)", params.scales + 1) as adv:
@@ -113,7 +149,7 @@ def learn_tree(
         raise InputError("fewer than two non-zero feature columns: no tree to learn", path)
     op, emb = embed(Xk, params, rep)
     del Xk
-    tree = decode_from_embedding(emb, names, rep)
+    tree = decode_from_embedding(emb, names, rep, params.linkage)
     tree.metadata.update(params.as_dict())
     tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
     return tree
@@ -133,24 +169,24 @@ def learn_trees(
         Xk, names, dropped = drop_empty_features(X, feature_names, None)
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: no tree to learn")
-    full = TreeParams(eps=params.eps, scales=max(scales), metric=params.metric, seed=params.seed)
-    op, emb = embed(Xk, full, rep)
+    op, emb = embed(Xk, params.replace(scales=max(scales)), rep)
     out = {}
     for K in scales:
         sub = HyperbolicEmbedding(psi=emb.psi[: K + 1], heights=emb.heights[: K + 1],
                                   negative_mass=emb.negative_mass[: K + 1])
-        tree = decode_from_embedding(sub, names, rep)
-        tree.metadata.update(TreeParams(params.eps, K, params.metric, params.seed).as_dict())
+        tree = decode_from_embedding(sub, names, rep, params.linkage)
+        tree.metadata.update(params.replace(scales=K).as_dict())
         tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
         out[K] = tree
     return out
 
 
-def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None) -> Tree:
+def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
+                          linkage: str = "single") -> Tree:
     """Alg. 1 with a progress bar: HD-LCA, merge order, then edge weights per scale."""
     rep = reporter or Reporter(quiet=True)
     with rep.stage("HD-LCA tree", emb.n_scales + 2) as adv:
-        return decode_tree(emb, names, progress=adv)
+        return decode_tree(emb, names, progress=adv, linkage_rule=linkage)
 
 
 def align_to_tree(

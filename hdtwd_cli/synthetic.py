@@ -156,12 +156,13 @@ def planted_counts(
     n_classes: int = 4,
     seed: int = 0,
     depth: float = 2000.0,
+    noise: float = 0.5,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Poisson counts whose log-rates are Gaussian on a planted random feature tree.
 
     Each class draws a profile :math:`z_c \sim \mathcal N(0, (L + 0.05 I)^{-1})` over all tree
     nodes (``L`` the tree Laplacian, so features close in the tree co-vary); each sample adds a
-    smaller draw of its own, and counts are
+    draw of its own scaled by ``noise``, and counts are
     :math:`\mathrm{Poisson}(\mathrm{depth}\cdot \mathrm{softmax}(z)_j)` on the leaves.
 
     Returns
@@ -178,8 +179,8 @@ def planted_counts(
     chol = np.linalg.cholesky(cov)
     profiles = (chol @ rng.standard_normal((L.shape[0], n_classes))).T[:, :n_features]
     labels = rng.integers(0, n_classes, size=n_samples)
-    noise = 0.5 * (chol @ rng.standard_normal((L.shape[0], n_samples))).T[:, :n_features]
-    z = profiles[labels] + noise
+    eps = noise * (chol @ rng.standard_normal((L.shape[0], n_samples))).T[:, :n_features]
+    z = profiles[labels] + eps
     p = np.exp(z - z.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
     X = rng.poisson(depth * p).astype(np.float64)

@@ -27,7 +27,7 @@ from scipy.cluster.hierarchy import linkage
 
 from .hyperbolic import HyperbolicEmbedding
 
-__all__ = ["Tree", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
+__all__ = ["Tree", "LINKAGES", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
 
 
 @dataclass
@@ -141,12 +141,22 @@ def hd_lca(emb: HyperbolicEmbedding) -> np.ndarray:
     return acc
 
 
-def hd_lca_merge_order(log_a: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Kruskal merges in increasing ``a`` with ties broken by ``(a, min(j,j'), max(j,j'))``.
+LINKAGES = ("single", "average", "complete", "weighted")
 
-    The pairs are ranked by a stable sort of the condensed vector (whose order is already
-    ``(min, max)`` lexicographic); single linkage on the distinct ranks is then the unique
-    minimum spanning tree of that order, computed by SciPy's O(m^2) MST algorithm.
+
+def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
+    """Agglomerative merges on the HD-LCA values, most similar (smallest ``a``) first.
+
+    ``single`` is Alg. 1 (Kruskal in increasing ``a``), with ties broken by
+    ``(a, min(j,j'), max(j,j'))``: the pairs are ranked by a stable sort of the condensed vector
+    (whose order is already ``(min, max)`` lexicographic), and single linkage on the distinct
+    ranks is the unique minimum spanning tree of that order (SciPy's O(m^2) MST algorithm).
+    ``complete`` depends only on the order of ``a`` too and uses the same ranks. ``average`` and
+    ``weighted`` (UPGMA / WPGMA) average the values of ``a`` between clusters (SciPy's
+    nearest-neighbour chain; deterministic for a given input).
+
+    The merge value recorded for each internal node is :math:`\log a` of the linkage's
+    cluster distance (for ``single``, the pair that caused the merge).
 
     Returns
     -------
@@ -157,13 +167,19 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarra
     """
     if m < 2:
         raise ValueError("at least two features are needed to build a tree")
-    order = np.argsort(log_a, kind="stable")
-    ranks = np.empty(order.shape[0], dtype=np.float64)
-    ranks[order] = np.arange(order.shape[0], dtype=np.float64)
-    Z = linkage(ranks, method="single")
-    del ranks
+    if linkage_rule not in LINKAGES:
+        raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
+    if linkage_rule in ("single", "complete"):
+        order = np.argsort(log_a, kind="stable")
+        ranks = np.empty(order.shape[0], dtype=np.float64)
+        ranks[order] = np.arange(order.shape[0], dtype=np.float64)
+        Z = linkage(ranks, method=linkage_rule)
+        del ranks
+        merge_log_a = log_a[order[Z[:, 2].astype(np.int64)]]
+    else:
+        Z = linkage(np.exp(log_a), method=linkage_rule)
+        merge_log_a = np.log(Z[:, 2])
     children = np.sort(Z[:, :2].astype(np.int64), axis=1)
-    merge_log_a = log_a[order[Z[:, 2].astype(np.int64)]]
     return children, merge_log_a
 
 
@@ -214,6 +230,7 @@ def decode_tree(
     emb: HyperbolicEmbedding,
     leaf_names: Sequence[str],
     progress: Callable[[int], None] | None = None,
+    linkage_rule: str = "single",
 ) -> Tree:
     """Decode the HD binary tree from a multi-scale hyperbolic embedding (Alg. 1).
 
@@ -224,6 +241,8 @@ def decode_tree(
         One unique name per feature.
     progress : callable, optional
         Called with ``1`` after the HD-LCA, the merge order and each scale of edge weights.
+    linkage_rule : {"single", "average", "complete", "weighted"}
+        Agglomeration rule on the HD-LCA values; ``single`` is the paper's Alg. 1.
 
     Returns
     -------
@@ -236,7 +255,7 @@ def decode_tree(
     log_a = hd_lca(emb)
     if progress is not None:
         progress(1)
-    children, merge_log_a = hd_lca_merge_order(log_a, m)
+    children, merge_log_a = hd_lca_merge_order(log_a, m, linkage_rule)
     del log_a
     if progress is not None:
         progress(1)

@@ -1,0 +1,109 @@
+"""Issue 3/4 benchmark: kNN accuracy of hdtwd and baselines on real data, the paper's protocol.
+
+For each data set: 5 random 70/30 splits (stratified, seed 0), the feature tree learned from the
+training rows of each split, kNN for k = 1, 3, ..., 19 on precomputed distances; per method the best
+k's mean +- std over splits. Every method sees the same splits.
+
+    python benchmarks/bench_classify.py                 # all sets, write JSON into the cache
+    python benchmarks/bench_classify.py --sets cbmc     # a subset
+    python benchmarks/bench_classify.py --markdown      # print the table from the cached JSON
+
+Configurations of hdtwd: ``paper`` (the paper's (c, K) for the set, spec section 5) and
+``defaults`` (the library defaults). Results are cached as JSON in the benchmark cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from datasets import cache_dir, load  # noqa: E402
+
+from hdtwd_cli.evaluation import BASELINES, evaluate, summarise  # noqa: E402
+from hdtwd_cli.pipeline import DEFAULT_EPS, DEFAULT_SCALES, TreeParams  # noqa: E402
+from hdtwd_cli.synthetic import PRODUCE_WORDS, produce_documents  # noqa: E402
+
+#: The paper's Optuna choices (spec section 5); the produce model has none published.
+PAPER = {"zeisel7": (2.0, 7), "zeisel48": (2.0, 7), "cbmc": (5.0, 9)}
+#: Table 1 of the paper (its own 47 / 56 subclass label sets): hdtwd, cosine.
+PUBLISHED = {"zeisel7": (89.1, 73.5), "zeisel48": (89.1, 73.5), "cbmc": (84.3, 72.7)}
+SETS = ("produce", "cbmc", "zeisel7", "zeisel48")
+
+
+def get(name: str):
+    if name == "produce":
+        X = produce_documents(300, seed=0)
+        y = (X[:, :3].sum(axis=1) > 0).astype(int).astype(str)  # label: mentions a fruit
+        return X, list(PRODUCE_WORDS), y
+    ds = load(name)
+    return ds.X, list(ds.feature_names), np.asarray(ds.labels).astype(str)
+
+
+def run(name: str, configs: dict[str, tuple[float, int]]) -> dict:
+    X, names, y = get(name)
+    report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {}}
+    t = time.time()
+    base = evaluate(X, names, y, list(BASELINES), [1.0], [1], TreeParams())
+    report["baselines"] = summarise(base, {})["methods"]
+    report["baselines_s"] = time.time() - t
+    for cname, (eps, K) in configs.items():
+        t = time.time()
+        res = evaluate(X, names, y, ["hdtwd"], [eps], [K], TreeParams())
+        s = summarise(res, {})["methods"]["hdtwd"]
+        s["seconds"] = time.time() - t
+        report["configs"][cname] = s
+        print(f"{name} {cname} (c={eps:g}, K={K}): {s['mean']:.1f} +- {s['std']:.1f} (k={s['best_k']}) "
+              f"in {s['seconds']:.0f}s", file=sys.stderr, flush=True)
+    return report
+
+
+def markdown(reports: list[dict]) -> str:
+    lines = ["| data | n x m | classes | hdtwd paper config | hdtwd defaults | cosine | euclidean | l1 | "
+             "best baseline | defaults - best baseline | published hdtwd / cosine (paper's labels) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in reports:
+        b = r["baselines"]
+        best = max(b.values(), key=lambda v: v["mean"])
+        best_name = max(b, key=lambda k: b[k]["mean"])
+
+        def cell(v):
+            return f"{v['mean']:.1f} ± {v['std']:.1f} (k={v['best_k']})"
+
+        paper = r["configs"].get("paper")
+        pcell = (cell(paper) + f", c={paper['params']['eps']:g}, K={paper['params']['scales']}") if paper else "n/a"
+        d = r["configs"]["defaults"]
+        pub = PUBLISHED.get(r["set"])
+        lines.append(
+            f"| {r['set']} | {r['shape'][0]} x {r['shape'][1]} | {r['n_classes']} | {pcell} | {cell(d)} | "
+            f"{cell(b['cosine'])} | {cell(b['euclidean'])} | {cell(b['l1'])} | {best_name} | "
+            f"{d['mean'] - best['mean']:+.1f} | {f'{pub[0]} / {pub[1]}' if pub else 'n/a'} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    out_dir = cache_dir() / "classify"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sets = args.sets.split(",")
+    if not args.markdown:
+        for name in sets:
+            configs = {"defaults": (DEFAULT_EPS, DEFAULT_SCALES)}
+            if name in PAPER:
+                configs["paper"] = PAPER[name]
+            rep = run(name, configs)
+            (out_dir / f"{name}.json").write_text(json.dumps(rep, indent=1))
+    reports = [json.loads((out_dir / f"{n}.json").read_text()) for n in sets if (out_dir / f"{n}.json").exists()]
+    print(markdown(reports))
+
+
+if __name__ == "__main__":
+    main()
