@@ -41,6 +41,9 @@ from .io.output import distance_suffix
 from .pipeline import (
     DEFAULT_EPS,
     DEFAULT_SCALES,
+    PRESETS,
+    apply_transform,
+    resolve_params,
     TreeParams,
     align_to_tree,
     decode_from_embedding,
@@ -69,6 +72,29 @@ class Metric(str, Enum):
     euclidean = "euclidean"
 
 
+class Linkage(str, Enum):
+    single = "single"
+    average = "average"
+    complete = "complete"
+    weighted = "weighted"
+
+
+class Bandwidth(str, Enum):
+    median = "median"
+    knn = "knn"
+
+
+class Transform(str, Enum):
+    none = "none"
+    log1p = "log1p"
+    sqrt = "sqrt"
+
+
+class Preset(str, Enum):
+    default = "default"
+    paper = "paper"
+
+
 class DType(str, Enum):
     float64 = "float64"
     float32 = "float32"
@@ -89,6 +115,18 @@ ScalesOpt = Annotated[Optional[int], typer.Option(
     min=0, show_default=False)]
 MetricOpt = Annotated[Optional[Metric], typer.Option(
     "--metric", help="Initial distance between feature columns [default: cosine].", show_default=False)]
+LinkageOpt = Annotated[Optional[Linkage], typer.Option(
+    "--linkage", help="Agglomeration rule on the HD-LCA values (single = the paper's Alg. 1) "
+                      f"[default: {PRESETS['default']['linkage']}].", show_default=False)]
+BandwidthOpt = Annotated[Optional[Bandwidth], typer.Option(
+    "--bandwidth", help="Kernel bandwidth: median (eps = c x median, the paper) or knn (self-tuning) "
+                        f"[default: {PRESETS['default']['bandwidth']}].", show_default=False)]
+TransformOpt = Annotated[Optional[Transform], typer.Option(
+    "--transform", help="Element-wise transform of the data before everything "
+                        f"[default: {PRESETS['default']['transform']}; with --tree: the tree's].",
+    show_default=False)]
+PresetOpt = Annotated[Preset, typer.Option(
+    "--preset", help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars or messages on stderr.")]
 VerboseOpt = Annotated[int, typer.Option("--verbose", "-v", count=True, help="More detail on stderr.")]
@@ -139,13 +177,14 @@ def _handle_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def _params(eps: float | None, scales: int | None, metric: Metric | None, seed: int) -> TreeParams:
-    return TreeParams(
-        eps=DEFAULT_EPS if eps is None else float(eps),
-        scales=DEFAULT_SCALES if scales is None else int(scales),
-        metric=(metric or Metric.cosine).value,
-        seed=seed,
-    )
+def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Metric | None",
+            linkage: "Linkage | None", bandwidth: "Bandwidth | None", transform: "Transform | None",
+            seed: int) -> tuple[TreeParams, str]:
+    return resolve_params(
+        preset.value, seed, eps=None if eps is None else float(eps), scales=scales,
+        metric=None if metric is None else metric.value, linkage=None if linkage is None else linkage.value,
+        bandwidth=None if bandwidth is None else bandwidth.value,
+        transform=None if transform is None else transform.value)
 
 
 def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter):
@@ -175,9 +214,12 @@ def embed(
     data: DataArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="Embedding file to write (.h5).",
                                          show_default=False)],
+    preset: PresetOpt = Preset.default,
     eps: EpsOpt = None,
     scales: ScalesOpt = None,
     metric: MetricOpt = None,
+    bandwidth: BandwidthOpt = None,
+    transform: TransformOpt = None,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -188,14 +230,15 @@ def embed(
     """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
     rep = Reporter(quiet, verbose)
     check_output_path(output, [data])
-    params = _params(eps, scales, metric, seed)
+    params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed)
     md = _read(data, transpose, layer, use_raw, rep)
-    X, names, dropped = drop_empty_features(md.X, md.feature_names, str(data))
+    X, names, dropped = drop_empty_features(apply_transform(md.X, tf), md.feature_names, str(data))
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
     op, emb = embed_features(X, params, rep)
     with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
-        write_embedding(tmp, emb, op, names, dropped, params.as_dict(), _meta(md))
+        write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf,
+                                                       "preset": preset.value}, _meta(md))
     rep.info(f"wrote {output}")
 
 
@@ -208,6 +251,9 @@ def decode_tree_cmd(
                                          show_default=False)],
     newick: Annotated[Optional[Path], typer.Option("--newick", help="Also write the tree as Newick.",
                                                    show_default=False)] = None,
+    linkage: Annotated[Optional[Linkage], typer.Option(
+        "--linkage", help="Agglomeration rule on the HD-LCA values (single = the paper's Alg. 1) "
+                          "[default: the embedding's preset].", show_default=False)] = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -218,12 +264,13 @@ def decode_tree_cmd(
         check_output_path(newick, [embedding, output])
     with rep.stage(f"reading {embedding.name}"):
         stored = read_embedding(str(embedding))
-    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep)
+    preset = str(stored.params.get("preset", "default"))
+    rule = linkage.value if linkage is not None else PRESETS.get(preset, PRESETS["default"])["linkage"]
+    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule)
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     params = dict(stored.params)
-    params.update({k: stored.diffusion[k] for k in ("eps", "sigma") if k in stored.diffusion})
-    params = {("eps_used" if k == "eps" and "eps" in stored.params else k): v for k, v in params.items()}
-    params["eps"] = stored.params.get("eps")
+    params.update({"linkage": rule, "eps_used": stored.diffusion.get("eps"),
+                   "sigma": stored.diffusion.get("sigma")})
     with atomic_path(output) as tmp:
         write_tree(tmp, tree, params, meta)
     if newick is not None:
@@ -246,9 +293,13 @@ def distance(
     newick: Annotated[Optional[Path], typer.Option(
         "--newick", help="Also save the learned tree as Newick.", show_default=False)] = None,
     dtype: Annotated[DType, typer.Option("--dtype", help="Storage type of the result.")] = DType.float64,
+    preset: PresetOpt = Preset.default,
     eps: EpsOpt = None,
     scales: ScalesOpt = None,
     metric: MetricOpt = None,
+    linkage: LinkageOpt = None,
+    bandwidth: BandwidthOpt = None,
+    transform: TransformOpt = None,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -265,6 +316,7 @@ def distance(
             check_output_path(extra, [data, tree, output])
     if tree is not None:
         given = [name for name, v in (("--eps", eps), ("--scales", scales), ("--metric", metric),
+                                      ("--linkage", linkage), ("--bandwidth", bandwidth),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
@@ -272,10 +324,17 @@ def distance(
     if tree is not None:
         with rep.stage(f"reading {tree.name}"):
             T = read_tree_file(str(tree))
-        tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree))}
+        stored_tf = str(T.metadata.get("transform", "none"))
+        tf = stored_tf if transform is None else transform.value
+        if tf != stored_tf:
+            raise InputError(f"the tree was learned with --transform {stored_tf}, not {tf}", tree)
+        tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree)), "transform": tf}
+        X = apply_transform(md.X, tf)
     else:
-        params = _params(eps, scales, metric, seed)
-        T = learn_tree(md.X, md.feature_names, params, rep, str(data))
+        params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed)
+        X = apply_transform(md.X, tf)
+        T = learn_tree(X, md.feature_names, params, rep, str(data))
+        T.metadata.update({"transform": tf, "preset": preset.value})
         tree_meta = {"tree_source": "learned", "params": dict(T.metadata)}
     meta = _meta(md, tree_meta)
     if save_tree is not None:
@@ -283,7 +342,7 @@ def distance(
             write_tree(tmp, T, T.metadata, meta)
     if newick is not None:
         write_newick_file(str(newick), T)
-    X = align_to_tree(md.X, md.feature_names, T, str(data))
+    X = align_to_tree(X, md.feature_names, T, str(data))
     with rep.stage(f"tree-Wasserstein distances ({md.shape[0]} samples)"):
         try:
             D = tree_wasserstein(T, X, dtype=dtype.value)
@@ -357,6 +416,10 @@ def classify(
         "--scales", help=f"Largest scale K, or a comma-separated grid [default: {DEFAULT_SCALES}].",
         show_default=False)] = None,
     metric: MetricOpt = None,
+    preset: PresetOpt = Preset.default,
+    linkage: LinkageOpt = None,
+    bandwidth: BandwidthOpt = None,
+    transform: TransformOpt = None,
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of hdtwd,cosine,euclidean,l1.")] =
         "hdtwd,cosine,euclidean,l1",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
@@ -381,8 +444,9 @@ def classify(
     ks = sorted(set(_parse_list(k, int, "--k")))
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
-    eps_grid = _parse_list(eps, float, "--eps") if eps else [DEFAULT_EPS]
-    scales_grid = _parse_list(scales, int, "--scales") if scales else [DEFAULT_SCALES]
+    base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed)
+    eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
+    scales_grid = _parse_list(scales, int, "--scales") if scales else [base.scales]
     if min(eps_grid) <= 0 or min(scales_grid) < 0:
         raise InputError("--eps values must be > 0 and --scales values >= 0")
     chosen = _parse_list(methods, str, "--methods")
@@ -400,18 +464,18 @@ def classify(
     n_train = md.shape[0] - int(round(test_size * md.shape[0]))
     if ks[-1] > n_train:
         raise InputError(f"k = {ks[-1]} exceeds the {n_train} training samples per split", data)
-    base = _params(None, None, metric, seed)
     grid = len(eps_grid) * len(scales_grid) > 1
     steps = splits * len(chosen) + (splits * len(eps_grid) * 3 if grid and "hdtwd" in chosen else 0)
     with rep.stage("splits x methods", steps) as adv:
         try:
-            results = evaluate(md.X, md.feature_names, y, chosen, eps_grid, scales_grid, base, ks,
+            results = evaluate(apply_transform(md.X, tf), md.feature_names, y, chosen, eps_grid, scales_grid, base, ks,
                                splits, test_size, seed, progress=adv)
         except ValueError as e:
             raise InputError(str(e), data) from None
     report = summarise(results, {
         "n_samples": md.shape[0], "n_features": md.shape[1], "n_classes": n_classes, "splits": splits,
-        "test_size": test_size, "seed": seed, "k": ks, "hdtwd_version": __version__,
+        "test_size": test_size, "seed": seed, "k": ks, "hdtwd_version": __version__, "transform": tf,
+        "preset": preset.value,
         "input_fingerprint": fingerprint(md.X, md.feature_names),
     })
     table = Table(title=f"kNN accuracy (%), {splits} x {1 - test_size:.0%}/{test_size:.0%} splits, "
