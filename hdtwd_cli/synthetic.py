@@ -150,37 +150,47 @@ def random_binary_tree(m: int, seed: int = 0) -> np.ndarray:
     return parent
 
 
+def brownian_on_tree(parent: np.ndarray, length: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    r"""``n`` draws of Brownian motion down a tree: :math:`z_{root} = 0`, :math:`z_v = z_{parent} + \sqrt{\ell_v}\,\xi_v`.
+
+    Two leaves co-vary by the length of their shared path from the root. Nodes must precede their
+    parents (root last). Returns an ``(n, n_nodes)`` array.
+    """
+    z = np.zeros((n, parent.shape[0]))
+    for v in range(parent.shape[0] - 2, -1, -1):
+        z[:, v] = z[:, parent[v]] + np.sqrt(length[v]) * rng.standard_normal(n)
+    return z
+
+
 def planted_counts(
     n_samples: int = 300,
     n_features: int = 64,
     n_classes: int = 4,
     seed: int = 0,
     depth: float = 2000.0,
-    noise: float = 0.5,
+    noise: float = 1.0,
+    edge: float = 0.3,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""Poisson counts whose log-rates are Gaussian on a planted random feature tree.
+    r"""Poisson counts whose log-rates follow Brownian motion on a planted random feature tree.
 
-    Each class draws a profile :math:`z_c \sim \mathcal N(0, (L + 0.05 I)^{-1})` over all tree
-    nodes (``L`` the tree Laplacian, so features close in the tree co-vary); each sample adds a
-    draw of its own scaled by ``noise``, and counts are
-    :math:`\mathrm{Poisson}(\mathrm{depth}\cdot \mathrm{softmax}(z)_j)` on the leaves.
+    Each class draws a profile by Brownian motion down the tree (edge variance ``edge``); each
+    sample adds a Brownian draw of its own scaled by ``noise``, so features that share a long path
+    from the root co-vary across samples; counts are
+    :math:`\mathrm{Poisson}(\mathrm{depth}\cdot\mathrm{softmax}(z)_j)` on the leaves.
 
     Returns
     -------
     X : ndarray, shape (n_samples, n_features), integer counts
     labels : ndarray of int, shape (n_samples,)
     parent : ndarray, shape (2 n_features - 1,)
-        The planted tree (see :func:`random_binary_tree`).
+        The planted tree (see :func:`random_binary_tree`); all edges have variance ``edge``.
     """
     rng = np.random.default_rng(seed)
     parent = random_binary_tree(n_features, seed)
-    L = tree_laplacian(parent)
-    cov = np.linalg.inv(L + 0.05 * np.eye(L.shape[0]))
-    chol = np.linalg.cholesky(cov)
-    profiles = (chol @ rng.standard_normal((L.shape[0], n_classes))).T[:, :n_features]
+    length = np.full(parent.shape[0], edge)
+    profiles = brownian_on_tree(parent, length, n_classes, rng)[:, :n_features]
     labels = rng.integers(0, n_classes, size=n_samples)
-    eps = noise * (chol @ rng.standard_normal((L.shape[0], n_samples))).T[:, :n_features]
-    z = profiles[labels] + eps
+    z = profiles[labels] + noise * brownian_on_tree(parent, length, n_samples, rng)[:, :n_features]
     p = np.exp(z - z.max(axis=1, keepdims=True))
     p /= p.sum(axis=1, keepdims=True)
     X = rng.poisson(depth * p).astype(np.float64)
