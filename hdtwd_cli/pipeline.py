@@ -90,7 +90,7 @@ def resolve_params(preset: str = "default", seed: int = 0, **overrides: Any) -> 
 
 
 def apply_transform(X: np.ndarray | sp.spmatrix, transform: str) -> np.ndarray | sp.spmatrix:
-    """Element-wise variance-stabilising transform of the data before everything else.
+    r"""Element-wise variance-stabilising transform of the data before everything else.
 
     ``none``; ``log1p``: :math:`\log(1 + x)` (the usual single-cell choice for counts);
     ``sqrt``: :math:`\sqrt{x}` (Anscombe-like). Zeros stay zero, so sparse input stays sparse.

@@ -145,7 +145,7 @@ LINKAGES = ("single", "average", "complete", "weighted")
 
 
 def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
-    """Agglomerative merges on the HD-LCA values, most similar (smallest ``a``) first.
+    r"""Agglomerative merges on the HD-LCA values, most similar (smallest ``a``) first.
 
     ``single`` is Alg. 1 (Kruskal in increasing ``a``), with ties broken by
     ``(a, min(j,j'), max(j,j'))``: the pairs are ranked by a stable sort of the condensed vector
