@@ -42,6 +42,7 @@ from .pipeline import (
     DEFAULT_EPS,
     DEFAULT_SCALES,
     PRESETS,
+    TRANSFORMS,
     apply_transform,
     resolve_params,
     TreeParams,
@@ -52,6 +53,7 @@ from .pipeline import (
     learn_tree,
 )
 from .progress import Reporter
+from .tree import LINKAGES
 
 app = typer.Typer(
     name="hdtwd",
@@ -63,41 +65,22 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
-class Metric(str, Enum):
-    cosine = "cosine"
-    euclidean = "euclidean"
+def _choices(name: str, values: tuple[str, ...]) -> type[Enum]:
+    """A str Enum whose members are the allowed values of an option (typer shows them as choices)."""
+    return Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
 
 
-class Linkage(str, Enum):
-    single = "single"
-    average = "average"
-    complete = "complete"
-    weighted = "weighted"
-
-
-class Bandwidth(str, Enum):
-    median = "median"
-    knn = "knn"
-
-
-class Transform(str, Enum):
-    none = "none"
-    log1p = "log1p"
-    sqrt = "sqrt"
-
-
-class Preset(str, Enum):
-    default = "default"
-    paper = "paper"
-
-
-class DType(str, Enum):
-    float64 = "float64"
-    float32 = "float32"
+Metric = _choices("Metric", ("cosine", "euclidean"))
+Linkage = _choices("Linkage", LINKAGES)
+Bandwidth = _choices("Bandwidth", ("median", "knn"))
+Transform = _choices("Transform", TRANSFORMS)
+Preset = _choices("Preset", tuple(PRESETS))
+DType = _choices("DType", ("float64", "float32"))
 
 
 # ---------------------------------------------------------------- shared options
