@@ -112,7 +112,8 @@ def run(name: str, n_splits: int = 3, extra: list[dict] | None = None) -> dict:
     ks = list(DEFAULT_K)
     cfgs = configs(extra)
     acc = {ls: {json.dumps(c, sort_keys=True): [] for c in cfgs} for ls in label_sets}
-    base_acc = {ls: {b: [] for b in ("cosine", "euclidean", "l1")} for ls in label_sets}
+    bnames = [f"{b}{suffix}" for suffix in ("", " (log1p)") for b in ("cosine", "euclidean", "l1")]
+    base_acc = {ls: {b: [] for b in bnames} for ls in label_sets}
     timing = {}
     for s, (tr, te) in enumerate(splits):
         groups: dict[tuple, list[dict]] = {}
@@ -135,11 +136,12 @@ def run(name: str, n_splits: int = 3, extra: list[dict] | None = None) -> dict:
                     acc[ls][json.dumps(c, sort_keys=True)].append(knn_accuracy(D, y[tr], y[te], ks).tolist())
             timing[f"{transform},{bandwidth},{eps}"] = time.time() - t0
             print(f"{name} split {s} {transform} {bandwidth} c={eps}: {time.time() - t0:.0f}s", file=sys.stderr, flush=True)
-        H = normalize_rows(X0)
-        for b in ("cosine", "euclidean", "l1"):
-            D = baseline_distances(b, H[te], H[tr])
-            for ls, y in label_sets.items():
-                base_acc[ls][b].append(knn_accuracy(D, y[tr], y[te], ks).tolist())
+        for suffix, tf in (("", "none"), (" (log1p)", "log1p")):
+            H = normalize_rows(apply_transform(X0, tf))
+            for b in ("cosine", "euclidean", "l1"):
+                D = baseline_distances(b, H[te], H[tr])
+                for ls, y in label_sets.items():
+                    base_acc[ls][b + suffix].append(knn_accuracy(D, y[tr], y[te], ks).tolist())
     return {"set": name, "shape": list(X0.shape), "splits": n_splits, "acc": acc, "baselines": base_acc,
             "timing": timing}
 
@@ -169,7 +171,7 @@ def markdown(reports: list[dict]) -> str:
                 else:
                     cells.append("-")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    for b in ("cosine", "euclidean", "l1"):
+    for b in next(iter(reports[0]["baselines"].values())):
         cells = [f"{best(r['baselines'][ls][b])[0]:.1f}" for r in reports for ls in r["baselines"]]
         lines.append(f"| baseline: {b} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -189,7 +189,8 @@ def _machine_facts() -> dict[str, Any]:
     facts = {
         "date_utc": sh(["date", "-u"]),
         "git_commit": sh(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
-        "git_dirty": bool(sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"])),
+        "git_dirty": bool(sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no",
+                              "--", "hdtwd_cli"])),
         "nproc": sh(["nproc"]),
         "cpu_model": model.group(1).strip() if model else "?",
         "memory": mem[1] if len(mem) > 1 else "?",
@@ -232,82 +233,110 @@ def _hwm_mb() -> float:
     return float("nan")
 
 
+#: Functions timed inside the in-process ``hdtwd distance`` run: (module, name, group). Every
+#: reference to the function object in any loaded ``hdtwd_cli`` module is replaced by a timing
+#: wrapper, so nested calls nest in the report. Names missing from the installed version are skipped.
+_TIMED = [
+    ("hdtwd_cli.io.matrix", "read_matrix", "read"),
+    ("hdtwd_cli.io", "fingerprint", "read"),
+    ("hdtwd_cli.pipeline", "apply_transform", "read"),
+    ("hdtwd_cli.pipeline", "learn_tree", "learn tree"),
+    ("hdtwd_cli.pipeline", "drop_empty_features", "learn tree"),
+    ("hdtwd_cli.pipeline", "embed", "diffusion+embedding"),
+    ("hdtwd_cli.diffusion", "diffusion_operator", "diffusion+embedding"),
+    ("hdtwd_cli.diffusion", "feature_distances", "diffusion+embedding"),
+    ("hdtwd_cli.hyperbolic", "hyperbolic_embedding", "diffusion+embedding"),
+    ("hdtwd_cli.pipeline", "decode_from_embedding", "tree decode"),
+    ("hdtwd_cli.tree", "hd_lca", "tree decode"),
+    ("hdtwd_cli.tree", "hd_lca_merge_order", "tree decode"),
+    ("hdtwd_cli.tree", "hd_binary_tree", "tree decode"),
+    ("hdtwd_cli.pipeline", "align_to_tree", "distance"),
+    ("hdtwd_cli.distance", "tree_wasserstein", "distance"),
+    ("hdtwd_cli.distance", "normalize_rows", "distance"),
+    ("hdtwd_cli.distance", "tree_embedding", "distance"),
+    ("hdtwd_cli.distance", "pairwise_l1", "distance"),
+    ("hdtwd_cli.io.output", "write_distances", "write"),
+]
+
+
 def stages_main(data: str, out: str, compare_to: str | None) -> None:
-    """Time the calls of ``hdtwd distance`` (default parameters) one by one; print JSON."""
+    """Run ``hdtwd distance DATA -o OUT -q`` in this process with its stages timed; print JSON.
+
+    The command itself is invoked (``hdtwd_cli.cli.app``), so the defaults and the order of the
+    calls are the CLI's; only timing wrappers are added (overhead: microseconds per call).
+    """
+    import functools
+    import importlib
+
     t0 = time.perf_counter()
-    from hdtwd_cli import _kernels  # noqa: F401  (numba import is part of the startup cost)
-    from hdtwd_cli.cli import _meta, _params
-    from hdtwd_cli.diffusion import diffusion_operator
-    from hdtwd_cli.distance import normalize_rows, pairwise_l1, tree_embedding
-    from hdtwd_cli.hyperbolic import hyperbolic_embedding
-    from hdtwd_cli.io import read_matrix, write_distances
-    from hdtwd_cli.pipeline import align_to_tree, drop_empty_features
-    from hdtwd_cli.tree import Tree, hd_binary_tree, hd_lca, hd_lca_merge_order
+    import hdtwd_cli.cli as cli
 
-    rows: list[dict[str, Any]] = [{"stage": "import hdtwd_cli (+numba)", "s": time.perf_counter() - t0,
-                                   "peak_MB": _hwm_mb(), "group": "startup"}]
-    hwm_ok = True
-    cur: dict[str, Any] = {}
+    importlib.import_module("hdtwd_cli._kernels")  # numba, part of the startup cost
+    t_import = time.perf_counter() - t0
+    events: list[dict[str, Any]] = []
+    stack: list[dict[str, Any]] = []
+    hwm_ok = [True]
 
-    class stage:
-        def __init__(self, name: str, group: str) -> None:
-            self.name, self.group = name, group
+    def wrap(fn: Any, name: str, group: str) -> Any:
+        @functools.wraps(fn)
+        def timed(*a: Any, **k: Any) -> Any:
+            if stack:  # the parent's peak so far, before the child resets the high-water mark
+                stack[-1]["peak_MB"] = max(stack[-1]["peak_MB"], _hwm_mb())
+            hwm_ok[0] = _hwm_reset() and hwm_ok[0]
+            ev = {"stage": name, "group": group, "depth": len(stack), "peak_MB": 0.0, "s": 0.0}
+            events.append(ev)
+            stack.append(ev)
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                ev["s"] = time.perf_counter() - t
+                ev["peak_MB"] = max(ev["peak_MB"], _hwm_mb())
+                stack.pop()
+                if stack:
+                    stack[-1]["peak_MB"] = max(stack[-1]["peak_MB"], ev["peak_MB"])
 
-        def __enter__(self) -> None:
-            nonlocal hwm_ok
-            hwm_ok = _hwm_reset() and hwm_ok
-            self.t = time.perf_counter()
+        return timed
 
-        def __exit__(self, *exc: Any) -> None:
-            rows.append({"stage": self.name, "group": self.group,
-                         "s": time.perf_counter() - self.t, "peak_MB": _hwm_mb()})
+    mods = [m for k, m in sys.modules.items() if k == "hdtwd_cli" or k.startswith("hdtwd_cli.")]
+    skipped = []
+    for modname, name, group in _TIMED:
+        try:
+            fn = getattr(importlib.import_module(modname), name)
+        except (ImportError, AttributeError):
+            skipped.append(f"{modname}.{name}")
+            continue
+        w = wrap(fn, name, group)
+        for m in mods:
+            for attr, val in list(vars(m).items()):
+                if val is fn:
+                    setattr(m, attr, w)
 
-    params = _params(None, None, None, 0)
-    with stage("read_matrix (.npy, validation)", "read"):
-        md = read_matrix(data)
-    with stage("input fingerprint (SHA-256, metadata)", "read"):
-        meta = _meta(md, {"tree_source": "learned"})
-    with stage("drop empty features + diffusion operator (Gram, kernel, eigh)", "diffusion+embedding"):
-        Xk, names, _dropped = drop_empty_features(md.X, md.feature_names, data)
-        op = diffusion_operator(Xk, eps=params.eps, metric=params.metric)
-        del Xk
-    with stage(f"hyperbolic embedding ({params.scales + 1} scales, psi array)", "diffusion+embedding"):
-        emb = hyperbolic_embedding(op, params.scales)
-    m = emb.n_features
-    with stage("HD-LCA values (one Gram per scale)", "tree decode"):
-        log_a = hd_lca(emb)
-    with stage("merge order (stable argsort + single linkage)", "tree decode"):
-        children, merge_log_a = hd_lca_merge_order(log_a, m)
-        del log_a
-    with stage("edge weights (geodesic midpoints, Python loop)", "tree decode"):
-        length = hd_binary_tree(emb, children)
-        parent = np.full(2 * m - 1, -1, dtype=np.int64)
-        parent[children[:, 0]] = np.arange(m, 2 * m - 1)
-        parent[children[:, 1]] = np.arange(m, 2 * m - 1)
-        T = Tree(parent=parent, length=length, leaf_names=list(names),
-                 merge_height=np.exp(merge_log_a))
-    del emb, op
-    with stage("align columns to tree leaves", "distance"):
-        X = align_to_tree(md.X, md.feature_names, T, data)
-    with stage("normalize rows + tree embedding Y", "distance"):
-        Y = tree_embedding(T, normalize_rows(X), "float64")
-    with stage(f"pairwise L1 kernel (numba, {Y.shape[0]} x {Y.shape[1]})", "distance"):
-        D = pairwise_l1(Y, None, "float64")
-    with stage("write .npy (atomic)", "write"):
-        write_distances(out, D, md.sample_names, md.sample_names, meta)
+    t1 = time.perf_counter()
+    try:
+        cli.app(["distance", data, "-o", out, "-q"], standalone_mode=False)
+    except SystemExit as e:  # typer.Exit may surface as SystemExit
+        if e.code:
+            raise
+    total = time.perf_counter() - t1
+    covered = sum(e["s"] for e in events if e["depth"] == 0)
+    rows = [{"stage": "import hdtwd_cli.cli + numba", "group": "startup", "depth": 0,
+             "s": t_import, "peak_MB": float("nan")}]
+    rows += events
+    rows.append({"stage": "(rest of the command: option checks, metadata, untimed glue)",
+                 "group": "other", "depth": 0, "s": total - covered, "peak_MB": float("nan")})
+    D = np.load(out, mmap_mode="r")
     result: dict[str, Any] = {
         "rows": rows,
-        "hwm_reset_worked": hwm_ok,
+        "hwm_reset_worked": hwm_ok[0],
+        "skipped": skipped,
         "n": int(D.shape[0]),
-        "features": int(md.X.shape[1]),
-        "tree_nodes": int(T.n_nodes),
-        "embedding_dim": int(Y.shape[1]),
-        "total_s": sum(r["s"] for r in rows),
+        "command_s": total,
+        "total_s": total + t_import,
     }
     if compare_to:
         ref = np.load(compare_to)
-        result["equal_to_cli_output"] = bool(np.array_equal(ref, D))
-        result["max_abs_diff_to_cli_output"] = float(np.abs(ref - D).max())
+        result["equal_to_cli_output"] = bool(np.array_equal(ref, np.asarray(D)))
     print("STAGES_JSON " + json.dumps(result), flush=True)
 
 
@@ -356,23 +385,61 @@ def _fmt_s(x: float) -> str:
     return f"{x:.2f}" if x < 100 else f"{x:.1f}"
 
 
+def _group_sums(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Seconds per group, counting a call only when no enclosing call has the same group."""
+    sums: dict[str, float] = {}
+    stack: list[tuple[int, str]] = []
+    for row in rows:
+        while stack and stack[-1][0] >= row["depth"]:
+            stack.pop()
+        if all(g != row["group"] for _, g in stack):
+            sums[row["group"]] = sums.get(row["group"], 0.0) + row["s"]
+        stack.append((row["depth"], row["group"]))
+    return sums
+
+
+def _mem(free_line: str) -> str:
+    parts = free_line.split()
+    return f"{parts[1]} GiB" if len(parts) > 1 and parts[0] == "Mem:" else free_line
+
+
+def _first_params(record: dict[str, Any]) -> str:
+    for r in record["datasets"].values():
+        if r.get("pdist_info", {}).get("params"):
+            return r["pdist_info"]["params"]
+    return "?"
+
+
+def _pdist_info(stderr: str) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    m = re.search(r"^pdist_pipeline: n=(\d+) features=(\d+) tree_nodes=(\d+) embedding_dim=(\d+)$",
+                  stderr, re.M)
+    if m:
+        info.update(n=int(m.group(1)), features=int(m.group(2)), tree_nodes=int(m.group(3)),
+                    embedding_dim=int(m.group(4)))
+    m = re.search(r"^pdist_pipeline: params (.+)$", stderr, re.M)
+    if m:
+        info["params"] = m.group(1)
+    return info
+
+
 def render(record: dict[str, Any]) -> str:
     f = record["machine"]
     env = ", ".join(f"{k}={'unset' if v is None else v}" for k, v in f["env"].items())
     out: list[str] = [SECTION_TITLE, ""]
     out.append(
         f"Run {f['date_utc']} at commit `{f['git_commit']}`"
-        + (" (working tree had uncommitted changes to tracked files)" if f["git_dirty"] else "")
-        + f". Machine: {f['cpu_model']}, nproc = {f['nproc']}, memory `{f['memory']}` (free -g). "
+        + (" (hdtwd_cli/ had uncommitted changes)" if f["git_dirty"] else "")
+        + f". Machine: {f['cpu_model']} (lscpu model name), nproc = {f['nproc']}, {_mem(f['memory'])} RAM. "
         f"Python {f['python']}, numpy {f['numpy']}, scipy {f['scipy']}, numba {f['numba']} "
         f"(NUMBA_NUM_THREADS = {f['numba_threads']}), BLAS {f['blas']}. Environment: {env}."
     )
     out.append("")
     out.append(
-        "Each configuration ran once, as a fresh process under `/usr/bin/time -v` (wall = "
+        "Each configuration ran as a fresh process under `/usr/bin/time -v` (wall = "
         "\"Elapsed (wall clock)\", peak RSS = \"Maximum resident set size\", MB = 10^6 bytes; CPU = "
-        "user + sys). Both tools read the same `.npy` (float64, cells x genes), use default "
-        "parameters (eps = 1 x median cosine distance, K = 7, i.e. 8 scales) and write a float64 "
+        "user + sys). Both tools read the same `.npy` (float64, cells x genes), use the library's "
+        f"default parameters (`{_first_params(record)}`) and write a float64 "
         "`.npy`. Ratio = wall / wall of `hdtwd distance` on the same data. numba's kernel cache "
         "was warm (one untimed small run first). The machine is shared: before each run the script "
         f"waits for it to be idle, \"other load\" is the CPU used by other processes during the run "
@@ -403,32 +470,35 @@ def render(record: dict[str, Any]) -> str:
     out.append("### Where the time goes")
     out.append("")
     out.append(
-        "`hdtwd distance`'s calls timed one by one in a fresh process (`bench_end_to_end.py "
-        "--stages-only`, same functions and defaults as `hdtwd_cli.cli.distance`). Peak MB = "
-        "process VmHWM during the stage (reset before each stage via `/proc/self/clear_refs`), "
-        "so it includes everything still alive from earlier stages.")
+        "`hdtwd distance DATA -o OUT -q` run once more inside one Python process "
+        "(`bench_end_to_end.py --stages-only`) with timing wrappers around the library functions it "
+        "calls; nested calls are indented (`·`), their time is part of the parent's. % = share of "
+        "import + command. Peak MB = the process's VmHWM during the call (reset at each call via "
+        "`/proc/self/clear_refs`), so it includes everything still alive from earlier stages; "
+        "the import row's peak is the baseline RSS after imports.")
     for name, r in record["datasets"].items():
         s = r["stages"]
         n, m = r["shape"]
+        info = r.get("pdist_info", {})
         out.append("")
-        out.append(f"**{r['label']}**, {n} x {m}; tree: {s['tree_nodes']} nodes, tree-embedding "
-                   f"dimension {s['embedding_dim']}. In-process total {s['total_s']:.2f} s "
-                   f"(vs {r['hdtwd']['wall_s']:.2f} s wall for the CLI run); other load "
-                   f"{s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s).")
+        out.append(f"**{r['label']}**, {n} x {m}; learned tree: {info.get('tree_nodes', '?')} nodes, "
+                   f"tree-embedding dimension {info.get('embedding_dim', '?')}. In-process import + "
+                   f"command {s['total_s']:.2f} s (CLI subprocess: {r['hdtwd']['wall_s']:.2f} s wall); "
+                   f"other load {s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s).")
         out.append("")
-        out.append("| group | stage | s | % | peak MB |")
+        out.append("| stage | group | s | % | peak MB |")
         out.append("|---|---|---:|---:|---:|")
         for row in s["rows"]:
-            out.append(f"| {row['group']} | {row['stage']} | {row['s']:.2f} | "
-                       f"{100 * row['s'] / s['total_s']:.1f} | {row['peak_MB']:.0f} |")
-        groups: dict[str, float] = {}
-        for row in s["rows"]:
-            groups[row["group"]] = groups.get(row["group"], 0.0) + row["s"]
+            pk = row["peak_MB"]
+            out.append(f"| {'· ' * row['depth']}{row['stage']} | {row['group']} | {row['s']:.2f} | "
+                       f"{100 * row['s'] / s['total_s']:.1f} | {'' if pk != pk else f'{pk:.0f}'} |")
         out.append("")
-        out.append("By group: " + ", ".join(f"{g} {v:.2f} s" for g, v in groups.items()) + ".")
+        out.append("By group (outermost call of each group): " + ", ".join(
+            f"{g} {v:.2f} s ({100 * v / s['total_s']:.0f}%)" for g, v in _group_sums(s["rows"]).items()) + ".")
         ps = r["pdist_stages"]
+        out.append("")
         out.append(
-            "pdist pipeline stages (its stderr): "
+            "pdist pipeline, its own stage timer: "
             + ", ".join(f"{k} {v:.2f} s" for k, v in ps.items() if k != "total")
             + f"; total {ps.get('total', float('nan')):.2f} s.")
 
@@ -495,6 +565,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"used >= {BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept")
     ap.add_argument("--max-wait", type=float, default=900.0,
                     help="before each timed run, wait up to this many seconds for the machine to be idle")
+    ap.add_argument("--render", metavar="JSON", help="only re-render a stored record (and update RESULTS.md)")
     ap.add_argument("--stages-only", metavar="DATA", help=argparse.SUPPRESS)
     ap.add_argument("--stages-out", help=argparse.SUPPRESS)
     ap.add_argument("--compare-to", help=argparse.SUPPRESS)
@@ -503,6 +574,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.stages_only:
         out = args.stages_out or str(Path(args.stages_only).with_name("D_stages.npy"))
         stages_main(args.stages_only, out, args.compare_to)
+        return 0
+
+    if args.render:
+        record = json.loads(Path(args.render).read_text())
+        record["notes"] = list(record.get("notes", [])) + [n for n in args.note if n not in record.get("notes", [])]
+        Path(args.render).write_text(json.dumps(record, indent=1, default=str))
+        section = render(record)
+        print(section)
+        if not args.no_results:
+            write_section(Path(args.results), section)
         return 0
 
     if not Path(TIME_BIN).exists():
@@ -550,12 +631,20 @@ def main(argv: list[str] | None = None) -> int:
             "hdtwd": r_h,
             "pdist": r_p,
             "pdist_stages": _pdist_stages(r_p["stderr"]),
+            "pdist_info": _pdist_info(r_p["stderr"]),
             "agreement": agree,
             "stages": stages,
         }
         for p in (d_p, work / f"{name}_D_stages.npy"):
             p.unlink(missing_ok=True)
 
+    end_commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    record["machine"]["git_commit_end"] = end_commit
+    if end_commit != record["machine"]["git_commit"]:
+        record["notes"].append(
+            f"HEAD moved from `{record['machine']['git_commit']}` to `{end_commit}` during the run "
+            "(another engineer was committing); the figures may mix the two versions.")
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     rec_path = work / f"issue2_{stamp}.json"
     rec_path.write_text(json.dumps(record, indent=1, default=str))

@@ -5,7 +5,8 @@ Usage::
     python benchmarks/pdist_pipeline.py DATA.npy -o D.npy
 
 Same method and the same library stages as ``hdtwd distance DATA.npy -o D.npy`` with default
-parameters (``hdtwd_cli.io.read_matrix``, ``pipeline.learn_tree`` with ``TreeParams()``,
+parameters (``hdtwd_cli.io.read_matrix``; the ``default`` preset from
+``pipeline.resolve_params`` and its ``apply_transform``; ``pipeline.learn_tree``,
 ``pipeline.align_to_tree``, ``distance.normalize_rows`` and ``distance.tree_embedding``); only the
 all-pairs L1 distance between the tree-embedding rows is computed with
 ``scipy.spatial.distance.pdist(Y, "cityblock")`` + ``squareform`` instead of the library's
@@ -26,7 +27,7 @@ from scipy.spatial.distance import pdist, squareform
 
 from hdtwd_cli.distance import normalize_rows, tree_embedding
 from hdtwd_cli.io import read_matrix
-from hdtwd_cli.pipeline import TreeParams, align_to_tree, learn_tree
+from hdtwd_cli.pipeline import align_to_tree, apply_transform, learn_tree, resolve_params
 
 
 @contextmanager
@@ -48,10 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     with _stage("read", times):
         md = read_matrix(args.data)
-    with _stage("learn_tree", times):  # drop empty features, diffusion, embedding, HD-LCA decode
-        T = learn_tree(md.X, md.feature_names, TreeParams(), None, args.data)
+    params, transform = resolve_params("default", seed=0)  # what `hdtwd distance` uses by default
+    print(f"pdist_pipeline: params {params} transform={transform}", file=sys.stderr, flush=True)
+    with _stage("learn_tree", times):  # transform, drop empty features, diffusion, embedding, decode
+        X = apply_transform(md.X, transform)
+        T = learn_tree(X, md.feature_names, params, None, args.data)
     with _stage("align_normalize_embed", times):
-        X = align_to_tree(md.X, md.feature_names, T, args.data)
+        X = align_to_tree(X, md.feature_names, T, args.data)
         Y = tree_embedding(T, normalize_rows(X), "float64")
         del X
     with _stage("pdist", times):
