@@ -111,13 +111,14 @@ class Tree:
         return d
 
 
-def hd_lca(emb: HyperbolicEmbedding) -> np.ndarray:
+def hd_lca(emb: HyperbolicEmbedding, block: int = 1024) -> np.ndarray:
     r"""Condensed HD-LCA values :math:`\log a(j,j')` for all pairs ``j < j'`` (Prop. 3).
 
     .. math:: \log a(j,j') = \frac{1}{K+1}\sum_{k=0}^{K} \tfrac12
               \log\big(\lVert\psi_j^k-\psi_{j'}^k\rVert^2/4 + 2^{k-4}\big)
 
-    with the squared distances from one BLAS Gram matrix per scale.
+    Computed in row blocks: per block and scale one BLAS Gram block
+    :math:`\Psi_k[I]\Psi_k^\top`, so the memory beyond the output is ``block x m``.
 
     Returns
     -------
@@ -125,20 +126,27 @@ def hd_lca(emb: HyperbolicEmbedding) -> np.ndarray:
         In the order of :func:`scipy.spatial.distance.squareform` (row-major upper triangle).
     """
     m = emb.n_features
-    iu = np.triu_indices(m, k=1)
-    acc = np.zeros(iu[0].shape[0], dtype=np.float64)
-    for k in range(emb.n_scales):
-        Psi = emb.psi[k]
-        G = Psi @ Psi.T
-        s = np.einsum("ij,ij->i", Psi, Psi)
-        d2 = (s[:, None] + s[None, :] - 2.0 * G)[iu]
-        del G
-        np.maximum(d2, 0.0, out=d2)
-        d2 *= 0.25
-        d2 += emb.heights[k] ** 2  # 2^(k-4)
-        acc += 0.5 * np.log(d2)
-    acc /= emb.n_scales
-    return acc
+    out = np.empty(m * (m - 1) // 2, dtype=np.float64)
+    sq = [np.einsum("ij,ij->i", emb.psi[k], emb.psi[k]) for k in range(emb.n_scales)]
+    for i0 in range(0, m - 1, block):
+        i1 = min(i0 + block, m - 1)
+        acc = np.zeros((i1 - i0, m), dtype=np.float64)
+        for k in range(emb.n_scales):
+            Psi = emb.psi[k]
+            d2 = Psi[i0:i1] @ Psi.T
+            d2 *= -2.0
+            d2 += sq[k][i0:i1, None]
+            d2 += sq[k][None, :]
+            np.maximum(d2, 0.0, out=d2)
+            d2 *= 0.25
+            d2 += emb.heights[k] ** 2  # 2^(k-4)
+            np.log(d2, out=d2)
+            acc += d2
+        acc *= 0.5 / emb.n_scales
+        for i in range(i0, i1):  # row i's tail j > i goes to its condensed slot
+            start = i * m - i * (i + 1) // 2
+            out[start:start + m - 1 - i] = acc[i - i0, i + 1:]
+    return out
 
 
 LINKAGES = ("single", "average", "complete", "weighted")

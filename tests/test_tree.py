@@ -104,3 +104,14 @@ def test_deep_chain_needs_no_recursion():
     tree = decode_tree(emb, [f"g{j}" for j in range(m)])
     assert tree.depth().max() > 1000
     tree.validate()
+
+
+def test_blocked_hd_lca_matches_a_single_block():
+    emb = random_embedding(150, 4, 9)
+    one = hd_lca(emb, block=10_000)
+    for block in (1, 7, 64):
+        assert np.allclose(hd_lca(emb, block=block), one, rtol=1e-13, atol=1e-15)
+    bf = brute_force_log_a(random_embedding(9, 4, 0))
+    small = hd_lca(random_embedding(9, 4, 0), block=2)
+    iu = np.triu_indices(9, 1)
+    assert np.allclose(small, [bf[(i, j)] for i, j in zip(*iu)], rtol=1e-12)
