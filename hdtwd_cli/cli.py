@@ -31,6 +31,7 @@ from .io import (
     fingerprint,
     read_embedding,
     read_matrix,
+    read_stdin_matrix,
     read_tree_file,
     write_distances,
     write_embedding,
@@ -81,11 +82,17 @@ Bandwidth = _choices("Bandwidth", ("median", "knn"))
 Transform = _choices("Transform", TRANSFORMS)
 Preset = _choices("Preset", tuple(PRESETS))
 DType = _choices("DType", ("float64", "float32"))
+InputFormat = _choices("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad"))
+OutputFormat = _choices("OutputFormat", ("npy", "csv", "tsv", "h5"))
 
 
 # ---------------------------------------------------------------- shared options
-DataArg = Annotated[Path, typer.Argument(help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad",
-                                         show_default=False)]
+DataArg = Annotated[Path, typer.Argument(
+    help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad, or - for standard input.",
+    show_default=False)]
+FormatOpt = Annotated[Optional[InputFormat], typer.Option(
+    "--format", help="Format of DATA read from standard input (-) [default: sniffed from its bytes].",
+    show_default=False)]
 TransposeOpt = Annotated[bool, typer.Option("--transpose", help="The file stores features x samples.")]
 LayerOpt = Annotated[Optional[str], typer.Option("--layer", help=".h5ad: read layers[NAME] instead of X.",
                                                  metavar="NAME")]
@@ -141,6 +148,10 @@ def _handle_errors(fn: F) -> F:
         except HdtwdError as e:
             sys.stderr.write(f"hdtwd: error: {e}\n")
             raise typer.Exit(e.exit_code) from None
+        except BrokenPipeError:  # the reader of our stdout went away (e.g. `| head`): stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise typer.Exit(141) from None
         except KeyboardInterrupt:
             sys.stderr.write("hdtwd: interrupted; no output written\n")
             raise typer.Exit(130) from None
@@ -170,9 +181,16 @@ def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Me
         transform=None if transform is None else transform.value)
 
 
-def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter):
-    with rep.stage(f"reading {data.name}"):
-        md = read_matrix(data, transpose=transpose, layer=layer, use_raw=use_raw)
+def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter,
+          fmt: "InputFormat | None" = None, obs_keys: tuple[str, ...] = ()):
+    with rep.stage(f"reading {data.name or 'standard input'}"):
+        if str(data) == "-":
+            md = read_stdin_matrix(sys.stdin.buffer, None if fmt is None else fmt.value, transpose=transpose,
+                                   layer=layer, use_raw=use_raw, obs_keys=obs_keys)
+        else:
+            if fmt is not None:
+                raise InputError("--format applies to standard input ('-') only; files are read by suffix", data)
+            md = read_matrix(data, transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys)
     rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features"
              + (" (sparse)" if md.is_sparse else ""))
     return md
@@ -207,6 +225,7 @@ def embed(
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
     use_raw: UseRawOpt = False,
+    fmt: FormatOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -214,7 +233,9 @@ def embed(
     rep = Reporter(quiet, verbose)
     check_output_path(output, [data])
     params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed)
-    md = _read(data, transpose, layer, use_raw, rep)
+    if str(output) == "-":
+        raise InputError("the embedding is HDF5: give a file name with -o")
+    md = _read(data, transpose, layer, use_raw, rep, fmt)
     X, names, dropped = drop_empty_features(apply_transform(md.X, tf), md.feature_names, str(data))
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
@@ -276,6 +297,9 @@ def distance(
     newick: Annotated[Optional[Path], typer.Option(
         "--newick", help="Also save the learned tree as Newick.", show_default=False)] = None,
     dtype: Annotated[DType, typer.Option("--dtype", help="Storage type of the result.")] = DType.float64,
+    output_format: Annotated[Optional[OutputFormat], typer.Option(
+        "--output-format", help="Format of the result [default: from the suffix of -o; tsv for -o -].",
+        show_default=False)] = None,
     preset: PresetOpt = Preset.default,
     eps: EpsOpt = None,
     scales: ScalesOpt = None,
@@ -287,13 +311,15 @@ def distance(
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
     use_raw: UseRawOpt = False,
+    fmt: FormatOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
     rep = Reporter(quiet, verbose)
     check_output_path(output, [data, tree])
-    distance_suffix(str(output))
+    if str(output) != "-" and output_format is None:
+        distance_suffix(str(output))
     for extra in (save_tree, newick):
         if extra is not None:
             check_output_path(extra, [data, tree, output])
@@ -303,7 +329,7 @@ def distance(
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
-    md = _read(data, transpose, layer, use_raw, rep)
+    md = _read(data, transpose, layer, use_raw, rep, fmt)
     if tree is not None:
         with rep.stage(f"reading {tree.name}"):
             T = read_tree_file(str(tree))
@@ -332,7 +358,8 @@ def distance(
         except ValueError as e:
             raise InputError(str(e), data) from None
     meta["dtype"] = dtype.value
-    write_distances(str(output), D, md.sample_names, md.sample_names, meta)
+    write_distances(str(output), D, md.sample_names, md.sample_names, meta,
+                    None if output_format is None else output_format.value)
     rep.info(f"wrote {output} ({D.shape[0]} x {D.shape[1]} {D.dtype})")
 
 
@@ -414,6 +441,7 @@ def classify(
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
     use_raw: UseRawOpt = False,
+    fmt: FormatOpt = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -440,8 +468,7 @@ def classify(
         raise InputError("--test-size must be between 0 and 1")
     _set_threads(threads)
     obs_keys = (labels[4:],) if labels.startswith("obs:") else ()
-    with rep.stage(f"reading {data.name}"):
-        md = read_matrix(data, transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys)
+    md = _read(data, transpose, layer, use_raw, rep, fmt, obs_keys)
     y = _read_labels(labels, md, data)
     n_classes = len(np.unique(y))
     n_train = md.shape[0] - int(round(test_size * md.shape[0]))

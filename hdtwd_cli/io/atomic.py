@@ -26,6 +26,8 @@ def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLik
     p = str(path)
     if p == "":
         raise OutputError("empty output path")
+    if p == "-":
+        return p
     if os.path.isdir(p):
         raise OutputError("is a directory", p)
     d = os.path.dirname(os.path.abspath(p))

@@ -21,9 +21,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import tempfile
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.io
@@ -35,6 +37,8 @@ __all__ = [
     "MatrixData",
     "HdtwdWarning",
     "read_matrix",
+    "read_stdin_matrix",
+    "sniff_format",
     "make_unique",
     "fingerprint",
     "MATRIX_SUFFIXES",
@@ -271,6 +275,47 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
             raise InputError(f"AnnData obs has no column {k!r} (columns: {have})", path)
         obs[k] = np.asarray(ad.obs[k].astype(str))
     return X, [str(s) for s in ad.obs_names], var_names, obs
+
+
+def sniff_format(head: bytes) -> str:
+    """The suffix of a matrix file from its first bytes (for standard input, which has no name)."""
+    if head.startswith(b"\x93NUMPY"):
+        return ".npy"
+    if head.startswith(b"PK\x03\x04"):
+        return ".npz"
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return ".h5ad"
+    if head.lstrip().startswith(b"%%MatrixMarket"):
+        return ".mtx"
+    first = head.split(b"\n", 1)[0]
+    return ".tsv" if b"\t" in first else ".csv"
+
+
+def read_stdin_matrix(stream: Any, fmt: str | None = None, **kw: Any) -> MatrixData:
+    """Read a matrix from a binary stream (standard input): buffered, since pipes are not seekable.
+
+    The bytes are spooled to a private temporary file whose suffix is ``fmt`` or sniffed from the
+    content (:func:`sniff_format`), then read like a file; messages name ``<stdin>``.
+    """
+    data = stream.read()
+    if not data:
+        raise InputError("standard input is empty", "<stdin>")
+    suffix = ("." + fmt.lstrip(".")) if fmt else sniff_format(data[:4096])
+    with tempfile.TemporaryDirectory(prefix="hdtwd-stdin-") as d:
+        tmp = os.path.join(d, "stdin" + suffix)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        del data
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                md = read_matrix(tmp, **kw)
+            except InputError as e:
+                raise InputError(e.message.replace(tmp, "<stdin>"), "<stdin>") from None
+        for w in caught:
+            warnings.warn(str(w.message).replace(tmp, "<stdin>"), w.category, stacklevel=2)
+    md.path = "<stdin>"
+    return md
 
 
 def read_matrix(

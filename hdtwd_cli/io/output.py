@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import csv
 import os
+import shutil
+import sys
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -50,9 +53,27 @@ def write_distances(
     row_names: list[str],
     col_names: list[str],
     meta: Mapping[str, Any],
+    fmt: str | None = None,
 ) -> None:
-    """Write a distance matrix to ``path`` atomically, in the format its suffix names."""
-    suffix = distance_suffix(path)
+    """Write a distance matrix to ``path`` atomically, in the format its suffix (or ``fmt``) names.
+
+    ``path == "-"`` writes to standard output (``fmt`` default ``tsv``); binary formats are
+    refused when standard output is a terminal.
+    """
+    if path == "-":
+        suffix = "." + (fmt or "tsv").lstrip(".")
+        distance_suffix("stdout" + suffix)
+        if suffix in (".npy", ".h5", ".hdf5") and sys.stdout.isatty():
+            raise OutputError(f"refusing to write binary {suffix} data to a terminal; "
+                              "redirect it or use --output-format tsv", "<stdout>")
+        with tempfile.TemporaryDirectory(prefix="hdtwd-out-") as d:
+            tmp = os.path.join(d, "out" + suffix)
+            write_distances(tmp, D, row_names, col_names, meta)
+            with open(tmp, "rb") as fh:
+                shutil.copyfileobj(fh, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+        return
+    suffix = "." + fmt.lstrip(".") if fmt else distance_suffix(path)
     with atomic_path(path) as tmp:
         if suffix == ".npy":
             np.save(tmp, D, allow_pickle=False)
