@@ -54,7 +54,7 @@ from .pipeline import (
     learn_tree,
 )
 from .progress import Reporter
-from .tree import LINKAGES
+from .tree import EDGE_WEIGHTS, LINKAGES
 
 app = typer.Typer(
     name="hdtwd",
@@ -78,6 +78,7 @@ def _choices(name: str, values: tuple[str, ...]) -> type[Enum]:
 
 Metric = _choices("Metric", ("cosine", "euclidean"))
 Linkage = _choices("Linkage", LINKAGES)
+EdgeWeights = _choices("EdgeWeights", EDGE_WEIGHTS)
 Bandwidth = _choices("Bandwidth", ("median", "knn"))
 Transform = _choices("Transform", TRANSFORMS)
 Preset = _choices("Preset", tuple(PRESETS))
@@ -108,6 +109,10 @@ MetricOpt = Annotated[Optional[Metric], typer.Option(
 LinkageOpt = Annotated[Optional[Linkage], typer.Option(
     "--linkage", help="Agglomeration rule on the HD-LCA values (single = the paper's Alg. 1) "
                       f"[default: {PRESETS['default']['linkage']}].", show_default=False)]
+EdgeWeightsOpt = Annotated[Optional[EdgeWeights], typer.Option(
+    "--edge-weights", help="midpoint: geodesic-midpoint weights (the paper); lca: hyperbolic distance between "
+                           f"the HD-LCA points of child and parent [default: {PRESETS['default']['edge_weights']}].",
+    show_default=False)]
 BandwidthOpt = Annotated[Optional[Bandwidth], typer.Option(
     "--bandwidth", help="Kernel bandwidth: median (eps = c x median, the paper) or knn (self-tuning) "
                         f"[default: {PRESETS['default']['bandwidth']}].", show_default=False)]
@@ -173,12 +178,13 @@ def _handle_errors(fn: F) -> F:
 
 def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Metric | None",
             linkage: "Linkage | None", bandwidth: "Bandwidth | None", transform: "Transform | None",
-            seed: int) -> tuple[TreeParams, str]:
+            seed: int, edge_weights: "EdgeWeights | None" = None) -> tuple[TreeParams, str]:
+    def val(e: Any) -> Any:
+        return None if e is None else e.value
+
     return resolve_params(
-        preset.value, seed, eps=None if eps is None else float(eps), scales=scales,
-        metric=None if metric is None else metric.value, linkage=None if linkage is None else linkage.value,
-        bandwidth=None if bandwidth is None else bandwidth.value,
-        transform=None if transform is None else transform.value)
+        preset.value, seed, eps=None if eps is None else float(eps), scales=scales, metric=val(metric),
+        linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights))
 
 
 def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter,
@@ -194,6 +200,17 @@ def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Re
     rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features"
              + (" (sparse)" if md.is_sparse else ""))
     return md
+
+
+T_ = TypeVar("T_")
+
+
+def _stage(fn: Callable[[], T_], path: Any) -> T_:
+    """Run a numerical stage; its ValueErrors are problems of the input data, named with the file."""
+    try:
+        return fn()
+    except ValueError as e:
+        raise InputError(str(e), path) from None
 
 
 def _meta(md: Any, extra: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -239,7 +256,7 @@ def embed(
     X, names, dropped = drop_empty_features(apply_transform(md.X, tf), md.feature_names, str(data))
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
-    op, emb = embed_features(X, params, rep)
+    op, emb = _stage(lambda: embed_features(X, params, rep), data)
     with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
         write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf,
                                                        "preset": preset.value}, _meta(md))
@@ -258,6 +275,9 @@ def decode_tree_cmd(
     linkage: Annotated[Optional[Linkage], typer.Option(
         "--linkage", help="Agglomeration rule on the HD-LCA values (single = the paper's Alg. 1) "
                           "[default: the embedding's preset].", show_default=False)] = None,
+    edge_weights: Annotated[Optional[EdgeWeights], typer.Option(
+        "--edge-weights", help="midpoint (the paper) or lca (HD-LCA heights) [default: the embedding's preset].",
+        show_default=False)] = None,
     quiet: QuietOpt = False,
     verbose: VerboseOpt = 0,
 ) -> None:
@@ -269,11 +289,13 @@ def decode_tree_cmd(
     with rep.stage(f"reading {embedding.name}"):
         stored = read_embedding(str(embedding))
     preset = str(stored.params.get("preset", "default"))
-    rule = linkage.value if linkage is not None else PRESETS.get(preset, PRESETS["default"])["linkage"]
-    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule)
+    cfg = PRESETS.get(preset, PRESETS["default"])
+    rule = linkage.value if linkage is not None else cfg["linkage"]
+    weights = edge_weights.value if edge_weights is not None else cfg["edge_weights"]
+    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule, weights)
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     params = dict(stored.params)
-    params.update({"linkage": rule, "eps_used": stored.diffusion.get("eps"),
+    params.update({"linkage": rule, "edge_weights": weights, "eps_used": stored.diffusion.get("eps"),
                    "sigma": stored.diffusion.get("sigma")})
     with atomic_path(output) as tmp:
         write_tree(tmp, tree, params, meta)
@@ -305,6 +327,7 @@ def distance(
     scales: ScalesOpt = None,
     metric: MetricOpt = None,
     linkage: LinkageOpt = None,
+    edge_weights: EdgeWeightsOpt = None,
     bandwidth: BandwidthOpt = None,
     transform: TransformOpt = None,
     seed: SeedOpt = 0,
@@ -326,6 +349,7 @@ def distance(
     if tree is not None:
         given = [name for name, v in (("--eps", eps), ("--scales", scales), ("--metric", metric),
                                       ("--linkage", linkage), ("--bandwidth", bandwidth),
+                                      ("--edge-weights", edge_weights),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
@@ -340,9 +364,9 @@ def distance(
         tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree)), "transform": tf}
         X = apply_transform(md.X, tf)
     else:
-        params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed)
+        params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights)
         X = apply_transform(md.X, tf)
-        T = learn_tree(X, md.feature_names, params, rep, str(data))
+        T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data)), data)
         T.metadata.update({"transform": tf, "preset": preset.value})
         tree_meta = {"tree_source": "learned", "params": dict(T.metadata)}
     meta = _meta(md, tree_meta)
@@ -428,6 +452,7 @@ def classify(
     metric: MetricOpt = None,
     preset: PresetOpt = Preset.default,
     linkage: LinkageOpt = None,
+    edge_weights: EdgeWeightsOpt = None,
     bandwidth: BandwidthOpt = None,
     transform: TransformOpt = None,
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of hdtwd,cosine,euclidean,l1.")] =
@@ -455,7 +480,7 @@ def classify(
     ks = sorted(set(_parse_list(k, int, "--k")))
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
-    base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed)
+    base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
     scales_grid = _parse_list(scales, int, "--scales") if scales else [base.scales]
     if min(eps_grid) <= 0 or min(scales_grid) < 0:
@@ -522,8 +547,26 @@ def _main(
 
 
 def main() -> None:
-    """Console entry point."""
-    app()
+    """Console entry point: usage errors become one line on stderr, like every other error."""
+    try:
+        rc = app(standalone_mode=False)
+    except KeyboardInterrupt:
+        sys.stderr.write("hdtwd: interrupted; no output written\n")
+        sys.exit(130)
+    except Exception as e:  # typer's bundled click raises its usage errors here
+        if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
+            raise
+        if type(e).__name__ == "NoArgsIsHelpError":  # bare `hdtwd`: the help, not an error
+            sys.stdout.write(e.format_message().rstrip() + "\n")
+            sys.exit(0)
+        sub = next((a for a in sys.argv[1:] if not a.startswith("-")), "")
+        hint = f"hdtwd {sub} --help" if sub in _COMMANDS else "hdtwd --help"
+        sys.stderr.write(f"hdtwd: error: {e.format_message()} (see '{hint}')\n")
+        sys.exit(int(e.exit_code))
+    sys.exit(rc if isinstance(rc, int) else 0)
+
+
+_COMMANDS = ("embed", "decode-tree", "distance", "classify")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -76,13 +76,23 @@ class DiffusionOperator:
         return int(self.eigenvalues.shape[0])
 
 
-def _column_gram(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Dense m x m Gram matrix ``X^T X`` of the columns, from sparse products when X is sparse."""
+def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -> np.ndarray:
+    """Dense m x m Gram matrix of the columns of ``X / scale`` (sparse products when X is sparse).
+
+    Dividing by a per-column (cosine) or global (euclidean) scale first keeps huge counts from
+    overflowing the products; the distances are unchanged (cosine) or rescaled back (euclidean).
+    """
     if sp.issparse(X):
         X = sp.csc_matrix(X, dtype=np.float64)
+        X = X @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],)))
         return np.asarray((X.T @ X).toarray(), dtype=np.float64)
-    X = np.asarray(X, dtype=np.float64)
+    X = np.asarray(X, dtype=np.float64) / scale
     return X.T @ X
+
+
+def _column_max(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+    m = np.asarray(abs(X).max(axis=0).toarray()).ravel() if sp.issparse(X) else np.abs(X).max(axis=0)
+    return np.where(m > 0, m, 1.0)
 
 
 def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") -> np.ndarray:
@@ -101,7 +111,11 @@ def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") ->
     ndarray, shape (m, m)
         Symmetric with a zero diagonal.
     """
-    G = _column_gram(X)
+    colmax = _column_max(X)
+    if metric == "cosine":
+        G = _column_gram(X, colmax)
+    else:
+        G = _column_gram(X, float(colmax.max()))
     sq = np.diag(G).copy()
     if metric == "cosine":
         if np.any(sq <= 0):
@@ -113,6 +127,7 @@ def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") ->
         D = sq[:, None] + sq[None, :] - 2.0 * G
         np.maximum(D, 0.0, out=D)
         np.sqrt(D, out=D)
+        D *= float(colmax.max())
     else:
         raise ValueError(f"unknown metric {metric!r}")
     np.fill_diagonal(D, 0.0)
@@ -169,11 +184,11 @@ def diffusion_operator(
     :math:`\exp(-d^2/\epsilon)` (spec section 1, step 3).
     """
     if not eps > 0:
-        raise ValueError("eps must be positive")
+        raise ValueError("--eps (the kernel scale multiplier) must be positive")
     D = feature_distances(X, metric)
     sigma = kernel_scale(D)
     if not sigma > 0:
-        raise ValueError("all features are identical up to scale (median distance is 0)")
+        raise ValueError("all features are proportional across the samples (median distance is 0; too few samples?)")
     eps_used = float(eps) * sigma
     if bandwidth == "knn":
         kk = min(max(int(knn), 1), D.shape[0] - 1)

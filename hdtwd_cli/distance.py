@@ -35,12 +35,16 @@ def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     ValueError
         If a row sums to zero (it has no histogram); the message names its index.
     """
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        s = np.asarray(X.sum(axis=1)).ravel()
-    else:
-        X = np.array(X, dtype=np.float64, copy=True)
-        s = X.sum(axis=1)
+    with np.errstate(over="ignore"):  # an overflowing row sum is reported below
+        if sp.issparse(X):
+            X = sp.csr_matrix(X, dtype=np.float64, copy=True)
+            s = np.asarray(X.sum(axis=1)).ravel()
+        else:
+            X = np.array(X, dtype=np.float64, copy=True)
+            s = X.sum(axis=1)
+    if not np.all(np.isfinite(s)):
+        i = int(np.flatnonzero(~np.isfinite(s))[0])
+        raise ValueError(f"row {i} sums to infinity in float64 (values too large); rescale the data")
     bad = np.flatnonzero(~(s > 0))
     if bad.size:
         raise ValueError(

@@ -292,7 +292,8 @@ def evaluate(
         if name == "hdtwd":
             params = {"eps": list(eps_grid) if grid else eps_grid[0],
                       "scales": list(scales_grid) if grid else scales_grid[0],
-                      "metric": base.metric, "selection": "inner 3-split CV on training rows" if grid else "fixed",
+                      "metric": base.metric, "linkage": base.linkage, "edge_weights": base.edge_weights,
+                      "bandwidth": base.bandwidth, "selection": "inner 3-split CV on training rows" if grid else "fixed",
                       "choices": choices}
         else:
             params = {"on": "row-normalised histograms"}

@@ -38,9 +38,9 @@ __all__ = [
 #: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-              "transform": "none"},
+              "edge_weights": "midpoint", "transform": "none"},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-                "transform": "none"},
+                "edge_weights": "midpoint", "transform": "none"},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -53,7 +53,8 @@ class TreeParams:
     """Parameters of the tree-learning stages (spec sections 1-3).
 
     ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
-    ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning).
+    ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
+    ``edge_weights`` is ``midpoint`` (spec section 3) or ``lca`` (HD-LCA heights).
     """
 
     eps: float = DEFAULT_EPS
@@ -63,6 +64,7 @@ class TreeParams:
     linkage: str = "single"
     bandwidth: str = "median"
     knn: int = 7
+    edge_weights: str = "midpoint"
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -170,7 +172,7 @@ def learn_tree(
         raise InputError("fewer than two non-zero feature columns: no tree to learn", path)
     op, emb = embed(Xk, params, rep)
     del Xk
-    tree = decode_from_embedding(emb, names, rep, params.linkage)
+    tree = decode_from_embedding(emb, names, rep, params.linkage, params.edge_weights)
     tree.metadata.update(params.as_dict())
     tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
     return tree
@@ -195,7 +197,7 @@ def learn_trees(
     for K in scales:
         sub = HyperbolicEmbedding(psi=emb.psi[: K + 1], heights=emb.heights[: K + 1],
                                   negative_mass=emb.negative_mass[: K + 1])
-        tree = decode_from_embedding(sub, names, rep, params.linkage)
+        tree = decode_from_embedding(sub, names, rep, params.linkage, params.edge_weights)
         tree.metadata.update(params.replace(scales=K).as_dict())
         tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
         out[K] = tree
@@ -203,11 +205,11 @@ def learn_trees(
 
 
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
-                          linkage: str = "single") -> Tree:
+                          linkage: str = "single", edge_weights: str = "midpoint") -> Tree:
     """Alg. 1 with a progress bar: HD-LCA, merge order, then edge weights per scale."""
     rep = reporter or Reporter(quiet=True)
     with rep.stage("HD-LCA tree", emb.n_scales + 2) as adv:
-        return decode_tree(emb, names, progress=adv, linkage_rule=linkage)
+        return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights)
 
 
 def align_to_tree(

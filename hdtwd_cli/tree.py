@@ -27,7 +27,7 @@ from scipy.cluster.hierarchy import linkage
 
 from .hyperbolic import HyperbolicEmbedding
 
-__all__ = ["Tree", "LINKAGES", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
+__all__ = ["Tree", "LINKAGES", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
 
 
 @dataclass
@@ -234,13 +234,39 @@ def hd_binary_tree(
     return w
 
 
+EDGE_WEIGHTS = ("midpoint", "lca")
+
+
+def lca_height_weights(emb: HyperbolicEmbedding, children: np.ndarray, merge_log_a: np.ndarray) -> np.ndarray:
+    r"""Edge weights from the heights of the HD-LCA points (the ``lca`` rule).
+
+    Every node sits at its HD-LCA point :math:`ar h = [0, \dots, 0, a]` (Def. 4): a leaf at
+    :math:`a(j,j) = (\prod_k 2^{k/2-2})^{1/(K+1)}`, an internal node at the HD-LCA value of its merge.
+    Both lie on the vertical geodesic of the half-space, where the hyperbolic distance is
+    :math:`|\log a_{parent} - \log a_{child}|`; that is the edge weight. The tree metric is then the
+    ultrametric (cophenetic) one of the linkage heights in log scale, and Prop. 4's reading of the
+    HD-LCA depth as tree depth holds exactly.
+    """
+    m = emb.n_features
+    height = np.empty(2 * m - 1, dtype=np.float64)
+    height[:m] = float(np.mean(np.log(emb.heights)))
+    height[m:] = np.maximum.accumulate(np.maximum(merge_log_a, height[0]))
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    parent[children[:, 0]] = np.arange(m, 2 * m - 1)
+    parent[children[:, 1]] = np.arange(m, 2 * m - 1)
+    w = np.zeros(2 * m - 1, dtype=np.float64)
+    w[:-1] = height[parent[:-1]] - height[:-1]
+    return np.maximum(w, 0.0)
+
+
 def decode_tree(
     emb: HyperbolicEmbedding,
     leaf_names: Sequence[str],
     progress: Callable[[int], None] | None = None,
     linkage_rule: str = "single",
+    edge_weights: str = "midpoint",
 ) -> Tree:
-    """Decode the HD binary tree from a multi-scale hyperbolic embedding (Alg. 1).
+    r"""Decode the HD binary tree from a multi-scale hyperbolic embedding (Alg. 1).
 
     Parameters
     ----------
@@ -251,6 +277,10 @@ def decode_tree(
         Called with ``1`` after the HD-LCA, the merge order and each scale of edge weights.
     linkage_rule : {"single", "average", "complete", "weighted"}
         Agglomeration rule on the HD-LCA values; ``single`` is the paper's Alg. 1.
+    edge_weights : {"midpoint", "lca"}
+        ``midpoint``: spec section 3 (internal nodes at geodesic midpoints, weight
+        :math:`\tfrac12 d_{\mathcal M}` of the children); ``lca``: hyperbolic distance between
+        the HD-LCA points of child and parent (:func:`lca_height_weights`).
 
     Returns
     -------
@@ -267,7 +297,12 @@ def decode_tree(
     del log_a
     if progress is not None:
         progress(1)
-    length = hd_binary_tree(emb, children, progress)
+    if edge_weights == "midpoint":
+        length = hd_binary_tree(emb, children, progress)
+    elif edge_weights == "lca":
+        length = lca_height_weights(emb, children, merge_log_a)
+    else:
+        raise ValueError(f"unknown edge weights {edge_weights!r}; choose from {', '.join(EDGE_WEIGHTS)}")
     parent = np.full(2 * m - 1, -1, dtype=np.int64)
     parent[children[:, 0]] = np.arange(m, 2 * m - 1)
     parent[children[:, 1]] = np.arange(m, 2 * m - 1)

@@ -14,13 +14,14 @@ from conftest import exact_ot, path_metric, run_hdtwd, SAMPLE
 from hdtwd_cli.distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.pipeline import PRESETS, TreeParams, learn_tree, resolve_params
 from hdtwd_cli.synthetic import planted_counts
-from hdtwd_cli.tree import LINKAGES, Tree
+from hdtwd_cli.tree import EDGE_WEIGHTS, LINKAGES, Tree
 
 
+@pytest.mark.parametrize("weights", EDGE_WEIGHTS)
 @pytest.mark.parametrize("rule", LINKAGES)
-def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule):
+def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule, weights):
     X, _, _ = planted_counts(40, 12, 3, seed=5)
-    tree = learn_tree(X, [f"g{j}" for j in range(12)], TreeParams(linkage=rule))
+    tree = learn_tree(X, [f"g{j}" for j in range(12)], TreeParams(linkage=rule, edge_weights=weights))
     tree.validate()
     assert tree.n_nodes == 23
     assert np.all(np.diff(tree.merge_height) >= -1e-12)
@@ -76,3 +77,14 @@ def test_planted_random_tree_twd_is_recovered():
     print("Spearman hdtwd:", np.round(ours, 3), "L1:", np.round(star, 3))
     assert min(ours) > 0.80
     assert np.mean(ours) > np.mean(star)
+
+
+def test_lca_weights_make_the_tree_ultrametric():
+    X, _, _ = planted_counts(60, 15, 3, seed=2)
+    tree = learn_tree(X, [f"g{j}" for j in range(15)], TreeParams(linkage="average", edge_weights="lca"))
+    root_dist = np.zeros(tree.n_nodes)
+    for v in range(tree.n_nodes - 2, -1, -1):
+        root_dist[v] = root_dist[tree.parent[v]] + tree.length[v]
+    # every leaf is equally far from the root: heights are log a, leaves all at mean_k log h_k
+    assert np.allclose(root_dist[:15], root_dist[0], rtol=1e-12)
+    assert np.all(tree.length[:-1] >= 0)

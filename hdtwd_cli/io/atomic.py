@@ -58,7 +58,11 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     try:
         yield str(tmp)
         os.replace(tmp, target)
+    except OSError as e:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise OutputError(f"cannot write ({e.strerror or e})", str(path)) from None
     except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise

@@ -146,7 +146,7 @@ def _check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr
         bad = np.flatnonzero(~np.isfinite(vals))
         raise InputError(f"matrix holds {bad.size} NaN or infinite value(s)", path)
     if vals.size and vals.min() < 0:
-        raise InputError(f"matrix holds negative values (min {vals.min()!r}); "
+        raise InputError(f"matrix holds negative values (min {float(vals.min())!r}); "
                          "weights must be non-negative", path)
     return X
 

@@ -1,0 +1,164 @@
+"""The table of malformed inputs users really produce, and what hdtwd answers to each.
+
+Shared by ``test_bad_input.py`` (every row through a real subprocess) and by
+``python tests/bad_inputs.py > docs/bad-inputs.md`` (the documented table).
+Each case: (id, what the user did, setup(tmp) -> argv, expected exit code, expected stderr text).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+SAMPLE = Path(__file__).resolve().parents[1] / "sample_data"
+OK_CSV = "w1,w2,w3\n1,2,0\n0,1,3\n2,0,1\n"
+
+
+def _w(tmp: Path, name: str, text: str) -> Path:
+    p = tmp / name
+    p.write_text(text)
+    return p
+
+
+def _npy(tmp: Path, name: str, arr: np.ndarray) -> Path:
+    p = tmp / name
+    np.save(p, arr, allow_pickle=True)
+    return p
+
+
+def _tree(tmp: Path) -> Path:
+    from conftest import run_hdtwd
+    t = tmp / "T.h5"
+    run_hdtwd("distance", SAMPLE / "produce.csv", "--save-tree", t, "-o", tmp / "ignore.npy")
+    (tmp / "ignore.npy").unlink()
+    return t
+
+
+def _truncated(tmp: Path) -> Path:
+    data = (SAMPLE / "cells.h5ad").read_bytes()
+    p = tmp / "cut.h5ad"
+    p.write_bytes(data[: len(data) // 3])
+    return p
+
+
+Case = tuple[str, str, Callable[[Path], list], int, str]
+
+CASES: list[Case] = [
+    ("negative", "a negative value", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,-2\n3,4\n"), "-o", t / "D.npy"],
+     2, "negative values"),
+    ("nan", "a NaN in a .npy", lambda t: ["distance", _npy(t, "x.npy", np.array([[1.0, np.nan], [1, 2]])), "-o", t / "D.npy"],
+     2, "NaN or infinite"),
+    ("inf", "'inf' in a CSV", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,inf\n3,4\n"), "-o", t / "D.npy"],
+     2, "NaN or infinite"),
+    ("na-text", "'NA' in a CSV", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,NA\n3,4\n"), "-o", t / "D.npy"],
+     2, "'NA' is not a number"),
+    ("zero-row", "an all-zero sample", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n0,0,0\n4,5,6\n"), "-o", t / "D.npy"],
+     2, "row 1 sums to zero"),
+    ("zero-col", "an all-zero feature column (warned, left out)",
+     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,0,3\n2,0,1\n4,0,6\n"), "-o", t / "D.npy"], 0,
+     "1 all-zero feature column(s) left out of the tree"),
+    ("one-sample", "one sample", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n"), "-o", t / "D.npy"],
+     2, "median distance is 0"),
+    ("one-feature", "one feature", lambda t: ["distance", _w(t, "x.csv", "a\n1\n2\n"), "-o", t / "D.npy"],
+     2, "fewer than two non-zero feature columns"),
+    ("text-cell", "a word among the numbers", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,2\n3,four\n"), "-o", t / "D.npy"],
+     2, "line 3, column 2: 'four' is not a number"),
+    ("ragged", "a ragged CSV", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n4,5\n"), "-o", t / "D.npy"],
+     2, "line 3 has 2 fields, expected 3"),
+    ("empty", "an empty file", lambda t: ["distance", _w(t, "x.csv", ""), "-o", t / "D.npy"], 2, "file is empty"),
+    ("header-only", "a header and no rows", lambda t: ["distance", _w(t, "x.csv", "a,b\n"), "-o", t / "D.npy"],
+     2, "no data rows"),
+    ("truncated-h5ad", "a truncated .h5ad", lambda t: ["distance", _truncated(t), "-o", t / "D.npy"],
+     2, "not an HDF5 file"),
+    ("text-h5ad", "a text file named .h5ad", lambda t: ["distance", _w(t, "x.h5ad", OK_CSV), "-o", t / "D.npy"],
+     2, "not an HDF5 file"),
+    ("no-layer", "an .h5ad without the requested layer",
+     lambda t: ["distance", SAMPLE / "cells.h5ad", "--layer", "counts", "-o", t / "D.npy"], 2, "no layer 'counts'"),
+    ("no-raw", "--use-raw on an .h5ad without .raw",
+     lambda t: ["distance", SAMPLE / "cells.h5ad", "--use-raw", "-o", t / "D.npy"], 2, "AnnData has no .raw"),
+    ("no-obs", "classify with a missing obs column",
+     lambda t: ["classify", SAMPLE / "cells.h5ad", "--labels", "obs:tissue"], 2, "obs has no column 'tissue'"),
+    ("tree-mismatch", "a tree whose features do not match the data",
+     lambda t: ["distance", SAMPLE / "cells.h5ad", "--tree", _tree(t), "-o", t / "D.npy"], 2, "are not leaves of the tree"),
+    ("labels-count", "a labels file with the wrong count",
+     lambda t: ["classify", SAMPLE / "produce.csv", "--labels", _w(t, "y.txt", "a\nb\n")], 2, "2 labels for 100 samples"),
+    ("labels-blank", "a blank line inside the labels file",
+     lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\n\nb\n"), "--k", "1"], 2, "empty label on line 2"),
+    ("directory", "a directory as input", lambda t: ["distance", t, "-o", t / "D.npy"], 2, "is a directory"),
+    ("missing", "a path that does not exist", lambda t: ["distance", t / "nope.csv", "-o", t / "D.npy"], 2, "no such file"),
+    ("unwritable", "an output where nothing can be written",
+     lambda t: ["distance", SAMPLE / "produce.csv", "-o", "/proc/hdtwd-D.npy"], 3, "cannot write"),
+    ("no-dir", "an output in a missing directory",
+     lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "no" / "D.npy"], 3, "does not exist"),
+    ("out-is-in", "the output path equal to the input",
+     lambda t: ["distance", _w(t, "x.csv", OK_CSV), "-o", t / "x.csv"], 3, "output would overwrite the input"),
+    ("unknown-in", "an unknown input extension", lambda t: ["distance", _w(t, "x.xlsx", OK_CSV), "-o", t / "D.npy"],
+     2, "unknown file type '.xlsx'"),
+    ("unknown-out", "an unknown output extension", lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.txt"],
+     3, "unknown output type '.txt'"),
+    ("dup-names", "duplicate feature names (warned, made unique)",
+     lambda t: ["distance", _w(t, "x.csv", "g,g,h\n1,2,3\n2,1,1\n0,4,1\n"), "-o", t / "D.npy"], 0,
+     "1 duplicate feature names made unique"),
+    ("huge", "counts too large for float32 (and near float64's limit)",
+     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1e300,2e300,1e299\n3e300,1e300,5e299\n1e300,1e300,1e300\n"),
+                "-o", t / "D.npy", "--dtype", "float32"], 0, ""),
+    ("overflow", "values whose row sum overflows float64",
+     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1e308,1.7e308,1\n1,2,5\n3,1,1\n"), "-o", t / "D.npy"], 2,
+     "row 0 sums to infinity"),
+    ("integers", "an integer matrix", lambda t: ["distance", _npy(t, "x.npy", np.array([[1, 2, 0], [0, 3, 1], [2, 2, 2]])),
+                                              "-o", t / "D.npy"], 0, ""),
+    ("pickle", "a .npy of Python objects", lambda t: ["distance", _npy(t, "x.npy", np.array([[1, "a"]], dtype=object)),
+                                                    "-o", t / "D.npy"], 2, "Python objects"),
+    ("3d", "a 3-D array", lambda t: ["distance", _npy(t, "x.npy", np.ones((2, 2, 2))), "-o", t / "D.npy"], 2,
+     "expected a 2-D matrix"),
+    ("bad-mtx", "a malformed Matrix Market file", lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket nonsense\n1 2\n"),
+                                                           "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
+    ("bad-newick", "a malformed Newick tree", lambda t: ["distance", SAMPLE / "produce.csv", "--tree",
+                                                       _w(t, "t.nwk", "(apple:1,orange:2"), "-o", t / "D.npy"], 2,
+     "missing the closing ';'"),
+    ("dup-newick", "a Newick tree with a repeated leaf", lambda t: ["distance", SAMPLE / "produce.csv", "--tree",
+                                                                  _w(t, "t.nwk", "(apple:1,apple:2);"), "-o", t / "D.npy"],
+     2, "occurs more than once"),
+    ("emb-as-tree", "an embedding file given as a tree", lambda t: ["decode-tree", _tree(t), "-o", t / "T2.h5"], 2,
+     "expected an hdtwd 'hdtwd-embedding' file, found an 'hdtwd-tree' file"),
+    ("eps-zero", "--eps 0", lambda t: ["distance", SAMPLE / "produce.csv", "--eps", "0", "-o", t / "D.npy"], 2,
+     "eps must be positive"),
+    ("k-too-big", "classify with k larger than the training set",
+     lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"], 2,
+     "exceeds the 2 training samples"),
+    ("bad-option", "a misspelt option value", lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy",
+                                                       "--linkage", "ward"], 2, "Invalid value for '--linkage'"),
+    ("missing-output", "no -o", lambda t: ["distance", SAMPLE / "produce.csv"], 2, "Missing option '--output'"),
+    ("empty-stdin", "'-' with nothing on standard input", lambda t: ["distance", "-", "-o", t / "D.npy"], 2,
+     "standard input is empty"),
+]
+
+
+def markdown() -> str:
+    """Run every case and render the table (what the user did, exit code, the message)."""
+    import tempfile
+
+    from conftest import run_hdtwd
+    lines = ["| what the user did | exit | stderr |", "|---|---|---|"]
+    for cid, what, setup, code, _ in CASES:
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            proc = run_hdtwd(*setup(tmp), input=b"", check=False)
+            msg = proc.stderr.decode().strip().replace(str(tmp), "DIR").replace(str(SAMPLE), "sample_data")
+            msg = msg.replace("|", "\\|") or "(nothing)"
+            lines.append(f"| {what} | {proc.returncode} | `{msg}` |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    print("# What hdtwd says to malformed input\n\nGenerated by `python tests/bad_inputs.py`; every row is "
+          "checked by `tests/test_bad_input.py` through a real subprocess. Exit codes: 0 success (warnings "
+          "only), 2 bad input or usage, 3 output cannot be written. No row leaves an output file behind.\n")
+    print(markdown())
+    _ = shutil, sp
