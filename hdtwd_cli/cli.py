@@ -22,8 +22,8 @@ import numpy as np
 import typer
 
 from . import __version__
-from .distance import tree_wasserstein
-from .errors import HdtwdError, InputError
+from .distance import dense_output_bytes, distance_blocks, nearest_neighbours, pairwise_l1, twd_vectors
+from .errors import HdtwdError, InputError, OutputError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, summarise
 from .io import (
     atomic_path,
@@ -38,7 +38,8 @@ from .io import (
     write_newick_file,
     write_tree,
 )
-from .io.output import distance_suffix
+from .io.output import KNN_SUFFIXES, distance_suffix, write_distances_blocked, write_knn
+from .neighbors import knn_distance_matrix, scanpy_neighbors_uns, umap_connectivities
 from .pipeline import (
     DEFAULT_EPS,
     DEFAULT_SCALES,
@@ -319,6 +320,18 @@ def distance(
     newick: Annotated[Optional[Path], typer.Option(
         "--newick", help="Also save the learned tree as Newick.", show_default=False)] = None,
     dtype: Annotated[DType, typer.Option("--dtype", help="Storage type of the result.")] = DType.float64,
+    reference: Annotated[Optional[Path], typer.Option(
+        "--reference", help="Cross distances: DATA (queries, rows) against these reference samples (columns); "
+                            "needs --tree.", show_default=False)] = None,
+    knn: Annotated[Optional[int], typer.Option(
+        "--knn", help="Keep only each sample's K nearest neighbours, as a sparse graph (-o .npz or .h5ad, "
+                      "scanpy's neighbours layout); memory O(n K).", min=1, metavar="K", show_default=False)] = None,
+    key_added: Annotated[str, typer.Option(
+        "--key-added", help="With --knn into .h5ad: obsp[KEY_distances], obsp[KEY_connectivities], uns[KEY].")] =
+        "hdtwd",
+    threads: Annotated[Optional[int], typer.Option(
+        "--threads", help="Threads for BLAS and the distance kernel [default: all cores].", min=1,
+        show_default=False)] = None,
     output_format: Annotated[Optional[OutputFormat], typer.Option(
         "--output-format", help="Format of the result [default: from the suffix of -o; tsv for -o -].",
         show_default=False)] = None,
@@ -340,8 +353,16 @@ def distance(
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
     rep = Reporter(quiet, verbose)
-    check_output_path(output, [data, tree])
-    if str(output) != "-" and output_format is None:
+    _set_threads(threads)
+    check_output_path(output, [data, tree, reference])
+    if reference is not None and tree is None:
+        raise InputError("--reference maps both sets onto one stored tree: give --tree too")
+    if knn is not None:
+        if reference is not None:
+            raise InputError("--knn and --reference exclude each other")
+        if str(output) == "-" or Path(str(output)).suffix.lower() not in KNN_SUFFIXES:
+            raise OutputError("--knn writes a sparse graph: use -o FILE.npz or -o FILE.h5ad", output)
+    elif str(output) != "-" and output_format is None:
         distance_suffix(str(output))
     for extra in (save_tree, newick):
         if extra is not None:
@@ -376,15 +397,89 @@ def distance(
     if newick is not None:
         write_newick_file(str(newick), T)
     X = align_to_tree(X, md.feature_names, T, str(data))
-    with rep.stage(f"tree-Wasserstein distances ({md.shape[0]} samples)"):
-        try:
-            D = tree_wasserstein(T, X, dtype=dtype.value)
-        except ValueError as e:
-            raise InputError(str(e), data) from None
     meta["dtype"] = dtype.value
-    write_distances(str(output), D, md.sample_names, md.sample_names, meta,
-                    None if output_format is None else output_format.value)
+    col_names = md.sample_names
+    if reference is not None:
+        ref = _read(reference, transpose, layer, use_raw, rep)
+        Xr = align_to_tree(apply_transform(ref.X, tf), ref.feature_names, T, str(reference))
+        Y, Yq = _stage(lambda: twd_vectors(T, Xr, X, dtype.value), reference)
+        col_names = ref.sample_names
+        meta["reference_fingerprint"] = fingerprint(ref.X, ref.feature_names)
+    else:
+        Y, Yq = _stage(lambda: twd_vectors(T, X, None, dtype.value), data)
+    n_rows = Y.shape[0] if Yq is None else Yq.shape[0]
+    if knn is not None:
+        _write_knn(output, Y, knn, key_added, md, meta, rep)
+        return
+    fmt = None if output_format is None else output_format.value
+    suffix = "." + fmt if fmt else Path(str(output)).suffix.lower()
+    block = max(1, min(n_rows, (256 << 20) // max(1, Y.shape[0] * 8)))
+    if str(output) != "-" and suffix in (".h5", ".hdf5"):
+        with rep.stage(f"tree-Wasserstein distances ({n_rows} x {Y.shape[0]}, blocked)", n_rows) as adv:
+            write_distances_blocked(str(output), distance_blocks(Y, Yq, block, dtype.value),
+                                    (n_rows, Y.shape[0]), md.sample_names, col_names, meta, dtype.value, adv)
+        rep.info(f"wrote {output} ({n_rows} x {Y.shape[0]} {dtype.value}, in blocks of {block} rows)")
+        return
+    need = dense_output_bytes(n_rows, Y.shape[0], Y.shape[1], dtype.value)
+    have = available_memory()
+    if need > 0.8 * have:
+        raise ResourceError(
+            f"the {n_rows} x {Y.shape[0]} distance matrix needs about {_human_bytes(need)} but "
+            f"{_human_bytes(have)} are available; write it in blocks with -o FILE.h5, or keep only "
+            "each sample's nearest neighbours with --knn K -o FILE.npz|FILE.h5ad", output)
+    with rep.stage(f"tree-Wasserstein distances ({n_rows} x {Y.shape[0]})"):
+        D = pairwise_l1(Y, Yq, dtype.value)
+    write_distances(str(output), D, md.sample_names, col_names, meta, fmt)
     rep.info(f"wrote {output} ({D.shape[0]} x {D.shape[1]} {D.dtype})")
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def available_memory() -> int:
+    """Bytes of memory available now (``HDTWD_MEMORY_LIMIT`` overrides, e.g. for tests)."""
+    env = os.environ.get("HDTWD_MEMORY_LIMIT")
+    if env:
+        return int(float(env))
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
+
+
+def _write_knn(output: Path, Y: np.ndarray, k: int, key: str, md: Any, meta: dict, rep: Reporter) -> None:
+    """kNN graph of the TWD into .npz or .h5ad (scanpy's neighbours layout)."""
+    block = max(1, min(Y.shape[0], (256 << 20) // max(1, Y.shape[0] * 8)))
+    with rep.stage(f"{k} nearest neighbours of {Y.shape[0]} samples", Y.shape[0]) as adv:
+        try:
+            idx, dist = nearest_neighbours(Y, k, block, adv)
+        except ValueError as e:
+            raise InputError(str(e), md.path) from None
+    Dk = knn_distance_matrix(idx, dist)
+    conn = umap_connectivities(idx, dist)
+    uns = scanpy_neighbors_uns(key, k, {"hdtwd_version": __version__, "hdtwd_params": json.dumps(meta, default=str)})
+    adata = None
+    if Path(str(output)).suffix.lower() == ".h5ad":
+        import anndata
+
+        if md.path.lower().endswith(".h5ad") and md.path != "<stdin>":
+            adata = anndata.read_h5ad(md.path)
+        else:
+            import pandas as pd
+
+            adata = anndata.AnnData(X=md.X, obs=pd.DataFrame(index=md.sample_names),
+                                    var=pd.DataFrame(index=md.feature_names))
+    write_knn(str(output), Dk, conn, uns, key, adata)
+    rep.info(f"wrote {output}: {k} neighbours per sample, {Dk.nnz} distances")
 
 
 def _parse_list(text: str, kind: type, option: str) -> list:

@@ -14,6 +14,7 @@ cost (Evans & Matsen 2012) and unnormalised weighted UniFrac on relative abundan
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
@@ -22,7 +23,17 @@ import scipy.sparse as sp
 from ._kernels import l1_distances
 from .tree import Tree
 
-__all__ = ["normalize_rows", "subtree_masses", "tree_embedding", "pairwise_l1", "tree_wasserstein"]
+__all__ = [
+    "normalize_rows",
+    "subtree_masses",
+    "tree_embedding",
+    "twd_vectors",
+    "pairwise_l1",
+    "tree_wasserstein",
+    "distance_blocks",
+    "nearest_neighbours",
+    "dense_output_bytes",
+]
 
 DType = Literal["float32", "float64"]
 
@@ -134,6 +145,80 @@ def tree_wasserstein(
     -------
     ndarray, shape (n, n) or (q, n)
     """
+    Y, Yq = twd_vectors(tree, X, Xq, dtype)
+    return pairwise_l1(Y, Yq, dtype)
+
+
+def twd_vectors(
+    tree: Tree,
+    X: np.ndarray | sp.spmatrix,
+    Xq: np.ndarray | sp.spmatrix | None = None,
+    dtype: DType = "float64",
+) -> tuple[np.ndarray, np.ndarray | None]:
+    r"""The L1 vectors :math:`y_i = w \odot R x_i` of ``X`` (and ``Xq``), sharing their columns.
+
+    Columns that are zero for every sample (no mass below that node anywhere) add nothing to any
+    distance and are dropped, on top of the nodes with zero edge length.
+    """
     Y = tree_embedding(tree, normalize_rows(X), dtype)
     Yq = None if Xq is None else tree_embedding(tree, normalize_rows(Xq), dtype)
-    return pairwise_l1(Y, Yq, dtype)
+    used = np.any(Y != 0, axis=0)
+    if Yq is not None:
+        used |= np.any(Yq != 0, axis=0)
+    if not used.all():
+        Y = np.ascontiguousarray(Y[:, used])
+        Yq = None if Yq is None else np.ascontiguousarray(Yq[:, used])
+    return Y, Yq
+
+
+def distance_blocks(
+    Y: np.ndarray, Yq: np.ndarray | None = None, block: int = 1024, dtype: DType = "float64"
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Row blocks ``(start, D[start:start+block])`` of the (cross) distance matrix, one at a time.
+
+    Memory beyond ``Y`` is ``block x n`` values, whatever ``n``.
+    """
+    rows = Y if Yq is None else Yq
+    for i0 in range(0, rows.shape[0], block):
+        D = l1_distances(rows[i0:i0 + block], Y, np.dtype(dtype))
+        if Yq is None:  # exact zeros on the diagonal, as in the symmetric kernel
+            idx = np.arange(i0, min(i0 + block, rows.shape[0]))
+            D[idx - i0, idx] = 0.0
+        yield i0, D
+
+
+def nearest_neighbours(
+    Y: np.ndarray, k: int, block: int = 1024, progress: Callable[[int], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's ``k`` nearest other samples under the TWD, without an n x n matrix.
+
+    Neighbours are ordered by (distance, index); the sample itself is excluded.
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, k)
+    distances : ndarray of float64, shape (n, k)
+    """
+    n = Y.shape[0]
+    if not 1 <= k < n:
+        raise ValueError(f"--knn must be between 1 and n - 1 = {n - 1}")
+    idx = np.empty((n, k), dtype=np.int64)
+    dist = np.empty((n, k), dtype=np.float64)
+    for i0, D in distance_blocks(Y, None, block):
+        rows = np.arange(i0, i0 + D.shape[0])
+        D = D.astype(np.float64, copy=False)
+        D[rows - i0, rows] = np.inf  # not one's own neighbour
+        part = np.argpartition(D, k, axis=1)[:, : k + 1]
+        pd = np.take_along_axis(D, part, axis=1)
+        order = np.lexsort((part, pd), axis=1)[:, :k]
+        idx[rows] = np.take_along_axis(part, order, axis=1)
+        dist[rows] = np.take_along_axis(pd, order, axis=1)
+        if progress is not None:
+            progress(D.shape[0])
+    return idx, dist
+
+
+def dense_output_bytes(n_rows: int, n_cols: int, dim: int, dtype: DType = "float64") -> int:
+    """Bytes the in-memory path needs: the result, the vectors and the subtree masses."""
+    item = np.dtype(dtype).itemsize
+    return n_rows * n_cols * item + (n_rows + n_cols) * dim * (item + 8)

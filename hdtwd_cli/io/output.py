@@ -19,7 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +86,65 @@ def write_distances(
                 w.writerow([""] + list(col_names))
                 for name, row in zip(row_names, D):
                     w.writerow([name] + [format(float(v), ".17g") for v in row])
+
+
+def write_distances_blocked(
+    path: str,
+    blocks: Iterable[tuple[int, np.ndarray]],
+    shape: tuple[int, int],
+    row_names: list[str],
+    col_names: list[str],
+    meta: Mapping[str, Any],
+    dtype: str = "float64",
+    progress: Callable[[int], None] | None = None,
+) -> None:
+    """Stream row blocks of a distance matrix into a chunked HDF5 dataset (memory: one block)."""
+    import h5py
+
+    from .hdf5 import DISTANCES_TYPE, _root, _strings
+
+    with atomic_path(path) as tmp:
+        with h5py.File(tmp, "w") as f:
+            _root(f, DISTANCES_TYPE, meta)
+            ds = f.create_dataset("distances", shape=shape, dtype=dtype, track_times=False,
+                                  chunks=(min(shape[0], max(1, 2**20 // max(shape[1], 1))), shape[1]))
+            for i0, block in blocks:
+                ds[i0:i0 + block.shape[0]] = block
+                if progress is not None:
+                    progress(block.shape[0])
+            _strings(f, "row_names", row_names)
+            _strings(f, "col_names", col_names)
+
+
+KNN_SUFFIXES = (".npz", ".h5ad")
+
+
+def write_knn(
+    path: str,
+    distances: Any,
+    connectivities: Any,
+    uns: dict,
+    key: str,
+    adata: Any = None,
+) -> None:
+    """Write a kNN graph: ``.npz`` (the CSR distance matrix, ``scipy.sparse.load_npz``) or ``.h5ad``.
+
+    For ``.h5ad`` the graph goes into ``adata`` (a copy of the input AnnData, or a new one) as
+    ``obsp[key + "_distances"]``, ``obsp[key + "_connectivities"]`` and ``uns[key]``.
+    """
+    import scipy.sparse as sp
+
+    suffix = Path(path).suffix.lower()
+    if suffix not in KNN_SUFFIXES:
+        raise OutputError(f"--knn writes a sparse graph: use .npz or .h5ad, not {suffix or '(no suffix)'!r}", path)
+    with atomic_path(path) as tmp:
+        if suffix == ".npz":
+            sp.save_npz(tmp, distances)
+        else:
+            adata.obsp[f"{key}_distances"] = distances
+            adata.obsp[f"{key}_connectivities"] = connectivities
+            adata.uns[key] = uns
+            adata.write_h5ad(tmp)
 
 
 def write_newick_file(path: str, tree: Tree) -> None:
