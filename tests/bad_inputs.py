@@ -127,7 +127,7 @@ CASES: list[Case] = [
     ("emb-as-tree", "an embedding file given as a tree", lambda t: ["decode-tree", _tree(t), "-o", t / "T2.h5"], 2,
      "expected an hdtwd 'hdtwd-embedding' file, found an 'hdtwd-tree' file"),
     ("eps-zero", "--eps 0", lambda t: ["distance", SAMPLE / "produce.csv", "--eps", "0", "-o", t / "D.npy"], 2,
-     "eps must be positive"),
+     "--eps (the kernel scale multiplier) must be positive"),
     ("k-too-big", "classify with k larger than the training set",
      lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"], 2,
      "exceeds the 2 training samples"),
