@@ -91,14 +91,14 @@ def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -
 
 
 def _column_max(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Per-column scale: the power of two at or above the column's largest value.
+    """Per-column scale: a power of two within a factor 2 of the column's largest value.
 
     Dividing by a power of two is exact, so integer counts keep exact products and sums whatever
     the storage (dense or sparse) and the distances are the same bit for bit.
     """
     m = np.asarray(abs(X).max(axis=0).toarray()).ravel() if sp.issparse(X) else np.abs(X).max(axis=0)
-    m = np.where(m > 0, m, 1.0)
-    return np.exp2(np.ceil(np.log2(m)))
+    _, e = np.frexp(np.where(m > 0, m, 1.0))  # m = f * 2**e, 0.5 <= f < 1
+    return np.ldexp(1.0, e - 1)
 
 
 def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") -> np.ndarray:
