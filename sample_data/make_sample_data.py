@@ -1,6 +1,7 @@
 """Regenerate the small files in sample_data/ (deterministic): ``python sample_data/make_sample_data.py``.
 
 - produce.csv   the paper's produce model: 100 documents x 8 words (header of words, document names)
+- produce_labels.txt  one label per document: "fruit" when it mentions a fruit (the paper's task)
 - cells.h5ad    300 cells x 64 genes of Poisson counts on a planted gene tree, obs['cell_type']
 - cells_labels.txt  one label per cell (same as obs['cell_type'])
 - corpus.npz    sparse documents x words (scipy.sparse.save_npz), 400 x 300
@@ -28,6 +29,8 @@ def main() -> None:
         fh.write("document," + ",".join(PRODUCE_WORDS) + "\n")
         for i, row in enumerate(X):
             fh.write(f"doc{i:03d}," + ",".join(map(str, row)) + "\n")
+    labels = ["fruit" if row[:3].sum() > 0 else "no-fruit" for row in X]
+    (HERE / "produce_labels.txt").write_text("\n".join(labels) + "\n")
 
     C, labels, _ = planted_counts(300, 64, 4, seed=1)
     names = np.array(["T-cell", "B-cell", "monocyte", "NK"])[labels]
