@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datasets import cache_dir, load  # noqa: E402
 
 from hdtwd_cli.evaluation import BASELINES, evaluate, summarise  # noqa: E402
-from hdtwd_cli.pipeline import DEFAULT_EPS, DEFAULT_SCALES, TreeParams  # noqa: E402
+from hdtwd_cli.pipeline import TreeParams, apply_transform, resolve_params  # noqa: E402
 from hdtwd_cli.synthetic import PRODUCE_WORDS, produce_documents  # noqa: E402
 
 #: The paper's Optuna choices (spec section 5); the produce model has none published.
@@ -45,28 +45,34 @@ def get(name: str):
     return ds.X, list(ds.feature_names), np.asarray(ds.labels).astype(str)
 
 
-def run(name: str, configs: dict[str, tuple[float, int]]) -> dict:
+def run(name: str, configs: dict[str, tuple[TreeParams, str]]) -> dict:
     X, names, y = get(name)
-    report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {}}
+    report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {},
+              "baselines": {}}
     t = time.time()
-    base = evaluate(X, names, y, list(BASELINES), [1.0], [1], TreeParams())
-    report["baselines"] = summarise(base, {})["methods"]
+    for tf in sorted({"none"} | {tf for _, tf in configs.values()}):
+        base = evaluate(apply_transform(X, tf), names, y, list(BASELINES), [1.0], [1], TreeParams())
+        for k, v in summarise(base, {})["methods"].items():
+            report["baselines"][k if tf == "none" else f"{k} ({tf})"] = v
     report["baselines_s"] = time.time() - t
-    for cname, (eps, K) in configs.items():
+    for cname, (params, tf) in configs.items():
         t = time.time()
-        res = evaluate(X, names, y, ["hdtwd"], [eps], [K], TreeParams())
+        res = evaluate(apply_transform(X, tf), names, y, ["hdtwd"], [params.eps], [params.scales], params)
         s = summarise(res, {})["methods"]["hdtwd"]
         s["seconds"] = time.time() - t
+        s["params"]["transform"] = tf
         report["configs"][cname] = s
-        print(f"{name} {cname} (c={eps:g}, K={K}): {s['mean']:.1f} +- {s['std']:.1f} (k={s['best_k']}) "
+        print(f"{name} {cname} ({params}, {tf}): {s['mean']:.1f} +- {s['std']:.1f} (k={s['best_k']}) "
               f"in {s['seconds']:.0f}s", file=sys.stderr, flush=True)
     return report
 
 
 def markdown(reports: list[dict]) -> str:
-    lines = ["| data | n x m | classes | hdtwd paper config | hdtwd defaults | cosine | euclidean | l1 | "
-             "best baseline | defaults - best baseline | published hdtwd / cosine (paper's labels) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    extra = sorted({k for r in reports for k in r["baselines"] if k not in BASELINES})
+    lines = ["| data | n x m | classes | hdtwd `--preset paper` | hdtwd defaults | cosine | euclidean | l1 | "
+             + "".join(f"{k} | " for k in extra)
+             + "best baseline | defaults - best baseline | published hdtwd / cosine (paper's labels) |",
+             "|---|---|---|---|---|---|---|---|" + "---|" * len(extra) + "---|---|---|"]
     for r in reports:
         b = r["baselines"]
         best = max(b.values(), key=lambda v: v["mean"])
@@ -81,7 +87,8 @@ def markdown(reports: list[dict]) -> str:
         pub = PUBLISHED.get(r["set"])
         lines.append(
             f"| {r['set']} | {r['shape'][0]} x {r['shape'][1]} | {r['n_classes']} | {pcell} | {cell(d)} | "
-            f"{cell(b['cosine'])} | {cell(b['euclidean'])} | {cell(b['l1'])} | {best_name} | "
+            f"{cell(b['cosine'])} | {cell(b['euclidean'])} | {cell(b['l1'])} | "
+            + "".join(f"{cell(b[k]) if k in b else '-'} | " for k in extra) + f"{best_name} | "
             f"{d['mean'] - best['mean']:+.1f} | {f'{pub[0]} / {pub[1]}' if pub else 'n/a'} |")
     return "\n".join(lines)
 
@@ -96,9 +103,9 @@ def main() -> None:
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:
-            configs = {"defaults": (DEFAULT_EPS, DEFAULT_SCALES)}
-            if name in PAPER:
-                configs["paper"] = PAPER[name]
+            configs = {"defaults": resolve_params("default")}
+            eps, K = PAPER.get(name, (None, None))
+            configs["paper"] = resolve_params("paper", eps=eps, scales=K)
             rep = run(name, configs)
             (out_dir / f"{name}.json").write_text(json.dumps(rep, indent=1))
     reports = [json.loads((out_dir / f"{n}.json").read_text()) for n in sets if (out_dir / f"{n}.json").exists()]
