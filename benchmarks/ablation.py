@@ -42,9 +42,9 @@ VARIATIONS = {
 }
 
 
-def configs(extra: list[dict] | None = None) -> list[dict]:
+def configs(extra: list[dict] | None = None, one_at_a_time: bool = True) -> list[dict]:
     out = [dict(BASE)]
-    for key, vals in VARIATIONS.items():
+    for key, vals in (VARIATIONS.items() if one_at_a_time else ()):
         for v in vals:
             c = dict(BASE)
             c[key] = v
@@ -105,12 +105,12 @@ def build_tree(emb, terms, K, linkage, weights, names):
     return Tree(parent=parent, length=length, leaf_names=names)
 
 
-def run(name: str, n_splits: int = 3, extra: list[dict] | None = None) -> dict:
+def run(name: str, n_splits: int = 3, extra: list[dict] | None = None, one_at_a_time: bool = True) -> dict:
     X0, names0, label_sets = get_sets(name)
     first = next(iter(label_sets.values()))
     splits = stratified_splits(first, n_splits, 0.3, seed=0)
     ks = list(DEFAULT_K)
-    cfgs = configs(extra)
+    cfgs = configs(extra, one_at_a_time)
     acc = {ls: {json.dumps(c, sort_keys=True): [] for c in cfgs} for ls in label_sets}
     bnames = [f"{b}{suffix}" for suffix in ("", " (log1p)") for b in ("cosine", "euclidean", "l1")]
     base_acc = {ls: {b: [] for b in bnames} for ls in label_sets}
@@ -183,6 +183,7 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=3)
     ap.add_argument("--extra", default="[]", help="JSON list of extra configurations (dicts of changes)")
     ap.add_argument("--tag", default="stage1")
+    ap.add_argument("--only-extra", action="store_true", help="skip the one-at-a-time rows (stage 2)")
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
     out = cache_dir() / "ablation"
@@ -190,7 +191,7 @@ def main() -> None:
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:
-            rep = run(name, args.splits, json.loads(args.extra))
+            rep = run(name, args.splits, json.loads(args.extra), not args.only_extra)
             (out / f"{args.tag}-{name}.json").write_text(json.dumps(rep))
     reps = [json.loads((out / f"{args.tag}-{n}.json").read_text()) for n in sets if (out / f"{args.tag}-{n}.json").exists()]
     print(markdown(reps))
