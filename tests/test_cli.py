@@ -89,6 +89,9 @@ def test_same_input_gives_same_bytes(tmp_path):
         digests.append([hashlib.sha256((tmp_path / f"{s}{k}.{e}").read_bytes()).hexdigest()
                         for s, e in (("D", "npy"), ("T", "h5"), ("T", "nwk"))])
     assert digests[0] == digests[1]
+    for k in range(2):
+        run_hdtwd("embed", x, "-o", tmp_path / f"E{k}.h5", "--scales", "3")
+    assert (tmp_path / "E0.h5").read_bytes() == (tmp_path / "E1.h5").read_bytes()
 
 
 def test_sparse_sample_data_runs(tmp_path):
