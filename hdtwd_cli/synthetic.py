@@ -21,6 +21,9 @@ __all__ = [
     "tree_laplacian",
     "gaussian_tree_samples",
     "tree_twd",
+    "random_binary_tree",
+    "brownian_on_tree",
+    "planted_counts",
 ]
 
 PRODUCE_WORDS = ["apple", "orange", "banana", "carrot", "beetroot", "kale", "spinach", "lettuce"]
