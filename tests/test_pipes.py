@@ -72,3 +72,24 @@ def test_reader_closing_the_pipe_is_not_an_error():
     err = p1.stderr.read()
     p1.wait(timeout=120)
     assert first and b"Traceback" not in err and b"internal error" not in err
+
+
+def test_ctrl_c_leaves_no_partial_output(tmp_path):
+    import signal
+    import time
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(1.0, size=(300, 2000)).astype(float) + (rng.random((300, 2000)) < 0.01)
+    X[:, X.sum(axis=0) == 0] = 1
+    np.save(tmp_path / "x.npy", X)
+    out = tmp_path / "D.npy"
+    out.write_bytes(b"previous result")  # an earlier output must survive an interrupted run
+    proc = subprocess.Popen([sys.executable, "-m", "hdtwd_cli", "distance", str(tmp_path / "x.npy"), "-o", str(out)],
+                            stderr=subprocess.PIPE)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err.decode()
+    assert b"interrupted" in err and b"Traceback" not in err
+    assert out.read_bytes() == b"previous result"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["D.npy", "x.npy"]
