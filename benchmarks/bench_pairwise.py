@@ -197,35 +197,39 @@ def random_tree(m: int, seed: int = 0, length_seed: int = 1, prefix: str = "w"):
 
 
 def learned_tree(key: str, X: np.ndarray, names: list[str]):
-    """The tree hdtwd learns from ``X`` (default preset), cached as .h5 and .nwk."""
+    """The tree hdtwd learns from ``X`` with the current ``default`` preset, cached as .h5 and .nwk
+    (the file name carries a hash of the parameters, so a changed preset learns a new tree)."""
+    import hashlib
+
     from hdtwd_cli.io.hdf5 import read_tree, write_tree
     from hdtwd_cli.io.newick import write_newick
     from hdtwd_cli.pipeline import learn_tree, resolve_params
 
-    h5 = work_dir() / f"{key}_counts_tree.h5"
-    if h5.exists():
-        return read_tree(str(h5)), {"cached": str(h5)}
     params = resolve_params("default")[0]
-    log(f"learning the tree for {key} ({X.shape[1]} features) ...")
+    tag = hashlib.sha256(json.dumps(params.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:10]
+    h5 = work_dir() / f"{key}_counts_tree_{tag}.h5"
+    info: dict[str, Any] = {"cached": str(h5), "params": str(params)}
+    if h5.exists():
+        return read_tree(str(h5)), info
+    log(f"learning the tree for {key} ({X.shape[1]} features, {params}) ...")
     t0 = time.perf_counter()
     tree = learn_tree(X, names, params)
-    secs = time.perf_counter() - t0
+    info["learn_s"] = time.perf_counter() - t0
     write_tree(str(h5), tree, tree.metadata, {"source": f"bench_pairwise {key} counts"})
-    (work_dir() / f"{key}_counts_tree.nwk").write_text(write_newick(tree))
-    return tree, {"cached": str(h5), "learn_s": secs}
+    h5.with_suffix(".nwk").write_text(write_newick(tree))
+    return tree, info
 
 
 def load_part(name: str, small: int | None, seed: int = 0):
-    """(X aligned to the tree's leaves (dense or CSR, float64 counts), tree, info)."""
-    from hdtwd_cli.pipeline import align_to_tree, resolve_params
+    """(X aligned to the tree's leaves (dense or CSR, float64 counts), tree, info, rows of the full set)."""
+    from hdtwd_cli.pipeline import align_to_tree
 
     if name in ("zeisel", "cbmc"):
         ds = datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts")
         X, names = np.ascontiguousarray(ds.X, dtype=np.float64), ds.feature_names
         assert np.array_equal(X, np.rint(X)), "counts are not integers"
         tree, tinfo = learned_tree(name, X, names)
-        tinfo["source"] = (f"learned by hdtwd from the same counts, preset default "
-                           f"({resolve_params('default')[0]})")
+        tinfo["source"] = f"learned by hdtwd from the same counts, preset default ({tinfo['params']})"
     else:
         X = make_corpus()
         names = [f"w{j}" for j in range(X.shape[1])]
@@ -237,16 +241,17 @@ def load_part(name: str, small: int | None, seed: int = 0):
     X = align_to_tree(X, names, tree)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
+    rows = np.arange(X.shape[0])
     if small:
-        idx = np.sort(np.random.default_rng(seed).choice(X.shape[0], size=min(small, X.shape[0]), replace=False))
-        X = X[idx]
+        rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], size=min(small, X.shape[0]), replace=False))
+        X = X[rows]
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
     info = {"n": int(X.shape[0]), "m": int(X.shape[1]), "sparse": bool(sp.issparse(X)),
             "density": nnz / (X.shape[0] * X.shape[1]),
             "mean_total_count": float(np.asarray(X.sum(axis=1)).mean()),
             "tree_nodes": tree.n_nodes, "tree_leaves": tree.n_leaves,
             "tree_depth": int(tree.depth().max()), "tree": tinfo}
-    return X, tree, info
+    return X, tree, info, rows
 
 
 def skbio_tree(tree):
@@ -280,10 +285,8 @@ def agreement(ref: np.ndarray, other: np.ndarray) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ methods on one data set
-def time_methods(X, tree, tnode, reps: int, max_wait_s: float, engines: list[str],
-                 with_scipy: bool = True) -> dict[str, Any]:
-    """Time every method on the rows of ``X``; agreement of each peer with hdtwd."""
-    import skbio.diversity
+def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any], np.ndarray]:
+    """Time hdtwd and scipy on the rows of ``X``; the condensed hdtwd result for agreement checks."""
     from scipy.spatial.distance import pdist
 
     import hdtwd_cli.distance as hd
@@ -315,58 +318,137 @@ def time_methods(X, tree, tnode, reps: int, max_wait_s: float, engines: list[str
     del D
     # the wrapped calls are the library's own: the result equals an unwrapped call bit for bit
     res["hdtwd"]["equals_pairwise_l1_of_twd_vectors"] = bool(np.array_equal(ref, condensed(orig(Y))))
+    del Y
 
-    if with_scipy:
-        tY = {"s": 0.0}
+    tY = {"s": 0.0}
 
-        def y_then_pdist():
-            t = time.perf_counter()
-            Yl = hd.twd_vectors(tree, X)[0]
-            tY["s"] = time.perf_counter() - t
-            t = time.perf_counter()
-            out = pdist(Yl, "cityblock")
-            tY["pdist_s"] = time.perf_counter() - t
-            return out
+    def y_then_pdist():
+        t = time.perf_counter()
+        Yl = hd.twd_vectors(tree, X)[0]
+        tY["s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        out = pdist(Yl, "cityblock")
+        tY["pdist_s"] = time.perf_counter() - t
+        return out
 
-        d, r = repeat(y_then_pdist, reps, max_wait_s, "twd_vectors + pdist",
-                      split=lambda: {"twd_vectors_s": tY["s"], "pdist_s": tY["pdist_s"]})
-        r["agreement"] = agreement(ref, d)
-        res["scipy"] = r
-        del d
+    d, r = repeat(y_then_pdist, reps, max_wait_s, "twd_vectors + pdist",
+                  split=lambda: {"twd_vectors_s": tY["s"], "pdist_s": tY["pdist_s"]})
+    r["agreement"] = agreement(ref, d)
+    res["scipy"] = r
+    return res, ref
 
-    counts = (X.toarray() if sp.issparse(X) else X).astype(np.int64)
-    ids = [f"s{i}" for i in range(n)]
-    for eng in engines:
-        kw = {} if eng == "default" else {"engine": eng}
 
-        def sk():
-            dm = skbio.diversity.beta_diversity(
-                "weighted_unifrac", counts, ids=ids, taxa=tree.leaf_names, tree=tnode,
-                normalized=False, validate=False, **kw)
-            return dm.condensed_form()
+def _skbio_call(counts, tree, tnode, eng: str):
+    import skbio.diversity
 
-        d, r = repeat(sk, reps, max_wait_s, f"scikit-bio ({eng})")
-        r["agreement"] = agreement(ref, d)
-        res[f"skbio_{eng}"] = r
-        del d
-    return res
+    kw = {} if eng == "default" else {"engine": eng}
+    return skbio.diversity.beta_diversity(
+        "weighted_unifrac", counts, ids=[f"s{i}" for i in range(counts.shape[0])], taxa=tree.leaf_names,
+        tree=tnode, normalized=False, validate=False, **kw)
 
 
 def skbio_probe(X, tree, tnode, eng: str, max_wait_s: float) -> dict[str, Any]:
     """Time scikit-bio once on SKBIO_PROBE_N random samples; per-pair cost."""
-    import skbio.diversity
-
     n0 = min(SKBIO_PROBE_N, X.shape[0])
     idx = np.sort(np.random.default_rng(7).choice(X.shape[0], size=n0, replace=False))
     Xs = X[idx]
     counts = (Xs.toarray() if sp.issparse(Xs) else Xs).astype(np.int64)
-    kw = {} if eng == "default" else {"engine": eng}
-    _, fig = timed(lambda: skbio.diversity.beta_diversity(
-        "weighted_unifrac", counts, ids=[f"s{i}" for i in range(n0)], taxa=tree.leaf_names, tree=tnode,
-        normalized=False, validate=False, **kw), max_wait_s)
+    _, fig = timed(lambda: _skbio_call(counts, tree, tnode, eng), max_wait_s)
     fig["n"] = n0
     fig["per_pair_s"] = fig["s"] / (n0 * (n0 - 1) / 2)
     return fig
+
+
+def skbio_worker(args) -> int:
+    """Hidden mode: time scikit-bio on given rows, one JSON line per event on stdout.
+
+    Runs in its own process so that the parent can stop a run that exceeds the budget.
+    """
+    name, eng = args.skbio_worker, args.engine
+    X, tree, _info, _rows = load_part(name, None)
+    rows = np.load(args.rows_file)
+    X = X[rows]
+    counts = (X.toarray() if sp.issparse(X) else X).astype(np.int64)
+    del X
+    tnode = skbio_tree(tree)
+    _skbio_call(counts[:5], tree, tnode, eng)  # warm-up (numba compiles its kernel here)
+
+    def emit(obj: dict[str, Any]) -> None:
+        print(json.dumps(obj), flush=True)
+
+    def call():
+        emit({"event": "start", "t": time.time()})
+        return _skbio_call(counts, tree, tnode, eng).condensed_form()
+
+    d = None
+    for r in range(args.reps):
+        d = None
+        d, fig = timed(call, args.max_wait)
+        emit({"event": "done", "run": r, **fig})
+        log(f"  scikit-bio ({eng}) run {r + 1}/{args.reps}: {fig['s']:.3f} s "
+            f"(other load {fig['background_cores']:.2f})")
+    np.save(args.out_npy, d)
+    emit({"event": "finished"})
+    return 0
+
+
+def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, ref: np.ndarray,
+               args) -> dict[str, Any]:
+    """``reps`` timed scikit-bio runs in a worker process; a run longer than ``cap_s`` is stopped."""
+    import queue
+    import threading
+
+    wd = work_dir()
+    rows_file = wd / f"rows_{name}_{os.getpid()}.npy"
+    out_npy = wd / f"skbio_{name}_{eng}_{os.getpid()}.npy"
+    np.save(rows_file, rows)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--skbio-worker", name, "--engine", eng,
+           "--rows-file", str(rows_file), "--out-npy", str(out_npy), "--reps", str(reps),
+           "--max-wait", str(args.max_wait), "--max-tries", str(MAX_TRIES)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    q: queue.Queue = queue.Queue()
+
+    def reader():
+        for line in proc.stdout:  # type: ignore[union-attr]
+            q.put(line)
+        q.put(None)
+
+    threading.Thread(target=reader, daemon=True).start()
+    runs, started, stopped_after = [], None, None
+    while True:
+        try:
+            line = q.get(timeout=1.0)
+        except queue.Empty:
+            if started is not None and time.time() - started > cap_s:
+                stopped_after = time.time() - started
+                proc.kill()
+                log(f"  scikit-bio ({eng}): run stopped after {stopped_after:.0f} s (cap {cap_s:.0f} s)")
+                proc.wait()
+                break
+            continue
+        if line is None:
+            break
+        ev = json.loads(line)
+        if ev["event"] == "start":
+            started = ev["t"]
+        elif ev["event"] == "done":
+            runs.append({k: ev[k] for k in ("s", "cpu_s", "background_cores")})
+            started = None
+    rc = proc.wait()
+    rows_file.unlink(missing_ok=True)
+    res: dict[str, Any] = {"n": int(rows.size), "engine": eng, "cap_s": cap_s, "runs": runs}
+    if stopped_after is not None:
+        res.update({"stopped": True, "stopped_after_s": stopped_after})
+        out_npy.unlink(missing_ok=True)
+        return res
+    if rc != 0 or len(runs) != reps:
+        raise RuntimeError(f"scikit-bio worker failed (exit {rc}): {' '.join(cmd)}")
+    d = np.load(out_npy)
+    out_npy.unlink(missing_ok=True)
+    res.update({"stopped": False, "median_s": float(np.median([r["s"] for r in runs])),
+                "max_background_cores": max(r["background_cores"] for r in runs),
+                "agreement": agreement(ref, d)})
+    return res
 
 
 def pairs(n: int) -> float:
@@ -374,10 +456,7 @@ def pairs(n: int) -> float:
 
 
 def run_dataset(name: str, args) -> dict[str, Any]:
-    import skbio
-    import skbio.diversity
-
-    X, tree, info = load_part(name, args.small)
+    X, tree, info, rows = load_part(name, args.small)
     log(f"[{name}] {info['n']} x {info['m']}, tree {info['tree_nodes']} nodes (depth {info['tree_depth']})")
     t0 = time.perf_counter()
     tnode = skbio_tree(tree)
@@ -388,8 +467,7 @@ def run_dataset(name: str, args) -> dict[str, Any]:
 
     tree_wasserstein(tree, X[:5])
     c5 = (X[:5].toarray() if sp.issparse(X) else X[:5]).astype(np.int64)
-    skbio.diversity.beta_diversity("weighted_unifrac", c5, ids=list("abcde"), taxa=tree.leaf_names,
-                                   tree=tnode, normalized=False, validate=False, engine="numba")
+    _skbio_call(c5, tree, tnode, "numba")
 
     engines = ["default", "numba"]
     rec: dict[str, Any] = {"label": LABELS[name], "info": info, "engines": {}, "skbio_budget_s": args.skbio_budget}
@@ -397,24 +475,37 @@ def run_dataset(name: str, args) -> dict[str, Any]:
 
     rec["skbio_default_engine"] = _resolve_engine(None, ("cython", "numba"))
     n = info["n"]
-    full_engines, sub_engines = [], []
     for eng in engines:
         pr = skbio_probe(X, tree, tnode, eng, args.max_wait)
         est = pr["per_pair_s"] * pairs(n)
         pr["estimate_full_s"] = est
         rec["engines"][eng] = {"probe": pr}
         log(f"[{name}] scikit-bio ({eng}) probe: {pr['s']:.2f} s on {pr['n']} -> full set about {est:.0f} s")
-        (full_engines if est <= args.skbio_budget else sub_engines).append(eng)
+    del tnode
 
-    log(f"[{name}] full set: hdtwd, scipy, scikit-bio engines {full_engines}")
-    rec["full"] = time_methods(X, tree, tnode, args.reps, args.max_wait, full_engines)
+    log(f"[{name}] full set: hdtwd, scipy")
+    rec["full"], ref = time_methods(X, tree, args.reps, args.max_wait)
+    sub_engines = []
+    for eng in engines:
+        if rec["engines"][eng]["probe"]["estimate_full_s"] > args.skbio_budget:
+            rec["full"][f"skbio_{eng}"] = {"skipped": True}
+            sub_engines.append(eng)
+            continue
+        log(f"[{name}] full set: scikit-bio ({eng}), each run capped at {args.skbio_budget:.0f} s")
+        r = skbio_runs(name, rows, eng, args.reps, args.skbio_budget, ref, args)
+        rec["full"][f"skbio_{eng}"] = r
+        if r["stopped"]:
+            sub_engines.append(eng)
+    del ref
     if sub_engines:
         worst = max(rec["engines"][e]["probe"]["per_pair_s"] for e in sub_engines)
-        nsub = next((s for s in (1000, 500, 250) if s < n and worst * pairs(s) <= args.skbio_budget), 250)
+        nsub = next((s for s in (1000, 500, 250) if worst * pairs(s) <= args.skbio_budget / 2), 250)
         nsub = min(nsub, n)
         idx = np.sort(np.random.default_rng(11).choice(n, size=nsub, replace=False))
         log(f"[{name}] subset n' = {nsub}: every method, scikit-bio engines {engines}")
-        sub = time_methods(X[idx], tree, tnode, args.reps, args.max_wait, engines)
+        sub, ref = time_methods(X[idx], tree, args.reps, args.max_wait)
+        for eng in engines:
+            sub[f"skbio_{eng}"] = skbio_runs(name, rows[idx], eng, args.reps, 2 * args.skbio_budget, ref, args)
         sub["scale_to_full"] = pairs(n) / pairs(nsub)
         rec["subset"] = sub
     return rec
@@ -727,7 +818,8 @@ def render(rec: dict[str, Any]) -> str:
                 sc = b["scale_to_full"]
                 for eng in ("default", "numba"):
                     k = f"skbio_{eng}"
-                    if k in b and k not in d["full"]:
+                    fk = d["full"].get(k, {})
+                    if k in b and "median_s" in b[k] and (fk.get("skipped") or fk.get("stopped")):
                         est = b[k]["median_s"] * sc
                         o.append(f"| all {d['full']['n']} (extrapolated) | scikit-bio ({_eng(d, eng)}), "
                                  f"subset median x {sc:.1f} (pairs ratio) | ~{fmt_s(est)} |  | "
@@ -737,7 +829,7 @@ def render(rec: dict[str, Any]) -> str:
         probes = "; ".join(
             f"{_eng(d, e)}: {p['probe']['s']:.2f} s on {p['probe']['n']} samples -> est. "
             f"{p['probe']['estimate_full_s']:.0f} s for all" for e, p in d["engines"].items())
-        o.append(f"scikit-bio probes (decide full set vs subset, budget {d['skbio_budget_s']:.0f} s per run): {probes}. "
+        o.append(f"scikit-bio probes (decide full set vs subset, budget {d.get('skbio_budget_s', 600):.0f} s per run): {probes}. "
                  f"Newick parse into a TreeNode: {info['skbio_newick_parse_s']:.2f} s (untimed above).")
         o.append("")
 
@@ -877,6 +969,15 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
         if k in b:
             s = b[k]
             lab = "default engine" if eng == "default" else "`engine='numba'`"
+            if s.get("skipped"):
+                out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | not run (probe estimate over "
+                           "the budget) | | | | |")
+                continue
+            if s.get("stopped"):
+                done = ", ".join(fmt_s(x["s"]) for x in s["runs"])
+                out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | > {s['cap_s']:.0f} (run stopped "
+                           f"after {s['stopped_after_s']:.0f} s) | {done} | > {s['cap_s'] / h:.0f} | | |")
+                continue
             out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | {fmt_s(s['median_s'])} | {runs(s)} | "
                        f"{s['median_s'] / h:.2f} | {s['agreement']['max_rel_diff']:.2g} | "
                        f"{s['max_background_cores']:.2f} |")
@@ -966,6 +1067,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gate-max-wait", type=float, default=6000.0)
     ap.add_argument("--unifrac-log", default="/tmp/bench5/unifrac_pip.log")
     ap.add_argument("--note", action="append", default=[])
+    ap.add_argument("--skbio-worker", help=argparse.SUPPRESS)
+    ap.add_argument("--engine", help=argparse.SUPPRESS)
+    ap.add_argument("--rows-file", help=argparse.SUPPRESS)
+    ap.add_argument("--out-npy", help=argparse.SUPPRESS)
     ap.add_argument("--render", action="store_true", help="only merge the stored records and render")
     ap.add_argument("--no-results", action="store_true")
     ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
@@ -973,6 +1078,8 @@ def main(argv: list[str] | None = None) -> int:
 
     global MAX_TRIES
     MAX_TRIES = args.max_tries
+    if args.skbio_worker:
+        return skbio_worker(args)
     wd = work_dir()
     tag = f"small{args.small}" if args.small else "full"
     if args.small:
