@@ -78,3 +78,30 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
     if A.shape[0] and Bm.shape[0]:
         _l1_tiles(A, Bm, out, sym)
     return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def lca_factor_block(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
+    """``acc[r, c] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` for ``c >= r``.
+
+    One scale's factor of the HD-LCA product (tree.hd_lca_product) on the upper triangle of a
+    row block; entries left of the diagonal are not touched (they belong to earlier blocks).
+    """
+    b, w = G.shape
+    for r in prange(b):
+        s = sq_rows[r]
+        for c in range(r, w):
+            d2 = s + sq_cols[c] - 2.0 * G[r, c]
+            if d2 < 0.0:
+                d2 = 0.0
+            acc[r, c] *= 0.25 * d2 + h2
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def scatter_condensed(acc, out, i0, m):  # pragma: no cover - compiled
+    """Copy row ``i = i0 + r``'s tail ``acc[r, r:]`` (pairs ``j > i``) to its condensed slot."""
+    for r in prange(acc.shape[0]):
+        i = i0 + r
+        start = i * m - (i * (i + 1)) // 2
+        for t in range(m - 1 - i):
+            out[start + t] = acc[r, r + t]

@@ -31,6 +31,7 @@ __all__ = [
     "diffusion_operator",
     "diffusion_densities",
     "EIGENVALUE_FLOOR",
+    "column_scale",
 ]
 
 Metric = Literal["cosine", "euclidean"]
@@ -75,6 +76,10 @@ class DiffusionOperator:
     def n_features(self) -> int:
         return int(self.eigenvalues.shape[0])
 
+    def densities(self, t: float) -> tuple[np.ndarray, float]:
+        """Densities of every feature at time ``t`` (see :func:`diffusion_densities`)."""
+        return diffusion_densities(self, t)
+
 
 def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -> np.ndarray:
     """Dense m x m Gram matrix of the columns of ``X / scale`` (sparse products when X is sparse).
@@ -90,7 +95,7 @@ def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -
     return X.T @ X
 
 
-def _column_max(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+def column_scale(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Per-column scale: a power of two within a factor 2 of the column's largest value.
 
     Dividing by a power of two is exact, so integer counts keep exact products and sums whatever
@@ -117,7 +122,7 @@ def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") ->
     ndarray, shape (m, m)
         Symmetric with a zero diagonal.
     """
-    colmax = _column_max(X)
+    colmax = column_scale(X)
     if metric == "cosine":
         G = _column_gram(X, colmax)
     else:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from .diffusion import DiffusionOperator, diffusion_densities
 
 __all__ = [
     "HyperbolicEmbedding",
@@ -36,8 +36,9 @@ class HyperbolicEmbedding:
 
     Attributes
     ----------
-    psi : ndarray, shape (K+1, m, m)
-        ``psi[k, j]`` is :math:`\psi_j^k = \sqrt{P^{2^{-k}} e_j}`.
+    psi : ndarray, shape (K+1, m, m) or (K+1, m, m')
+        ``psi[k, j]`` is :math:`\psi_j^k = \sqrt{P^{2^{-k}} e_j}` (over the ``m'`` landmarks
+        on the landmark path).
     heights : ndarray, shape (K+1,)
         :math:`h_k = 2^{k/2-2}`, the last coordinate at scale ``k``.
     negative_mass : ndarray, shape (K+1,)
@@ -64,8 +65,17 @@ def scale_heights(scales: int) -> np.ndarray:
     return 2.0 ** (k / 2.0 - 2.0)
 
 
+class DensityOperator(Protocol):
+    """What the embedding needs from an operator: its size and densities at time ``t``."""
+
+    @property
+    def n_features(self) -> int: ...
+
+    def densities(self, t: float) -> tuple[np.ndarray, float]: ...
+
+
 def hyperbolic_embedding(
-    op: DiffusionOperator,
+    op: DensityOperator,
     scales: int,
     progress: Callable[[int], None] | None = None,
 ) -> HyperbolicEmbedding:
@@ -73,8 +83,9 @@ def hyperbolic_embedding(
 
     Parameters
     ----------
-    op : DiffusionOperator
-        Spectral form of ``P``.
+    op : DiffusionOperator or landmarks.LandmarkOperator
+        Spectral form of ``P``. With landmarks the densities are the ``m'``-vectors
+        :math:`\rho_j^{2^{-k}}` over the landmarks (LARGE_M.md), so ``psi`` is ``(K+1, m, m')``.
     scales : int
         ``K``, the largest scale (the paper's :math:`K_c`); ``K + 1`` scales are computed.
     progress : callable, optional
@@ -86,15 +97,17 @@ def hyperbolic_embedding(
     """
     if scales < 0:
         raise ValueError("scales must be >= 0")
-    m = op.n_features
-    psi = np.empty((scales + 1, m, m), dtype=np.float64)
+    psi: np.ndarray | None = None
     neg = np.empty(scales + 1, dtype=np.float64)
     for k in range(scales + 1):
-        phi, neg[k] = diffusion_densities(op, 2.0**-k)
+        phi, neg[k] = op.densities(2.0**-k)
+        if psi is None:
+            psi = np.empty((scales + 1,) + phi.shape, dtype=np.float64)
         np.sqrt(phi, out=psi[k])
         del phi
         if progress is not None:
             progress(1)
+    assert psi is not None
     return HyperbolicEmbedding(psi=psi, heights=scale_heights(scales), negative_mass=neg)
 
 

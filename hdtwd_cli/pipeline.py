@@ -13,10 +13,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
-from .errors import InputError
+from .errors import InputError, ResourceError
+from .landmarks import KMEANS_ITERATIONS, LandmarkOperator, effective_landmarks, landmark_operator
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
 from .progress import Reporter
-from .tree import Tree, decode_tree
+from .tree import Tree, decode_tree, hd_lca_product
 
 __all__ = [
     "TreeParams",
@@ -31,6 +32,8 @@ __all__ = [
     "learn_tree",
     "learn_trees",
     "align_to_tree",
+    "tree_memory_bytes",
+    "check_tree_memory",
 ]
 
 #: Named configurations. ``paper`` reproduces spec sections 1-4 exactly (the paper's Alg. 1 and
@@ -54,7 +57,9 @@ class TreeParams:
 
     ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
     ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
-    ``edge_weights`` is ``midpoint`` (spec section 3) or ``lca`` (HD-LCA heights).
+    ``edge_weights`` is ``midpoint`` (spec section 3) or ``lca`` (HD-LCA heights);
+    ``landmarks`` is the number of diffusion landmarks (``0``: exact operator, ``None``: automatic,
+    see :func:`landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``.
     """
 
     eps: float = DEFAULT_EPS
@@ -65,6 +70,8 @@ class TreeParams:
     bandwidth: str = "median"
     knn: int = 7
     edge_weights: str = "midpoint"
+    landmarks: int | None = None
+    landmark_method: str = "random"
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -137,19 +144,86 @@ def drop_empty_features(
     return (sp.csr_matrix(X) if sp.issparse(X) else X), [names[j] for j in idx], dropped
 
 
+def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams) -> dict[str, int]:
+    """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
+
+    ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
+    covers the arrays the stages allocate, not the input itself (already in memory).
+    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them), then
+    ``psi`` of ``(K+1) m^2`` values next to 3 condensed ``m^2/2`` vectors (values, order, ranks).
+    Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
+    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values next to the condensed
+    HD-LCA product (one more copy for non-single linkages) and two row-block buffers.
+    """
+    K1 = params.scales + 1
+    pairs = m * (m - 1) // 2
+    nl = effective_landmarks(params.landmarks, m)
+    if nl == 0:
+        return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
+                "tree": 8 * (K1 * m * m + 3 * pairs)}
+    from .tree import lca_block_rows
+
+    sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
+    copies = 1 if params.linkage == "single" else 2
+    psi = 8 * K1 * m * nl
+    return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 3 * m * nl,
+            "tree": psi + 8 * copies * pairs + 16 * lca_block_rows(m) * m}
+
+
+def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,
+                      path: str | None = None) -> int:
+    """Refuse (:class:`errors.ResourceError`) before a stage would not fit in ``available`` bytes.
+
+    The message names what would fit: landmarks instead of the exact operator, fewer landmarks,
+    or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
+    """
+    need = max(tree_memory_bytes(n, m, nnz, params).values())
+    if need <= 0.85 * available:
+        return need
+
+    def fits(p: TreeParams) -> bool:
+        return max(tree_memory_bytes(n, m, nnz, p).values()) <= 0.85 * available
+
+    ways = []
+    if effective_landmarks(params.landmarks, m) == 0 and fits(params.replace(landmarks=min(500, m))):
+        ways.append("--landmarks 500")
+    elif params.linkage != "single" and fits(params.replace(linkage="single")):
+        ways.append("--linkage single")
+    if not ways and effective_landmarks(params.landmarks, m) > 100 and fits(params.replace(landmarks=100)):
+        ways.append("fewer --landmarks")
+    hint = ("use " + " or ".join(ways)) if ways else "keep fewer features (e.g. drop rare ones) or use a bigger machine"
+    raise ResourceError(
+        f"learning the tree over {m} features needs about {need / 1e9:.1f} GB but "
+        f"{available / 1e9:.1f} GB are available; {hint}", path)
+
+
 def embed(
     X: np.ndarray | sp.spmatrix,
     params: TreeParams,
     reporter: Reporter | None = None,
-) -> tuple[DiffusionOperator, HyperbolicEmbedding]:
-    """Diffusion operator and multi-scale hyperbolic embedding of the feature columns of ``X``."""
+) -> tuple[DiffusionOperator | LandmarkOperator, HyperbolicEmbedding]:
+    """Diffusion operator and multi-scale hyperbolic embedding of the feature columns of ``X``.
+
+    With ``params.landmarks`` (or automatically above ``AUTO_LANDMARKS_ABOVE`` features) the
+    operator is the landmark one (:mod:`landmarks`) and ``psi`` has one column per landmark.
+    """
     rep = reporter or Reporter(quiet=True)
     m = X.shape[1]
     if m < 2:
         raise ValueError("at least two non-zero features are needed to learn a tree")
-    with rep.stage(f"diffusion operator ({m} features)", None):
-        op = diffusion_operator(X, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
-                                bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
+    nl = effective_landmarks(params.landmarks, m)
+    op: DiffusionOperator | LandmarkOperator
+    if nl:
+        with rep.stage(f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)",
+                       KMEANS_ITERATIONS + 2) as adv:
+            op = landmark_operator(X, nl, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
+                                   bandwidth=params.bandwidth, knn=params.knn,  # type: ignore[arg-type]
+                                   method=params.landmark_method, seed=params.seed,  # type: ignore[arg-type]
+                                   progress=adv)
+    else:
+        with rep.stage(f"diffusion operator ({m} features)", None):
+            op = diffusion_operator(X, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
+                                    bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
     rep.info(f"eps = {op.eps:.6g} (c = {params.eps:g} x median {op.sigma:.6g}); "
              f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
     with rep.stage("hyperbolic embedding (scales)", params.scales + 1) as adv:
@@ -158,23 +232,38 @@ def embed(
     return op, emb
 
 
+def _tree_metadata(op: DiffusionOperator | LandmarkOperator, params: TreeParams, dropped: int) -> dict[str, Any]:
+    md = params.as_dict()
+    md.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": dropped,
+               "n_landmarks": op.n_landmarks if isinstance(op, LandmarkOperator) else 0})
+    return md
+
+
 def learn_tree(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
     params: TreeParams,
     reporter: Reporter | None = None,
     path: str | None = None,
+    available: int | None = None,
 ) -> Tree:
-    """The whole tree-learning chain: drop empty features, embed, decode (Alg. 1)."""
+    """The whole tree-learning chain: drop empty features, embed, decode (Alg. 1).
+
+    With ``available`` (bytes), the memory estimate is checked first (:func:`check_tree_memory`).
+    """
     rep = reporter or Reporter(quiet=True)
     Xk, names, dropped = drop_empty_features(X, feature_names, path)
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: no tree to learn", path)
+    if available is not None:
+        need = check_tree_memory(Xk.shape[0], Xk.shape[1], Xk.nnz if sp.issparse(Xk) else None,
+                                 params, available, path)
+        rep.info(f"estimated peak memory of the tree stages: {need / 1e9:.2f} GB")
     op, emb = embed(Xk, params, rep)
     del Xk
-    tree = decode_from_embedding(emb, names, rep, params.linkage, params.edge_weights)
-    tree.metadata.update(params.as_dict())
-    tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
+    tree = decode_from_embedding(emb, names, rep, params.linkage, params.edge_weights,
+                                 tie_ranks=not isinstance(op, LandmarkOperator))
+    tree.metadata.update(_tree_metadata(op, params, len(dropped)))
     return tree
 
 
@@ -197,19 +286,26 @@ def learn_trees(
     for K in scales:
         sub = HyperbolicEmbedding(psi=emb.psi[: K + 1], heights=emb.heights[: K + 1],
                                   negative_mass=emb.negative_mass[: K + 1])
-        tree = decode_from_embedding(sub, names, rep, params.linkage, params.edge_weights)
-        tree.metadata.update(params.replace(scales=K).as_dict())
-        tree.metadata.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": len(dropped)})
+        tree = decode_from_embedding(sub, names, rep, params.linkage, params.edge_weights,
+                                     tie_ranks=not isinstance(op, LandmarkOperator))
+        tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(dropped)))
         out[K] = tree
     return out
 
 
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
-                          linkage: str = "single", edge_weights: str = "midpoint") -> Tree:
-    """Alg. 1 with a progress bar: HD-LCA, merge order, then edge weights per scale."""
+                          linkage: str = "single", edge_weights: str = "midpoint", tie_ranks: bool = True) -> Tree:
+    """Alg. 1 with progress bars: HD-LCA (per row block on the large-m path), merge order, edge weights."""
     rep = reporter or Reporter(quiet=True)
-    with rep.stage("HD-LCA tree", emb.n_scales + 2) as adv:
-        return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights)
+    m = emb.n_features
+    if tie_ranks:
+        with rep.stage(f"HD-LCA tree ({m} features)", emb.n_scales + 2) as adv:
+            return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights)
+    with rep.stage(f"HD-LCA values ({m} x {m}, row blocks)", m - 1) as rows:
+        held = [hd_lca_product(emb, progress=rows)]
+    with rep.stage(f"{linkage} linkage and edge weights", emb.n_scales + 1) as adv:
+        return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights,
+                           tie_ranks=False, lca_values=held.pop())
 
 
 def align_to_tree(

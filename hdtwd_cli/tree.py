@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.cluster.hierarchy import linkage
 
+from ._kernels import lca_factor_block, scatter_condensed
 from .hyperbolic import HyperbolicEmbedding
 
-__all__ = ["Tree", "LINKAGES", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_merge_order", "hd_binary_tree", "decode_tree"]
+__all__ = ["Tree", "LINKAGES", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_dense", "hd_lca_product",
+           "lca_block_rows", "hd_lca_merge_order", "hd_lca_product_merge_order", "hd_binary_tree", "decode_tree"]
 
 
 @dataclass
@@ -149,6 +151,99 @@ def hd_lca(emb: HyperbolicEmbedding, block: int = 1024) -> np.ndarray:
     return out
 
 
+def hd_lca_dense(emb: HyperbolicEmbedding) -> np.ndarray:
+    r"""Condensed :math:`\log a(j,j')` computed directly (SciPy ``pdist`` per scale); reference for tests."""
+    from scipy.spatial.distance import pdist
+
+    acc = np.zeros(emb.n_features * (emb.n_features - 1) // 2)
+    for k in range(emb.n_scales):
+        acc += np.log(pdist(emb.psi[k], "sqeuclidean") / 4.0 + emb.heights[k] ** 2)
+    return acc * (0.5 / emb.n_scales)
+
+
+def lca_block_rows(m: int, budget_bytes: int = 1 << 28) -> int:
+    """Rows per block of :func:`hd_lca_product`: two ``rows x m`` float64 buffers within ``budget_bytes``."""
+    return int(max(16, min(2048, budget_bytes // (16 * max(m, 1)))))
+
+
+def hd_lca_product(
+    emb: HyperbolicEmbedding,
+    block: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> np.ndarray:
+    r"""Condensed :math:`g(j,j') = \prod_{k=0}^{K} \big(\lVert\psi_j^k-\psi_{j'}^k\rVert^2/4 + 2^{k-4}\big)`.
+
+    :math:`g = a^{2(K+1)}` is a monotone function of the HD-LCA value (Prop. 3), so single and
+    complete linkage on ``g`` give the same merges as on :math:`a` and
+    :math:`\log a = \log g / (2(K+1))` (LARGE_M.md). Computed over the upper triangle in row
+    blocks: per block ``I`` and scale one BLAS product :math:`\Psi_k[I]\,\Psi_k[i_0+1:]^\top`
+    and one fused compiled pass that multiplies the factor into the block. Memory beyond the
+    ``m(m-1)/2`` output: two ``block x m`` buffers (:func:`lca_block_rows`), whatever the width of
+    ``psi`` (``m`` exact, ``m'`` with landmarks).
+
+    Parameters
+    ----------
+    progress : callable, optional
+        Called with the number of rows finished after each block (``m - 1`` in all).
+
+    Returns
+    -------
+    ndarray, shape (m*(m-1)/2,)
+        In the order of :func:`scipy.spatial.distance.squareform`.
+    """
+    m = emb.n_features
+    block = lca_block_rows(m) if block is None else max(1, int(block))
+    out = np.empty(m * (m - 1) // 2, dtype=np.float64)
+    sq = [np.einsum("ij,ij->i", emb.psi[k], emb.psi[k]) for k in range(emb.n_scales)]
+    for i0 in range(0, m - 1, block):
+        i1 = min(i0 + block, m - 1)
+        acc = np.ones((i1 - i0, m - 1 - i0), dtype=np.float64)
+        for k in range(emb.n_scales):
+            Psi = emb.psi[k]
+            G = Psi[i0:i1] @ Psi[i0 + 1:].T
+            lca_factor_block(acc, G, sq[k][i0:i1], sq[k][i0 + 1:], float(emb.heights[k]) ** 2)
+            del G
+        scatter_condensed(acc, out, i0, m)
+        del acc
+        if progress is not None:
+            progress(i1 - i0)
+    return out
+
+
+def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
+                               linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
+    r"""Merges from the condensed HD-LCA product ``g`` (:func:`hd_lca_product`); large-m path.
+
+    ``single`` (SciPy's MST, no copy of ``g``) and ``complete`` (nearest-neighbour chain, one
+    copy) run on ``g`` itself: they depend only on the order of the values, so the merges are
+    those of :math:`a`, exactly. ``average`` and ``weighted`` need :math:`a` itself:
+    ``g`` is overwritten IN PLACE by :math:`a = g^{1/(2(K+1))}` first, exactly as well.
+    Unlike :func:`hd_lca_merge_order`, exact ties are broken by SciPy's scan order (no
+    ``(a, min, max)`` rank transform, which costs 16 more bytes per pair); the result is
+    deterministic all the same.
+
+    Returns
+    -------
+    children, merge_log_a : as :func:`hd_lca_merge_order`.
+    """
+    if m < 2:
+        raise ValueError("at least two features are needed to build a tree")
+    if linkage_rule not in LINKAGES:
+        raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
+    power = 0.5 / n_scales
+    if linkage_rule in ("single", "complete"):
+        Z = linkage(g, method=linkage_rule)
+        merge_log_a = np.log(Z[:, 2]) * power
+    else:
+        step = 1 << 24
+        for c0 in range(0, g.shape[0], step):
+            np.power(g[c0:c0 + step], power, out=g[c0:c0 + step])
+        Z = linkage(g, method=linkage_rule)
+        merge_log_a = np.log(Z[:, 2])
+    children = np.sort(Z[:, :2].astype(np.int64), axis=1)
+    return children, merge_log_a
+
+
 LINKAGES = ("single", "average", "complete", "weighted")
 
 
@@ -265,6 +360,8 @@ def decode_tree(
     progress: Callable[[int], None] | None = None,
     linkage_rule: str = "single",
     edge_weights: str = "midpoint",
+    tie_ranks: bool = True,
+    lca_values: np.ndarray | None = None,
 ) -> Tree:
     r"""Decode the HD binary tree from a multi-scale hyperbolic embedding (Alg. 1).
 
@@ -281,6 +378,12 @@ def decode_tree(
         ``midpoint``: spec section 3 (internal nodes at geodesic midpoints, weight
         :math:`\tfrac12 d_{\mathcal M}` of the children); ``lca``: hyperbolic distance between
         the HD-LCA points of child and parent (:func:`lca_height_weights`).
+    tie_ranks : bool
+        ``True``: :func:`hd_lca` and :func:`hd_lca_merge_order` (ties by ``(a, min, max)``,
+        24 bytes per pair; ``progress`` gets one step for it). ``False``: the large-m path, :func:`hd_lca_product` and
+        :func:`hd_lca_product_merge_order` (8 bytes per pair, 16 for non-single linkages).
+    lca_values : ndarray, optional
+        With ``tie_ranks=False``: the precomputed :func:`hd_lca_product` (it is overwritten).
 
     Returns
     -------
@@ -290,11 +393,17 @@ def decode_tree(
     m = emb.n_features
     if len(leaf_names) != m:
         raise ValueError("one leaf name per feature is needed")
-    log_a = hd_lca(emb)
-    if progress is not None:
-        progress(1)
-    children, merge_log_a = hd_lca_merge_order(log_a, m, linkage_rule)
-    del log_a
+    if tie_ranks:
+        log_a = hd_lca(emb)
+        if progress is not None:
+            progress(1)
+        children, merge_log_a = hd_lca_merge_order(log_a, m, linkage_rule)
+        del log_a
+    else:
+        g = hd_lca_product(emb) if lca_values is None else lca_values
+        lca_values = None  # the caller hands over its only reference: freed after the linkage
+        children, merge_log_a = hd_lca_product_merge_order(g, m, emb.n_scales, linkage_rule)
+        del g
     if progress is not None:
         progress(1)
     if edge_weights == "midpoint":
