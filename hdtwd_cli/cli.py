@@ -49,11 +49,13 @@ from .pipeline import (
     resolve_params,
     TreeParams,
     align_to_tree,
+    check_tree_memory,
     decode_from_embedding,
     drop_empty_features,
     embed as embed_features,
     learn_tree,
 )
+from .landmarks import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .progress import Reporter
 from .tree import EDGE_WEIGHTS, LINKAGES
 
@@ -84,6 +86,7 @@ Bandwidth = _choices("Bandwidth", ("median", "knn"))
 Transform = _choices("Transform", TRANSFORMS)
 Preset = _choices("Preset", tuple(PRESETS))
 DType = _choices("DType", ("float64", "float32"))
+LandmarkMethod = _choices("LandmarkMethod", LANDMARK_METHODS)
 InputFormat = _choices("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad"))
 OutputFormat = _choices("OutputFormat", ("npy", "csv", "tsv", "h5"))
 
@@ -121,6 +124,13 @@ TransformOpt = Annotated[Optional[Transform], typer.Option(
     "--transform", help="Element-wise transform of the data before everything "
                         f"[default: {PRESETS['default']['transform']}; with --tree: the tree's].",
     show_default=False)]
+LandmarksOpt = Annotated[Optional[int], typer.Option(
+    "--landmarks", help=f"Diffusion landmarks m' for large feature counts; 0 = the exact m x m operator "
+                        f"[default: exact up to {AUTO_LANDMARKS_ABOVE} features, then {DEFAULT_LANDMARKS}].",
+    min=0, metavar="N", show_default=False)]
+LandmarkMethodOpt = Annotated[LandmarkMethod, typer.Option(
+    "--landmark-method", help="random: feature columns drawn with --seed; kmeans: k-means centroids of the "
+                              "feature columns (slower, closer to the exact operator).")]
 PresetOpt = Annotated[Preset, typer.Option(
     "--preset", help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
@@ -179,13 +189,15 @@ def _handle_errors(fn: F) -> F:
 
 def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Metric | None",
             linkage: "Linkage | None", bandwidth: "Bandwidth | None", transform: "Transform | None",
-            seed: int, edge_weights: "EdgeWeights | None" = None) -> tuple[TreeParams, str]:
+            seed: int, edge_weights: "EdgeWeights | None" = None, landmarks: int | None = None,
+            landmark_method: "LandmarkMethod | None" = None) -> tuple[TreeParams, str]:
     def val(e: Any) -> Any:
         return None if e is None else e.value
 
     return resolve_params(
         preset.value, seed, eps=None if eps is None else float(eps), scales=scales, metric=val(metric),
-        linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights))
+        linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights),
+        landmarks=landmarks, landmark_method=val(landmark_method))
 
 
 def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter,
@@ -239,6 +251,8 @@ def embed(
     metric: MetricOpt = None,
     bandwidth: BandwidthOpt = None,
     transform: TransformOpt = None,
+    landmarks: LandmarksOpt = None,
+    landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -250,13 +264,18 @@ def embed(
     """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
     rep = Reporter(quiet, verbose)
     check_output_path(output, [data])
-    params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed)
+    params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed,
+                         landmarks=landmarks, landmark_method=landmark_method)
     if str(output) == "-":
         raise InputError("the embedding is HDF5: give a file name with -o")
     md = _read(data, transpose, layer, use_raw, rep, fmt)
     X, names, dropped = drop_empty_features(apply_transform(md.X, tf), md.feature_names, str(data))
     if len(names) < 2:
         raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
+    have = available_memory()
+    need = _stage(lambda: check_tree_memory(X.shape[0], X.shape[1], getattr(X, "nnz", None),
+                                            params, have, str(data), ("diffusion", "embedding")), data)
+    rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     op, emb = _stage(lambda: embed_features(X, params, rep), data)
     with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
         write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf,
@@ -293,7 +312,13 @@ def decode_tree_cmd(
     cfg = PRESETS.get(preset, PRESETS["default"])
     rule = linkage.value if linkage is not None else cfg["linkage"]
     weights = edge_weights.value if edge_weights is not None else cfg["edge_weights"]
-    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule, weights)
+    n_landmarks = int(stored.diffusion.get("n_landmarks", 0))
+    tp = TreeParams(scales=stored.embedding.n_scales - 1, linkage=rule, landmarks=n_landmarks)
+    have = available_memory()
+    need = check_tree_memory(0, len(stored.feature_names), None, tp, have, str(embedding), ("tree",))
+    rep.note(f"decoding the tree needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
+    tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule, weights,
+                                 tie_ranks=n_landmarks == 0)
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     params = dict(stored.params)
     params.update({"linkage": rule, "edge_weights": weights, "eps_used": stored.diffusion.get("eps"),
@@ -343,6 +368,8 @@ def distance(
     edge_weights: EdgeWeightsOpt = None,
     bandwidth: BandwidthOpt = None,
     transform: TransformOpt = None,
+    landmarks: LandmarksOpt = None,
+    landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -370,7 +397,7 @@ def distance(
     if tree is not None:
         given = [name for name, v in (("--eps", eps), ("--scales", scales), ("--metric", metric),
                                       ("--linkage", linkage), ("--bandwidth", bandwidth),
-                                      ("--edge-weights", edge_weights),
+                                      ("--edge-weights", edge_weights), ("--landmarks", landmarks),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
@@ -385,9 +412,10 @@ def distance(
         tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree)), "transform": tf}
         X = apply_transform(md.X, tf)
     else:
-        params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights)
+        params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
+                             landmarks, landmark_method)
         X = apply_transform(md.X, tf)
-        T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data)), data)
+        T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory()), data)
         T.metadata.update({"transform": tf, "preset": preset.value})
         tree_meta = {"tree_source": "learned", "params": dict(T.metadata)}
     meta = _meta(md, tree_meta)
@@ -550,6 +578,8 @@ def classify(
     edge_weights: EdgeWeightsOpt = None,
     bandwidth: BandwidthOpt = None,
     transform: TransformOpt = None,
+    landmarks: LandmarksOpt = None,
+    landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
     methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of hdtwd,cosine,euclidean,l1.")] =
         "hdtwd,cosine,euclidean,l1",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
@@ -575,7 +605,8 @@ def classify(
     ks = sorted(set(_parse_list(k, int, "--k")))
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
-    base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights)
+    base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights,
+                       landmarks, landmark_method)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
     scales_grid = _parse_list(scales, int, "--scales") if scales else [base.scales]
     if min(eps_grid) <= 0 or min(scales_grid) < 0:

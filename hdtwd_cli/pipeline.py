@@ -171,29 +171,36 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams) -> di
 
 
 def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,
-                      path: str | None = None) -> int:
+                      path: str | None = None, stages: tuple[str, ...] = ("diffusion", "embedding", "tree")) -> int:
     """Refuse (:class:`errors.ResourceError`) before a stage would not fit in ``available`` bytes.
 
     The message names what would fit: landmarks instead of the exact operator, fewer landmarks,
     or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
     """
-    need = max(tree_memory_bytes(n, m, nnz, params).values())
+    def peak(p: TreeParams) -> int:
+        est = tree_memory_bytes(n, m, nnz, p)
+        return max(est[s] for s in stages)
+
+    need = peak(params)
     if need <= 0.85 * available:
         return need
 
     def fits(p: TreeParams) -> bool:
-        return max(tree_memory_bytes(n, m, nnz, p).values()) <= 0.85 * available
+        return peak(p) <= 0.85 * available
 
-    ways = []
-    if effective_landmarks(params.landmarks, m) == 0 and fits(params.replace(landmarks=min(500, m))):
-        ways.append("--landmarks 500")
-    elif params.linkage != "single" and fits(params.replace(linkage="single")):
-        ways.append("--linkage single")
-    if not ways and effective_landmarks(params.landmarks, m) > 100 and fits(params.replace(landmarks=100)):
-        ways.append("fewer --landmarks")
-    hint = ("use " + " or ".join(ways)) if ways else "keep fewer features (e.g. drop rare ones) or use a bigger machine"
+    nl = effective_landmarks(params.landmarks, m)
+    tries: list[dict[str, Any]] = []
+    for n_l in (500, 200, 100):
+        if n_l < (nl or m):
+            tries.append({"landmarks": n_l})
+    tries = ([{"linkage": "single"}] if params.linkage != "single" else []) + tries
+    if params.linkage != "single":
+        tries += [dict(t, linkage="single") for t in tries if "landmarks" in t]
+    way = next((t for t in tries if fits(params.replace(**t))), None)
+    hint = ("use " + " ".join(f"--{k} {v}" for k, v in way.items()) if way is not None
+            else "keep fewer features (e.g. drop rare ones) or use a bigger machine")
     raise ResourceError(
-        f"learning the tree over {m} features needs about {need / 1e9:.1f} GB but "
+        f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about {need / 1e9:.1f} GB but "
         f"{available / 1e9:.1f} GB are available; {hint}", path)
 
 
@@ -258,7 +265,8 @@ def learn_tree(
     if available is not None:
         need = check_tree_memory(Xk.shape[0], Xk.shape[1], Xk.nnz if sp.issparse(Xk) else None,
                                  params, available, path)
-        rep.info(f"estimated peak memory of the tree stages: {need / 1e9:.2f} GB")
+        rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; "
+                 f"{available / 1e9:.1f} GB available)")
     op, emb = embed(Xk, params, rep)
     del Xk
     tree = decode_from_embedding(emb, names, rep, params.linkage, params.edge_weights,

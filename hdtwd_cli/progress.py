@@ -49,6 +49,11 @@ class Reporter:
             task = bar.add_task(description, total=total)
             yield lambda n=1: bar.advance(task, n)
 
+    def note(self, message: str) -> None:
+        """A progress-level message (memory estimates): shown with the bars or with ``-v``."""
+        if self.show_bars or self.verbose:
+            self.console.print(f"hdtwd: {message}", markup=False)
+
     def info(self, message: str) -> None:
         """A ``-v`` message on stderr."""
         if self.verbose:

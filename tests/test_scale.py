@@ -78,10 +78,13 @@ def test_scanpy_umap_and_leiden_run_on_the_graph(tmp_path):
 
 def test_memory_refusal_points_to_the_ways_out(tmp_path):
     env_out = tmp_path / "D.npy"
+    tree = tmp_path / "t.h5"
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", tmp_path / "first.npy", "--save-tree", tree)
     os.environ["HDTWD_MEMORY_LIMIT"] = "10000"
     try:
-        proc = run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", env_out, check=False)
-        ok = run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", tmp_path / "D.h5", check=False)
+        proc = run_hdtwd("distance", SAMPLE / "cells.h5ad", "--tree", tree, "-o", env_out, check=False)
+        ok = run_hdtwd("distance", SAMPLE / "cells.h5ad", "--tree", tree, "-o", tmp_path / "D.h5", check=False)
+        learn = run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", env_out, check=False)
     finally:
         del os.environ["HDTWD_MEMORY_LIMIT"]
     err = proc.stderr.decode()
@@ -89,3 +92,7 @@ def test_memory_refusal_points_to_the_ways_out(tmp_path):
     assert "-o FILE.h5" in err and "--knn K" in err and len(err.strip().splitlines()) == 1
     assert not env_out.exists()
     assert ok.returncode == 0  # blocked output is not limited by the estimate
+    # learning the tree is checked before its heavy stages, with the same one-line refusal
+    err = learn.stderr.decode()
+    assert learn.returncode == 4 and "learning the tree" in err and len(err.strip().splitlines()) == 1
+    assert not env_out.exists()

@@ -12,9 +12,14 @@ Embedding file (``hdtwd embed``), ``encoding-type = "hdtwd-embedding"``::
     /features/dropped      (d,) str     all-zero feature columns left out (no cosine distance)
     /diffusion             attrs: eps (c * sigma, the scale actually used), sigma, clipped_spectral_mass
     /diffusion/eigenvalues (m,) f8      eigenvalues of S after clipping to [floor, 1], descending
+                                        (landmarks: (m',), the eigenvalues sigma^2 of S R)
     /diffusion/raw_eigenvalues (m,) f8  before clipping
-    /diffusion/sqrt_degree (m,) f8      Dh^(1/2)
-    /embedding/psi         (K+1, m, m) f8   psi[k, j] = sqrt(P^(2^-k) e_j)
+    /diffusion/sqrt_degree (m,) f8      Dh^(1/2) (landmarks: dt^(1/2))
+    /diffusion/landmarks   (m',) i8     landmark path only: feature index of each landmark (kmeans:
+                                        the feature nearest each centroid); attrs n_landmarks,
+                                        landmark_method, min_affinity (smallest row sum of W)
+    /embedding/psi         (K+1, m, m) f8   psi[k, j] = sqrt(P^(2^-k) e_j); (K+1, m, m') with
+                                        landmarks: psi[k, j] = sqrt(rho_j^(2^-k)) over the landmarks
     /embedding/heights     (K+1,) f8    2^(k/2-2), the last half-space coordinate per scale
     /embedding/negative_mass (K+1,) f8  clipped negative density mass per scale (fraction)
 
@@ -49,6 +54,7 @@ from .. import __version__
 from ..diffusion import DiffusionOperator
 from ..errors import InputError
 from ..hyperbolic import HyperbolicEmbedding
+from ..landmarks import LandmarkOperator
 from ..tree import Tree
 
 __all__ = [
@@ -138,7 +144,7 @@ class StoredEmbedding:
 def write_embedding(
     path: str,
     emb: HyperbolicEmbedding,
-    op: DiffusionOperator,
+    op: DiffusionOperator | LandmarkOperator,
     feature_names: list[str],
     dropped: list[str],
     params: Mapping[str, Any],
@@ -161,9 +167,13 @@ def write_embedding(
         _array(g, "eigenvalues", op.eigenvalues)
         _array(g, "raw_eigenvalues", op.raw_eigenvalues)
         _array(g, "sqrt_degree", op.sqrt_degree)
+        if isinstance(op, LandmarkOperator):
+            _attrs(g, {"n_landmarks": op.n_landmarks, "landmark_method": op.method, "min_affinity": op.min_affinity})
+            _array(g, "landmarks", op.landmarks)
         g = f.create_group("embedding")
         _mark(g, "hdtwd-hyperbolic-embedding")
-        _array(g, "psi", emb.psi, chunks=(1, min(m, max(1, 2**20 // max(m, 1))), m))
+        w = int(emb.psi.shape[2])
+        _array(g, "psi", emb.psi, chunks=(1, min(m, max(1, 2**20 // max(w, 1))), w))
         _array(g, "heights", emb.heights)
         _array(g, "negative_mass", emb.negative_mass)
 
@@ -188,7 +198,8 @@ def read_embedding(path: str) -> StoredEmbedding:
             diffusion["dropped"] = _read_strings(f["features/dropped"])
         except KeyError as e:
             raise InputError(f"embedding file lacks {e}", path) from None
-    if emb.psi.ndim != 3 or emb.psi.shape[1] != len(names) or emb.psi.shape[2] != len(names):
+    width = int(diffusion.get("n_landmarks", 0)) or len(names)
+    if emb.psi.ndim != 3 or emb.psi.shape[1] != len(names) or emb.psi.shape[2] != width:
         raise InputError("embedding file is inconsistent (psi shape vs feature names)", path)
     return StoredEmbedding(emb, names, params, meta, diffusion)
 

@@ -1,0 +1,193 @@
+"""Landmark diffusion and the large-m HD-LCA path (issue 6; spec LARGE_M.md)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.stats import spearmanr
+
+from hdtwd_cli.distance import tree_wasserstein
+from hdtwd_cli.hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
+from hdtwd_cli.landmarks import (
+    AUTO_LANDMARKS_ABOVE,
+    effective_landmarks,
+    landmark_affinity,
+    landmark_densities,
+    landmark_distances,
+    landmark_factors,
+    landmark_operator,
+    select_landmarks,
+)
+from hdtwd_cli.pipeline import TreeParams, check_tree_memory, learn_tree
+from hdtwd_cli.errors import ResourceError
+from hdtwd_cli.synthetic import planted_counts
+from hdtwd_cli.tree import LINKAGES, decode_tree, hd_lca, hd_lca_dense, hd_lca_product
+
+
+def _counts(n=150, m=40, seed=0, sparse=False):
+    rng = np.random.default_rng(seed)
+    X = rng.poisson(rng.gamma(0.5, 2.0, size=(1, m)), size=(n, m)).astype(np.float64)
+    X[0] += 1  # no empty column
+    return sp.csr_matrix(X) if sparse else X
+
+
+def _alpha1_operator(A):
+    """Row-stochastic alpha = 1 operator of a symmetric kernel, formed explicitly."""
+    d = A.sum(axis=1)
+    Ah = A / d[:, None] / d[None, :]
+    return Ah / Ah.sum(axis=1)[:, None]
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("bandwidth", ["median", "knn"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_all_landmarks_give_the_alpha1_operator_of_w_wt(metric, bandwidth, sparse):
+    X = _counts(sparse=sparse)
+    m = X.shape[1]
+    L, idx = select_landmarks(X, m, "random", seed=1, metric=metric)
+    assert np.array_equal(idx, np.arange(m))
+    W, _, _ = landmark_affinity(landmark_distances(X, L, metric, idx), 1.0, bandwidth)
+    R, S = landmark_factors(W)
+    np.testing.assert_allclose(R.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(S.sum(axis=1), 1.0, rtol=0, atol=1e-13)
+    np.testing.assert_allclose(R @ S, _alpha1_operator(W @ W.T), rtol=1e-11, atol=1e-15)
+    # the spectral form used by the pipeline: rho^1 = R (S R), sigma_1 = 1
+    op = landmark_operator(X, m, eps=1.0, metric=metric, bandwidth=bandwidth, seed=1)
+    assert abs(op.raw_eigenvalues[0] - 1.0) < 1e-12
+    rho, neg = landmark_densities(op, 1.0)
+    np.testing.assert_allclose(rho, R @ (S @ R), rtol=1e-9, atol=1e-14)
+
+
+def test_distances_to_every_landmark_equal_the_exact_feature_distances():
+    from hdtwd_cli.diffusion import feature_distances
+
+    X = _counts(m=30)
+    L, idx = select_landmarks(X, 30, "random")
+    for metric in ("cosine", "euclidean"):
+        L, idx = select_landmarks(X, 30, "random", metric=metric)
+        D = landmark_distances(X, L, metric, idx)
+        np.testing.assert_allclose(D, feature_distances(X, metric), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("method", ["random", "kmeans"])
+def test_landmark_densities_rows_sum_to_one(method):
+    X = _counts(n=200, m=120, seed=3)
+    op = landmark_operator(X, 25, method=method, seed=2)
+    assert op.left.shape == (120, 25) and op.eigenvalues[0] == pytest.approx(1.0, abs=1e-12)
+    for t in (1.0, 0.5, 2.0**-7):
+        raw = (op.left * op.eigenvalues[None, :] ** t) @ op.right
+        np.testing.assert_allclose(raw.sum(axis=1), 1.0, rtol=0, atol=1e-10)
+        rho, neg = landmark_densities(op, t)
+        assert rho.min() >= 0 and neg >= 0
+        np.testing.assert_allclose(rho.sum(axis=1), 1.0 + (rho - raw).sum(axis=1), atol=1e-12)
+
+
+def test_kmeans_and_random_landmarks_are_seeded_and_differ():
+    X = _counts(n=200, m=120, seed=3)
+    a = landmark_operator(X, 20, method="kmeans", seed=5)
+    b = landmark_operator(X, 20, method="kmeans", seed=5)
+    c = landmark_operator(X, 20, method="random", seed=5)
+    d = landmark_operator(X, 20, method="random", seed=6)
+    assert np.array_equal(a.left, b.left)
+    assert not np.allclose(a.left, c.left)
+    assert not np.array_equal(c.landmarks, d.landmarks)
+
+
+def test_sparse_input_is_never_densified():
+    rng = np.random.default_rng(0)
+    n, m = 3000, 20000  # dense float64 would be 480 MB
+    X = sp.random(n, m, density=2e-3, random_state=rng, format="csr", dtype=np.float64)
+    X = X + sp.csr_matrix((np.ones(m), (rng.integers(0, n, m), np.arange(m))), shape=(n, m))
+    tracemalloc.start()
+    try:
+        op = landmark_operator(X, 40, seed=0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert op.left.shape == (m, 40)
+    assert peak < 120e6, peak
+
+
+def test_affinity_floor_is_a_clear_error():
+    X = _counts(n=100, m=50, seed=1)
+    with pytest.raises(ValueError, match="raise --eps or use more --landmarks"):
+        landmark_operator(X, 5, eps=1e-6, metric="euclidean")
+
+
+def _landmark_embedding(m=90, n_landmarks=30, seed=0):
+    X = _counts(n=200, m=m, seed=seed)
+    op = landmark_operator(X, n_landmarks, seed=seed)
+    return hyperbolic_embedding(op, 5)
+
+
+@pytest.mark.parametrize("block", [1, 7, 64, 1000])
+def test_blocked_hd_lca_equals_dense(block):
+    emb = _landmark_embedding()
+    ref = hd_lca_dense(emb)
+    np.testing.assert_allclose(hd_lca(emb, block=block), ref, rtol=1e-13, atol=1e-13)
+    g = hd_lca_product(emb, block=block)
+    np.testing.assert_allclose(np.log(g) * 0.5 / emb.n_scales, ref, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("rule", LINKAGES)
+def test_linkage_on_g_and_on_log_a_gives_the_same_tree(rule):
+    emb = _landmark_embedding(m=120, n_landmarks=40, seed=4)
+    names = [f"f{j}" for j in range(emb.n_features)]
+    for weights in ("lca", "midpoint"):
+        t_log = decode_tree(emb, names, linkage_rule=rule, edge_weights=weights, tie_ranks=True)
+        t_g = decode_tree(emb, names, linkage_rule=rule, edge_weights=weights, tie_ranks=False)
+        assert np.array_equal(t_log.parent, t_g.parent)
+        np.testing.assert_allclose(t_g.length, t_log.length, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(t_g.merge_height, t_log.merge_height, rtol=1e-10)
+
+
+def test_landmark_tree_agrees_with_the_exact_one_on_a_planted_hierarchy():
+    X, _, _ = planted_counts(n_samples=300, n_features=150, n_classes=6, seed=2)
+    names = [f"g{j}" for j in range(X.shape[1])]
+    keep = X.sum(axis=0) > 0
+    X = X[:, keep]
+    names = [nm for nm, k in zip(names, keep) if k]
+    exact = learn_tree(X, names, TreeParams(landmarks=0, linkage="complete", bandwidth="knn", edge_weights="lca"))
+    lm = learn_tree(X, names, TreeParams(landmarks=75, linkage="complete", bandwidth="knn", edge_weights="lca"))
+    assert lm.metadata["n_landmarks"] == 75 and exact.metadata["n_landmarks"] == 0
+    iu = np.triu_indices(X.shape[0], 1)
+    De = tree_wasserstein(exact, X)[iu]
+    Dl = tree_wasserstein(lm, X)[iu]
+    assert spearmanr(De, Dl)[0] > 0.85
+
+
+def test_automatic_switch_and_bounds():
+    assert effective_landmarks(None, AUTO_LANDMARKS_ABOVE) == 0
+    assert effective_landmarks(None, AUTO_LANDMARKS_ABOVE + 1) > 0
+    assert effective_landmarks(0, 10**6) == 0
+    assert effective_landmarks(50, 20) == 20
+    with pytest.raises(ValueError):
+        effective_landmarks(1, 100)
+
+
+def test_memory_refusal_names_an_option_that_fits():
+    p = TreeParams(landmarks=0, linkage="complete")
+    with pytest.raises(ResourceError, match="--landmarks 500"):
+        check_tree_memory(1000, 20000, None, p, available=int(8e9))
+    with pytest.raises(ResourceError, match="--linkage single"):
+        check_tree_memory(1000, 42000, None, TreeParams(landmarks=500, linkage="complete"), available=int(12e9))
+    assert check_tree_memory(1000, 42000, None, TreeParams(landmarks=500, linkage="single"), available=int(12e9)) > 7e9
+
+
+def test_embedding_file_round_trip_with_landmarks(tmp_path):
+    from hdtwd_cli.io import read_embedding, write_embedding
+    from hdtwd_cli.pipeline import embed
+
+    X = _counts(n=120, m=60, seed=7)
+    op, emb = embed(X, TreeParams(landmarks=20, scales=3))
+    names = [f"f{j}" for j in range(60)]
+    path = tmp_path / "e.h5"
+    write_embedding(str(path), emb, op, names, [], {"landmarks": 20}, {})
+    st = read_embedding(str(path))
+    assert st.embedding.psi.shape == (4, 60, 20)
+    assert int(st.diffusion["n_landmarks"]) == 20
+    assert np.array_equal(st.embedding.psi, emb.psi)
+    assert isinstance(st.embedding, HyperbolicEmbedding)
