@@ -57,7 +57,7 @@ LANDMARK_METHODS = ("random", "kmeans")
 #: Above this many features the tree is learned through landmarks unless ``--landmarks 0``.
 AUTO_LANDMARKS_ABOVE = 5000
 #: Landmarks used by the automatic switch.
-DEFAULT_LANDMARKS = 1000
+DEFAULT_LANDMARKS = 500
 #: The smallest allowed row sum of ``W`` (a feature far from every landmark has no transition).
 MIN_AFFINITY = 1e-12
 KMEANS_ITERATIONS = 10

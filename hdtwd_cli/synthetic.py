@@ -5,6 +5,9 @@ r"""Data with a known (planted) feature hierarchy, for tests, examples and bench
 - :func:`gaussian_tree_samples` -- the paper's App. E toy: a balanced binary tree with 15 nodes,
   :math:`x \sim \mathcal N(5\cdot\mathbf 1, L^\dagger)` with ``L`` the tree's graph Laplacian,
   negative draws rejected; every tree node is a feature.
+- :func:`planted_counts` -- Poisson counts from Brownian motion on a random feature tree.
+- :func:`planted_corpus` -- sparse word counts with a planted topic hierarchy over the words and
+  Zipf word frequencies (large-vocabulary benchmarks).
 - :func:`balanced_tree` and :func:`tree_twd` -- the ground-truth tree and its TWD with mass on
   every node (leaves and internal nodes alike).
 """
@@ -12,6 +15,7 @@ r"""Data with a known (planted) feature hierarchy, for tests, examples and bench
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "PRODUCE_WORDS",
@@ -24,6 +28,7 @@ __all__ = [
     "random_binary_tree",
     "brownian_on_tree",
     "planted_counts",
+    "planted_corpus",
 ]
 
 PRODUCE_WORDS = ["apple", "orange", "banana", "carrot", "beetroot", "kale", "spinach", "lettuce"]
@@ -198,3 +203,68 @@ def planted_counts(
     p /= p.sum(axis=1, keepdims=True)
     X = rng.poisson(depth * p).astype(np.float64)
     return X, labels, parent
+
+
+def planted_corpus(
+    n_docs: int = 5000,
+    n_words: int = 24000,
+    branching: tuple[int, ...] = (8, 4, 4),
+    mean_length: float = 100.0,
+    level_weights: tuple[float, ...] = (0.6, 0.2, 0.1, 0.1),
+    zipf: float = 1.07,
+    seed: int = 0,
+) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    r"""Sparse word counts with a planted topic hierarchy over the words and Zipf frequencies.
+
+    The words are split into contiguous blocks by a topic tree with the given ``branching``
+    (default 8 x 4 x 4 = 128 leaf topics; the word tree is root -> topics -> ... -> leaf topic
+    -> words). Every word has a Zipf weight :math:`(r+1)^{-s}` for a random rank ``r``. A
+    document picks a leaf topic; each of its :math:`L \sim \mathrm{Poisson}(\text{mean\_length})`
+    tokens picks a level of the topic's ancestry with probabilities ``level_weights`` (root =
+    the whole vocabulary, ..., leaf topic) and then a word of that level's subtree in
+    proportion to the Zipf weights. Words that no document drew get one token in a document of
+    their own leaf topic, so every word occurs (the vocabulary is the set of observed words).
+
+    Returns
+    -------
+    X : scipy.sparse.csr_matrix, shape (n_docs, n_words), float64 integer counts
+    doc_topic : ndarray, shape (n_docs,)
+        Leaf topic of each document; ``doc_topic // prod(branching[1:])`` is its top-level topic.
+    leaf_topic : ndarray, shape (n_words,)
+        Leaf topic of each word (topics are numbered so that each top-level topic is a
+        contiguous range).
+    """
+    if len(level_weights) != len(branching) + 1:
+        raise ValueError("one level weight per tree level (root + len(branching)) is needed")
+    rng = np.random.default_rng(seed)
+    n_leaf = int(np.prod(branching))
+    if n_words < n_leaf:
+        raise ValueError("need at least one word per leaf topic")
+    bounds = np.linspace(0, n_words, n_leaf + 1).round().astype(np.int64)  # word range of each leaf topic
+    leaf_topic = np.repeat(np.arange(n_leaf), np.diff(bounds))
+    weight = (rng.permutation(n_words) + 1.0) ** -zipf
+    cum = np.concatenate([[0.0], np.cumsum(weight)])
+    doc_topic = rng.integers(0, n_leaf, size=n_docs)
+    lengths = np.maximum(1, rng.poisson(mean_length, size=n_docs))
+    rows = np.repeat(np.arange(n_docs), lengths)
+    level = rng.choice(len(level_weights), size=rows.size, p=np.asarray(level_weights) / np.sum(level_weights))
+    # leaf topics under one level-l topic form a contiguous block of prod(branching[l:]) leaves
+    span = np.array([int(np.prod(branching[lv:])) for lv in range(len(branching) + 1)])
+    first_leaf = (doc_topic[rows] // span[level]) * span[level]
+    lo = bounds[first_leaf]
+    hi = bounds[first_leaf + span[level]]
+    u = cum[lo] + rng.random(rows.size) * (cum[hi] - cum[lo])
+    words = np.clip(np.searchsorted(cum, u, side="right") - 1, lo, hi - 1)
+    seen = np.zeros(n_words, dtype=bool)
+    seen[words] = True
+    missing = np.flatnonzero(~seen)
+    if missing.size:
+        by_topic = [np.flatnonzero(doc_topic == t) for t in range(n_leaf)]
+        extra_rows = np.array([rng.choice(by_topic[t]) if by_topic[t].size else rng.integers(n_docs)
+                               for t in leaf_topic[missing]], dtype=np.int64)
+        rows = np.concatenate([rows, extra_rows])
+        words = np.concatenate([words, missing])
+    X = sp.csr_matrix((np.ones(rows.size), (rows, words)), shape=(n_docs, n_words))
+    X.sum_duplicates()
+    X.sort_indices()
+    return X, doc_topic, leaf_topic
