@@ -121,3 +121,36 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
                        check=True, env=env)
     assert any((tmp_path / "cache").rglob("*.nbi"))
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (1, 5), (37, 1001), (259, 515), (6, 0)])
+def test_kernel_edge_shapes_and_bit_identities(shape):
+    """Symmetric call, cross call, row blocks, one thread or two: the same bits (any tile edge)."""
+    import numba
+    from scipy.spatial.distance import cdist
+
+    from hdtwd_cli._kernels import l1_distances
+
+    rng = np.random.default_rng(1)
+    A = rng.random(shape)
+    D = l1_distances(A)
+    assert D.shape == (shape[0], shape[0])
+    if shape[0]:
+        np.testing.assert_allclose(D, cdist(A, A, "cityblock"), rtol=1e-12, atol=1e-12)
+        assert np.array_equal(D, D.T) and np.all(np.diag(D) == 0)
+        C = l1_distances(A, A)
+        off = ~np.eye(shape[0], dtype=bool)
+        assert np.array_equal(C[off], D[off])
+        blocks = np.vstack([l1_distances(A[i:i + 50], A) for i in range(0, shape[0], 50)])
+        assert np.array_equal(blocks, C)
+        before = numba.get_num_threads()
+        try:
+            numba.set_num_threads(1)
+            D1 = l1_distances(A)
+        finally:
+            numba.set_num_threads(before)
+        assert np.array_equal(D1, D)
+        # float32 storage: widened exactly, summed in float64
+        D32 = l1_distances(A.astype(np.float32))
+        np.testing.assert_allclose(D32, cdist(A.astype(np.float32).astype(np.float64), A.astype(np.float32)
+                                              .astype(np.float64), "cityblock"), rtol=1e-12, atol=1e-12)
