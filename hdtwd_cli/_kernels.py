@@ -251,3 +251,42 @@ def scatter_condensed(acc, out, i0, m):  # pragma: no cover - compiled
         start = i * m - (i * (i + 1)) // 2
         for t in range(m - 1 - i):
             out[start + t] = acc[r, r + t]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def tree_vectors_dense(X, parent, cols, scale, out):  # pragma: no cover - compiled
+    """``out[i, cols[v]] = scale[v] * (mass of row i below node v)`` for every node with ``cols[v] >= 0``.
+
+    Per row: the leaves' values, then each node's mass added to its parent in increasing node
+    order (children precede parents), the same additions in the same order as
+    ``distance.subtree_masses``; rows in parallel, written straight into C-order output.
+    """
+    n, L = X.shape
+    n_nodes = parent.shape[0]
+    for i in prange(n):
+        y = np.zeros(n_nodes)
+        for j in range(L):
+            y[j] = X[i, j]
+        for c in range(n_nodes - 1):
+            y[parent[c]] += y[c]
+        for v in range(n_nodes):
+            k = cols[v]
+            if k >= 0:
+                out[i, k] = y[v] * scale[v]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def tree_vectors_csr(indptr, indices, data, parent, cols, scale, out):  # pragma: no cover - compiled
+    """:func:`tree_vectors_dense` for CSR rows (duplicate entries are summed, as ``toarray`` does)."""
+    n = indptr.shape[0] - 1
+    n_nodes = parent.shape[0]
+    for i in prange(n):
+        y = np.zeros(n_nodes)
+        for p in range(indptr[i], indptr[i + 1]):
+            y[indices[p]] += data[p]
+        for c in range(n_nodes - 1):
+            y[parent[c]] += y[c]
+        for v in range(n_nodes):
+            k = cols[v]
+            if k >= 0:
+                out[i, k] = y[v] * scale[v]

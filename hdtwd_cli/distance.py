@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import l1_distances
+from ._kernels import l1_distances, tree_vectors_csr, tree_vectors_dense
 from .tree import Tree
 
 __all__ = [
@@ -149,6 +149,28 @@ def tree_wasserstein(
     return pairwise_l1(Y, Yq, dtype)
 
 
+def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Leaves (columns) with a non-zero value in some row."""
+    if sp.issparse(x):
+        x = sp.csr_matrix(x)
+        sup = np.zeros(x.shape[1], dtype=bool)
+        sup[x.indices[x.data != 0]] = True
+        return sup
+    return np.any(x != 0, axis=0)
+
+
+def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType) -> np.ndarray:
+    out = np.empty((x.shape[0], d), dtype=np.dtype(dtype))
+    if x.shape[1] != tree.n_leaves:
+        raise ValueError("columns do not match the tree's leaves")
+    if sp.issparse(x):
+        tree_vectors_csr(x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data, tree.parent, cols,
+                         tree.length, out)
+    else:
+        tree_vectors_dense(np.ascontiguousarray(x), tree.parent, cols, tree.length, out)
+    return out
+
+
 def twd_vectors(
     tree: Tree,
     X: np.ndarray | sp.spmatrix,
@@ -157,17 +179,26 @@ def twd_vectors(
 ) -> tuple[np.ndarray, np.ndarray | None]:
     r"""The L1 vectors :math:`y_i = w \odot R x_i` of ``X`` (and ``Xq``), sharing their columns.
 
-    Columns that are zero for every sample (no mass below that node anywhere) add nothing to any
-    distance and are dropped, on top of the nodes with zero edge length.
+    Kept columns: nodes with a positive edge length and mass below them in some sample (a node
+    without mass anywhere adds nothing to any distance). Computed by a compiled per-row pass
+    (:func:`_kernels.tree_vectors_dense`) that writes the kept columns straight into the C-order
+    result; the values are bit for bit those of :func:`tree_embedding`.
     """
-    Y = tree_embedding(tree, normalize_rows(X), dtype)
-    Yq = None if Xq is None else tree_embedding(tree, normalize_rows(Xq), dtype)
-    used = np.any(Y != 0, axis=0)
-    if Yq is not None:
-        used |= np.any(Yq != 0, axis=0)
-    if not used.all():
-        Y = np.ascontiguousarray(Y[:, used])
-        Yq = None if Yq is None else np.ascontiguousarray(Yq[:, used])
+    x = normalize_rows(X)
+    xq = None if Xq is None else normalize_rows(Xq)
+    mass = _leaf_support(x) if xq is None else _leaf_support(x) | _leaf_support(xq)
+    has = np.zeros(tree.n_nodes, dtype=bool)
+    has[: tree.n_leaves] = mass
+    parent = tree.parent
+    for c in range(tree.n_nodes - 1):  # mass below a node: some leaf below it has mass
+        if has[c]:
+            has[parent[c]] = True
+    keep = has & (tree.length > 0)
+    cols = np.full(tree.n_nodes, -1, dtype=np.int64)
+    cols[keep] = np.arange(int(keep.sum()))
+    d = int(keep.sum())
+    Y = _fill_vectors(tree, x, cols, d, dtype)
+    Yq = None if xq is None else _fill_vectors(tree, xq, cols, d, dtype)
     return Y, Yq
 
 
