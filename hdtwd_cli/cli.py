@@ -22,7 +22,14 @@ import numpy as np
 import typer
 
 from . import __version__
-from .distance import dense_output_bytes, distance_blocks, nearest_neighbours, pairwise_l1, twd_vectors
+from .distance import (
+    TreeVectors,
+    dense_output_bytes,
+    distance_blocks,
+    nearest_neighbours,
+    pairwise_l1,
+    twd_vectors,
+)
 from .errors import HdtwdError, InputError, OutputError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, summarise
 from .io import (
@@ -433,12 +440,13 @@ def distance(
         Y, Yq = _stage(lambda: twd_vectors(T, Xr, X, dtype.value), reference)
         col_names = ref.sample_names
         meta["reference_fingerprint"] = fingerprint(ref.X, ref.feature_names)
+    elif knn is not None:  # vectors computed block by block inside the search: memory O(n k)
+        src = _stage(lambda: TreeVectors(T, X, dtype.value), data)
+        _write_knn(output, src, knn, key_added, md, meta, rep)
+        return
     else:
         Y, Yq = _stage(lambda: twd_vectors(T, X, None, dtype.value), data)
     n_rows = Y.shape[0] if Yq is None else Yq.shape[0]
-    if knn is not None:
-        _write_knn(output, Y, knn, key_added, md, meta, rep)
-        return
     fmt = None if output_format is None else output_format.value
     suffix = "." + fmt if fmt else Path(str(output)).suffix.lower()
     block = max(1, min(n_rows, (256 << 20) // max(1, Y.shape[0] * 8)))
@@ -484,12 +492,11 @@ def available_memory() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
-def _write_knn(output: Path, Y: np.ndarray, k: int, key: str, md: Any, meta: dict, rep: Reporter) -> None:
+def _write_knn(output: Path, Y: TreeVectors, k: int, key: str, md: Any, meta: dict, rep: Reporter) -> None:
     """kNN graph of the TWD into .npz or .h5ad (scanpy's neighbours layout)."""
-    block = max(1, min(Y.shape[0], (256 << 20) // max(1, Y.shape[0] * 8)))
-    with rep.stage(f"{k} nearest neighbours of {Y.shape[0]} samples", Y.shape[0]) as adv:
+    with rep.stage(f"{k} nearest neighbours of {Y.n} samples", Y.n) as adv:
         try:
-            idx, dist = nearest_neighbours(Y, k, block, adv)
+            idx, dist = nearest_neighbours(Y, k, 2048, adv)
         except ValueError as e:
             raise InputError(str(e), md.path) from None
     Dk = knn_distance_matrix(idx, dist)

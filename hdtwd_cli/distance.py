@@ -28,6 +28,7 @@ __all__ = [
     "subtree_masses",
     "tree_embedding",
     "twd_vectors",
+    "TreeVectors",
     "pairwise_l1",
     "tree_wasserstein",
     "distance_blocks",
@@ -171,6 +172,45 @@ def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d
     return out
 
 
+class TreeVectors:
+    r"""The vectors :math:`y_i = w \odot R x_i` of the rows of ``X``, computed on demand by row range.
+
+    The kept columns (nodes with a positive edge length and mass below them in some row of
+    ``X`` or of ``extra``) are fixed at construction, so row ranges computed at different times
+    share them. Holding only the normalised ``X`` (sparse stays sparse), it lets the kNN search
+    run over n samples without the n x d matrix of all vectors.
+    """
+
+    def __init__(self, tree: Tree, X: np.ndarray | sp.spmatrix, dtype: DType = "float64",
+                 extra: np.ndarray | sp.spmatrix | None = None) -> None:
+        self.tree = tree
+        self.dtype = dtype
+        self.x = normalize_rows(X)
+        if sp.issparse(self.x):
+            self.x = sp.csr_matrix(self.x)
+        mass = _leaf_support(self.x)
+        if extra is not None:
+            mass = mass | _leaf_support(normalize_rows(extra))
+        has = np.zeros(tree.n_nodes, dtype=bool)
+        has[: tree.n_leaves] = mass
+        parent = tree.parent
+        for c in range(tree.n_nodes - 1):  # mass below a node: some leaf below it has mass
+            if has[c]:
+                has[parent[c]] = True
+        keep = has & (tree.length > 0)
+        self.cols = np.full(tree.n_nodes, -1, dtype=np.int64)
+        self.cols[keep] = np.arange(int(keep.sum()))
+        self.dim = int(keep.sum())
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    def rows(self, i0: int = 0, i1: int | None = None) -> np.ndarray:
+        """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
+        return _fill_vectors(self.tree, self.x[i0:i1], self.cols, self.dim, self.dtype)
+
+
 def twd_vectors(
     tree: Tree,
     X: np.ndarray | sp.spmatrix,
@@ -184,22 +224,13 @@ def twd_vectors(
     (:func:`_kernels.tree_vectors_dense`) that writes the kept columns straight into the C-order
     result; the values are bit for bit those of :func:`tree_embedding`.
     """
-    x = normalize_rows(X)
-    xq = None if Xq is None else normalize_rows(Xq)
-    mass = _leaf_support(x) if xq is None else _leaf_support(x) | _leaf_support(xq)
-    has = np.zeros(tree.n_nodes, dtype=bool)
-    has[: tree.n_leaves] = mass
-    parent = tree.parent
-    for c in range(tree.n_nodes - 1):  # mass below a node: some leaf below it has mass
-        if has[c]:
-            has[parent[c]] = True
-    keep = has & (tree.length > 0)
-    cols = np.full(tree.n_nodes, -1, dtype=np.int64)
-    cols[keep] = np.arange(int(keep.sum()))
-    d = int(keep.sum())
-    Y = _fill_vectors(tree, x, cols, d, dtype)
-    Yq = None if xq is None else _fill_vectors(tree, xq, cols, d, dtype)
-    return Y, Yq
+    tv = TreeVectors(tree, X, dtype, extra=Xq)
+    Y = tv.rows()
+    if Xq is None:
+        return Y, None
+    tq = TreeVectors(tree, Xq, dtype)
+    tq.cols, tq.dim = tv.cols, tv.dim
+    return Y, tq.rows()
 
 
 def distance_blocks(
@@ -218,35 +249,71 @@ def distance_blocks(
         yield i0, D
 
 
+def _merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray,
+                      col0: int) -> None:
+    """Fold block ``D`` (columns ``col0 ..``) into the running k best of ``rows``, in place.
+
+    Only rows with an entry below their current k-th best are touched; among them the k
+    smallest distances of (current best, block) are kept (``argpartition``).
+    """
+    k = best_d.shape[1]
+    worst = best_d[rows].max(axis=1)
+    need = np.flatnonzero(D.min(axis=1) < worst)
+    if need.size == 0:
+        return
+    r = rows[need]
+    cd = np.concatenate([best_d[r], D[need]], axis=1)
+    ci = np.concatenate([best_i[r], np.broadcast_to(np.arange(col0, col0 + D.shape[1]), (need.size, D.shape[1]))],
+                        axis=1)
+    part = np.argpartition(cd, k - 1, axis=1)[:, :k]
+    best_d[r] = np.take_along_axis(cd, part, axis=1)
+    best_i[r] = np.take_along_axis(ci, part, axis=1)
+
+
 def nearest_neighbours(
-    Y: np.ndarray, k: int, block: int = 1024, progress: Callable[[int], None] | None = None
+    Y: np.ndarray | TreeVectors, k: int, block: int = 2048, progress: Callable[[int], None] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples under the TWD, without an n x n matrix.
 
-    Neighbours are ordered by (distance, index); the sample itself is excluded.
+    Symmetric blocked search: for every pair of row blocks ``I <= J`` one kernel call gives
+    ``D[I, J]``, which updates the candidates of the rows of ``I`` and (transposed) of ``J``,
+    so every distance is computed once. With a :class:`TreeVectors` source the vectors of a
+    block are computed when needed, so memory is O(n k + block x d) beyond the data, whatever
+    ``n``. Neighbours are returned ordered by (distance, index); the sample itself is excluded.
 
     Returns
     -------
     indices : ndarray of int64, shape (n, k)
     distances : ndarray of float64, shape (n, k)
     """
-    n = Y.shape[0]
+    n = Y.n if isinstance(Y, TreeVectors) else Y.shape[0]
     if not 1 <= k < n:
         raise ValueError(f"--knn must be between 1 and n - 1 = {n - 1}")
-    idx = np.empty((n, k), dtype=np.int64)
-    dist = np.empty((n, k), dtype=np.float64)
-    for i0, D in distance_blocks(Y, None, block):
-        rows = np.arange(i0, i0 + D.shape[0])
-        D = D.astype(np.float64, copy=False)
-        D[rows - i0, rows] = np.inf  # not one's own neighbour
-        part = np.argpartition(D, k, axis=1)[:, : k + 1]
-        pd = np.take_along_axis(D, part, axis=1)
-        order = np.lexsort((part, pd), axis=1)[:, :k]
-        idx[rows] = np.take_along_axis(part, order, axis=1)
-        dist[rows] = np.take_along_axis(pd, order, axis=1)
+
+    def rows(i0: int, i1: int) -> np.ndarray:
+        return Y.rows(i0, i1) if isinstance(Y, TreeVectors) else Y[i0:i1]
+
+    best_d = np.full((n, k), np.inf)
+    best_i = np.full((n, k), -1, dtype=np.int64)
+    starts = list(range(0, n, block))
+    for a, i0 in enumerate(starts):
+        i1 = min(i0 + block, n)
+        YI = rows(i0, i1)
+        ri = np.arange(i0, i1)
+        for j0 in starts[a:]:
+            j1 = min(j0 + block, n)
+            if j0 == i0:
+                D = l1_distances(YI).astype(np.float64, copy=False)
+                np.fill_diagonal(D, np.inf)  # not one's own neighbour
+                _merge_candidates(best_d, best_i, ri, D, i0)
+            else:
+                D = l1_distances(YI, rows(j0, j1)).astype(np.float64, copy=False)
+                _merge_candidates(best_d, best_i, ri, D, j0)
+                _merge_candidates(best_d, best_i, np.arange(j0, j1), np.ascontiguousarray(D.T), i0)
         if progress is not None:
-            progress(D.shape[0])
-    return idx, dist
+            progress(i1 - i0)
+    order = np.lexsort((best_i, best_d), axis=1)
+    return np.take_along_axis(best_i, order, axis=1), np.take_along_axis(best_d, order, axis=1)
 
 
 def dense_output_bytes(n_rows: int, n_cols: int, dim: int, dtype: DType = "float64") -> int:

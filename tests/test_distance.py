@@ -154,3 +154,55 @@ def test_kernel_edge_shapes_and_bit_identities(shape):
         D32 = l1_distances(A.astype(np.float32))
         np.testing.assert_allclose(D32, cdist(A.astype(np.float32).astype(np.float64), A.astype(np.float32)
                                               .astype(np.float64), "cityblock"), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("block", [64, 333, 5000])
+def test_streamed_knn_equals_brute_force(block):
+    import scipy.sparse as sp
+
+    from hdtwd_cli.distance import TreeVectors, nearest_neighbours, twd_vectors
+
+    from hdtwd_cli.synthetic import random_binary_tree
+    from hdtwd_cli.tree import Tree
+
+    rng = np.random.default_rng(2)
+    m = 40
+    tree = Tree(parent=random_binary_tree(m, 1), length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
+                leaf_names=[f"f{j}" for j in range(m)])
+    counts = rng.poisson(0.4, size=(700, m))
+    counts[np.arange(700), np.arange(700) % m] += 1
+    Xs = sp.csr_matrix(counts.astype(np.float64))
+    Y, _ = twd_vectors(tree, Xs)
+    D = pairwise_l1(Y)
+    np.fill_diagonal(D, np.inf)
+    ref = np.argsort(D, axis=1, kind="stable")[:, :9]
+    for src in (TreeVectors(tree, Xs), Y):
+        idx, dist = nearest_neighbours(src, 9, block)
+        assert np.array_equal(idx, ref)
+        assert np.array_equal(dist, np.take_along_axis(D, ref, axis=1))
+
+
+def test_streamed_knn_never_holds_all_vectors():
+    import tracemalloc
+
+    import scipy.sparse as sp
+
+    from hdtwd_cli.distance import TreeVectors, nearest_neighbours
+    from hdtwd_cli.synthetic import random_binary_tree
+    from hdtwd_cli.tree import Tree
+
+    m, n = 300, 6000
+    tree = Tree(parent=random_binary_tree(m, 0), length=np.r_[np.full(2 * m - 2, 0.5), 0.0],
+                leaf_names=[f"f{j}" for j in range(m)])
+    X = sp.random(n, m, density=0.05, random_state=3, format="csr")
+    X = X + sp.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) % m)), shape=(n, m))
+    src = TreeVectors(tree, X)
+    full = n * src.dim * 8
+    nearest_neighbours(src, 5, 256)  # compile
+    tracemalloc.start()
+    try:
+        nearest_neighbours(src, 5, 256)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 0.3 * full, (peak, full)
