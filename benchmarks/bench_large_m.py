@@ -120,7 +120,7 @@ def part_zeisel(args) -> dict[str, Any]:
             params, _ = resolve_params("default", 0, **_landmark_args(opts))
             wait_quiet(args.max_wait)
             t = time.perf_counter()
-            res = evaluate(X, names, y, ["hdtwd"], [params.eps], [params.scales], params, splits=args.splits)
+            res = evaluate(X, names, y, ["hdtwd"], [params.eps], [params.scales], params, n_splits=args.splits)
             s = summarise(res, {})["methods"]["hdtwd"]
             s["seconds"] = time.perf_counter() - t
             rec["accuracy"][label][name] = {k: s[k] for k in ("mean", "std", "best_k", "seconds")}
@@ -158,8 +158,8 @@ def part_corpus(args) -> dict[str, Any]:
 def render(rec: dict[str, Any]) -> str:
     o = [SECTION_TITLE, ""]
     mf = rec.get("machine", {})
-    o.append(f"Machine: {mf.get('cpu_model', '?')}, {mf.get('nproc', '?')} cores, "
-             f"{mf.get('mem_total_GiB', 0):.1f} GiB; {rec.get('date', '?')}; commit {mf.get('git_commit', '?')}. "
+    o.append(f"Machine: {mf.get('cpu_model', '?')}, {mf.get('nproc', '?')} cores, `free -g`: "
+             f"{' '.join(str(mf.get('memory', '?')).split())}; {rec.get('date', '?')}; commit {mf.get('git_commit', '?')}. "
              "Each `hdtwd distance` ran as a fresh process under `/usr/bin/time -v` (wall clock, peak RSS; "
              "MB = 10^6 bytes), default preset (complete linkage, self-tuning bandwidth, `lca` edge weights, "
              "c = 1, K = 7). Reproduce: `python benchmarks/bench_large_m.py`.")
