@@ -52,9 +52,9 @@ class Reporter:
     def note(self, message: str) -> None:
         """A progress-level message (memory estimates): shown with the bars or with ``-v``."""
         if self.show_bars or self.verbose:
-            self.console.print(f"hdtwd: {message}", markup=False)
+            self.console.print(f"hdtwd: {message}", markup=False, soft_wrap=True)
 
     def info(self, message: str) -> None:
         """A ``-v`` message on stderr."""
         if self.verbose:
-            self.console.print(f"hdtwd: {message}", markup=False)
+            self.console.print(f"hdtwd: {message}", markup=False, soft_wrap=True)
