@@ -191,3 +191,31 @@ def test_embedding_file_round_trip_with_landmarks(tmp_path):
     assert int(st.diffusion["n_landmarks"]) == 20
     assert np.array_equal(st.embedding.psi, emb.psi)
     assert isinstance(st.embedding, HyperbolicEmbedding)
+
+
+def test_planted_corpus_generator():
+    from hdtwd_cli.synthetic import planted_corpus
+
+    X, topic, leaf = planted_corpus(400, 2000, seed=3)
+    X2, topic2, _ = planted_corpus(400, 2000, seed=3)
+    assert X.shape == (400, 2000) and sp.issparse(X)
+    assert (X != X2).nnz == 0 and np.array_equal(topic, topic2)
+    assert np.all(np.asarray(X.sum(axis=0)).ravel() > 0)  # every word occurs
+    assert np.all(np.diff(leaf) >= 0) and leaf.max() == 127  # contiguous leaf topics
+    # planted hierarchy: a document's tokens fall in its own leaf topic far above chance (1/128)
+    own = np.asarray([X[i, leaf == topic[i]].sum() for i in range(400)]) / np.asarray(X.sum(axis=1)).ravel()
+    assert own.mean() > 0.1
+
+
+def test_cli_embed_decode_equals_distance_with_landmarks(tmp_path):
+    from conftest import SAMPLE, run_hdtwd
+
+    from hdtwd_cli.io import read_tree
+
+    data = SAMPLE / "corpus.npz"
+    run_hdtwd("embed", data, "-o", tmp_path / "e.h5", "--landmarks", "30", "-q")
+    run_hdtwd("decode-tree", tmp_path / "e.h5", "-o", tmp_path / "t1.h5", "-q")
+    run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--landmarks", "30", "--save-tree", tmp_path / "t2.h5", "-q")
+    t1, t2 = read_tree(str(tmp_path / "t1.h5")), read_tree(str(tmp_path / "t2.h5"))
+    assert np.array_equal(t1.parent, t2.parent) and np.array_equal(t1.length, t2.length)
+    assert int(t2.metadata["n_landmarks"]) == 30
