@@ -110,7 +110,8 @@ LayerOpt = Annotated[Optional[str], typer.Option("--layer", help=".h5ad: read la
                                                  metavar="NAME")]
 UseRawOpt = Annotated[bool, typer.Option("--use-raw", help=".h5ad: read raw.X instead of X.")]
 EpsOpt = Annotated[Optional[float], typer.Option(
-    "--eps", help=f"Kernel scale multiplier c: eps = c x median feature distance [default: {DEFAULT_EPS:g}].",
+    "--eps", help=f"Kernel scale multiplier c: eps = c x median feature distance [default: {DEFAULT_EPS:g}; "
+                  f"{PRESETS['default']['landmark_eps']:g} on the landmark path].",
     min=0.0, show_default=False)]
 ScalesOpt = Annotated[Optional[int], typer.Option(
     "--scales", help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}].",
@@ -615,6 +616,8 @@ def classify(
     base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights,
                        landmarks, landmark_method)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
+    if eps:
+        base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too
     scales_grid = _parse_list(scales, int, "--scales") if scales else [base.scales]
     if min(eps_grid) <= 0 or min(scales_grid) < 0:
         raise InputError("--eps values must be > 0 and --scales values >= 0")

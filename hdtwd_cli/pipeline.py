@@ -41,9 +41,9 @@ __all__ = [
 #: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-              "edge_weights": "midpoint", "transform": "none"},
+              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
-                "edge_weights": "lca", "transform": "none"},
+                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -59,8 +59,15 @@ class TreeParams:
     ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
     ``edge_weights`` is ``midpoint`` (spec section 3) or ``lca`` (HD-LCA heights);
     ``landmarks`` is the number of diffusion landmarks (``0``: exact operator, ``None``: automatic,
-    see :func:`landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``.
+    see :func:`landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``;
+    ``landmark_eps`` is the kernel-scale multiplier used on the landmark path instead of ``eps``
+    (``None``: ``eps``). The distance to the k-th nearest LANDMARK is much larger than to the k-th
+    nearest feature, so the self-tuning kernel needs a smaller c there (benchmarks/RESULTS.md, issue 6).
     """
+
+    def kernel_eps(self, landmark_path: bool) -> float:
+        """The multiplier c actually used: ``landmark_eps`` on the landmark path when set, else ``eps``."""
+        return float(self.landmark_eps) if landmark_path and self.landmark_eps is not None else float(self.eps)
 
     eps: float = DEFAULT_EPS
     scales: int = DEFAULT_SCALES
@@ -72,6 +79,7 @@ class TreeParams:
     edge_weights: str = "midpoint"
     landmarks: int | None = None
     landmark_method: str = "random"
+    landmark_eps: float | None = None
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -94,6 +102,8 @@ def resolve_params(preset: str = "default", seed: int = 0, **overrides: Any) -> 
         raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     cfg = dict(PRESETS[preset])
     cfg.update({k: v for k, v in overrides.items() if v is not None})
+    if overrides.get("eps") is not None and overrides.get("landmark_eps") is None:
+        cfg["landmark_eps"] = None  # an explicit --eps applies to both paths
     transform = cfg.pop("transform")
     return TreeParams(seed=seed, **cfg), transform
 
@@ -223,7 +233,7 @@ def embed(
     if nl:
         with rep.stage(f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)",
                        KMEANS_ITERATIONS + 2) as adv:
-            op = landmark_operator(X, nl, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
+            op = landmark_operator(X, nl, eps=params.kernel_eps(True), metric=params.metric,  # type: ignore[arg-type]
                                    bandwidth=params.bandwidth, knn=params.knn,  # type: ignore[arg-type]
                                    method=params.landmark_method, seed=params.seed,  # type: ignore[arg-type]
                                    progress=adv)
@@ -231,7 +241,7 @@ def embed(
         with rep.stage(f"diffusion operator ({m} features)", None):
             op = diffusion_operator(X, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
                                     bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
-    rep.info(f"eps = {op.eps:.6g} (c = {params.eps:g} x median {op.sigma:.6g}); "
+    rep.info(f"eps = {op.eps:.6g} (c = {params.kernel_eps(bool(nl)):g} x median {op.sigma:.6g}); "
              f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
     with rep.stage("hyperbolic embedding (scales)", params.scales + 1) as adv:
         emb = hyperbolic_embedding(op, params.scales, progress=adv)

@@ -219,3 +219,14 @@ def test_cli_embed_decode_equals_distance_with_landmarks(tmp_path):
     t1, t2 = read_tree(str(tmp_path / "t1.h5")), read_tree(str(tmp_path / "t2.h5"))
     assert np.array_equal(t1.parent, t2.parent) and np.array_equal(t1.length, t2.length)
     assert int(t2.metadata["n_landmarks"]) == 30
+
+
+def test_landmark_path_kernel_scale_default_and_override():
+    from hdtwd_cli.pipeline import resolve_params
+
+    p, _ = resolve_params("default")
+    assert p.kernel_eps(True) == 0.1 and p.kernel_eps(False) == 1.0
+    q, _ = resolve_params("default", eps=2.0)
+    assert q.kernel_eps(True) == 2.0 and q.kernel_eps(False) == 2.0
+    r, _ = resolve_params("paper")
+    assert r.kernel_eps(True) == r.kernel_eps(False) == 1.0
