@@ -189,8 +189,8 @@ class TreeVectors:
         if sp.issparse(self.x):
             self.x = sp.csr_matrix(self.x)
         mass = _leaf_support(self.x)
-        if extra is not None:
-            mass = mass | _leaf_support(normalize_rows(extra))
+        if extra is not None:  # row scaling does not change the support
+            mass = mass | _leaf_support(extra)
         has = np.zeros(tree.n_nodes, dtype=bool)
         has[: tree.n_leaves] = mass
         parent = tree.parent
@@ -210,6 +210,12 @@ class TreeVectors:
         """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
         return _fill_vectors(self.tree, self.x[i0:i1], self.cols, self.dim, self.dtype)
 
+    def of(self, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """``y`` of other samples ``Xq`` on the same columns (pass them as ``extra`` so none is dropped)."""
+        xq = normalize_rows(Xq)
+        return _fill_vectors(self.tree, sp.csr_matrix(xq) if sp.issparse(xq) else xq, self.cols, self.dim,
+                             self.dtype)
+
 
 def twd_vectors(
     tree: Tree,
@@ -225,12 +231,7 @@ def twd_vectors(
     result; the values are bit for bit those of :func:`tree_embedding`.
     """
     tv = TreeVectors(tree, X, dtype, extra=Xq)
-    Y = tv.rows()
-    if Xq is None:
-        return Y, None
-    tq = TreeVectors(tree, Xq, dtype)
-    tq.cols, tq.dim = tv.cols, tv.dim
-    return Y, tq.rows()
+    return tv.rows(), None if Xq is None else tv.of(Xq)
 
 
 def distance_blocks(

@@ -206,3 +206,21 @@ def test_streamed_knn_never_holds_all_vectors():
     finally:
         tracemalloc.stop()
     assert peak < 0.3 * full, (peak, full)
+
+
+def test_compiled_tree_vectors_equal_the_numpy_reference():
+    """twd_vectors (compiled per-row pass) == tree_embedding (column passes) on the kept columns, bit for bit."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.distance import normalize_rows, tree_embedding, twd_vectors
+
+    for seed in range(5):
+        X, tree = random_case(seed)
+        X = X.copy()
+        X[:, 0] = 0  # a leaf without mass: its column (and maybe ancestors) is dropped
+        X[:, 1] += 1
+        for dtype in ("float64", "float32"):
+            ref = tree_embedding(tree, normalize_rows(X), dtype)
+            ref = ref[:, np.any(ref != 0, axis=0)]
+            Y, Yq = twd_vectors(tree, sp.csr_matrix(X[2:]), X[:2], dtype)
+            assert np.array_equal(np.vstack([Yq, Y]), ref)
