@@ -113,41 +113,26 @@ class Tree:
         return d
 
 
-def hd_lca(emb: HyperbolicEmbedding, block: int = 1024) -> np.ndarray:
+def hd_lca(emb: HyperbolicEmbedding, block: int | None = None) -> np.ndarray:
     r"""Condensed HD-LCA values :math:`\log a(j,j')` for all pairs ``j < j'`` (Prop. 3).
 
     .. math:: \log a(j,j') = \frac{1}{K+1}\sum_{k=0}^{K} \tfrac12
               \log\big(\lVert\psi_j^k-\psi_{j'}^k\rVert^2/4 + 2^{k-4}\big)
+              = \frac{\log g(j,j')}{2(K+1)}
 
-    Computed in row blocks: per block and scale one BLAS Gram block
-    :math:`\Psi_k[I]\Psi_k^\top`, so the memory beyond the output is ``block x m``.
+    with ``g`` the blocked product of :func:`hd_lca_product` (memory beyond the output: two
+    ``block x m`` buffers); the logarithm is taken in place.
 
     Returns
     -------
     ndarray, shape (m*(m-1)/2,)
         In the order of :func:`scipy.spatial.distance.squareform` (row-major upper triangle).
     """
-    m = emb.n_features
-    out = np.empty(m * (m - 1) // 2, dtype=np.float64)
-    sq = [np.einsum("ij,ij->i", emb.psi[k], emb.psi[k]) for k in range(emb.n_scales)]
-    for i0 in range(0, m - 1, block):
-        i1 = min(i0 + block, m - 1)
-        acc = np.zeros((i1 - i0, m), dtype=np.float64)
-        for k in range(emb.n_scales):
-            Psi = emb.psi[k]
-            d2 = Psi[i0:i1] @ Psi.T
-            d2 *= -2.0
-            d2 += sq[k][i0:i1, None]
-            d2 += sq[k][None, :]
-            np.maximum(d2, 0.0, out=d2)
-            d2 *= 0.25
-            d2 += emb.heights[k] ** 2  # 2^(k-4)
-            np.log(d2, out=d2)
-            acc += d2
-        acc *= 0.5 / emb.n_scales
-        for i in range(i0, i1):  # row i's tail j > i goes to its condensed slot
-            start = i * m - i * (i + 1) // 2
-            out[start:start + m - 1 - i] = acc[i - i0, i + 1:]
+    out = hd_lca_product(emb, block)
+    step = 1 << 24
+    for c0 in range(0, out.shape[0], step):
+        np.log(out[c0:c0 + step], out=out[c0:c0 + step])
+        out[c0:c0 + step] *= 0.5 / emb.n_scales
     return out
 
 
