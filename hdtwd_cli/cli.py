@@ -31,7 +31,7 @@ from .distance import (
     twd_vectors,
 )
 from .errors import HdtwdError, InputError, OutputError, ResourceError
-from .evaluation import BASELINES, DEFAULT_K, evaluate, summarise
+from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
 from .io import (
     atomic_path,
     check_output_path,
@@ -57,11 +57,16 @@ from .pipeline import (
     TreeParams,
     align_to_tree,
     check_tree_memory,
+    FeatureSpace,
     decode_from_embedding,
-    drop_empty_features,
     embed as embed_features,
+    extend_tree,
+    feature_space,
+    finish_tree,
     learn_tree,
 )
+from .features import FEATURE_SPACES, WEIGHTINGS
+from .io.vectors import read_feature_embedding
 from .landmarks import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .progress import Reporter
 from .tree import EDGE_WEIGHTS, LINKAGES
@@ -94,6 +99,9 @@ Transform = _choices("Transform", TRANSFORMS)
 Preset = _choices("Preset", tuple(PRESETS))
 DType = _choices("DType", ("float64", "float32"))
 LandmarkMethod = _choices("LandmarkMethod", LANDMARK_METHODS)
+FeatureSpaceChoice = _choices("FeatureSpaceChoice", FEATURE_SPACES)
+WeightingChoice = _choices("WeightingChoice", WEIGHTINGS)
+Unseen = _choices("Unseen", ("error", "root"))
 InputFormat = _choices("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad"))
 OutputFormat = _choices("OutputFormat", ("npy", "csv", "tsv", "h5"))
 
@@ -139,6 +147,24 @@ LandmarksOpt = Annotated[Optional[int], typer.Option(
 LandmarkMethodOpt = Annotated[LandmarkMethod, typer.Option(
     "--landmark-method", help="random: feature columns drawn with --seed; kmeans: k-means centroids of the "
                               "feature columns (slower, closer to the exact operator).")]
+FeatureSpaceOpt = Annotated[Optional[FeatureSpaceChoice], typer.Option(
+    "--feature-space", help="The features' ambient space for the initial distance: data (their columns) or svd "
+                            f"(latent vectors: truncated SVD of the idf-weighted samples) "
+                            f"[default: {PRESETS['default']['feature_space']}].", show_default=False)]
+FeatureDimsOpt = Annotated[Optional[int], typer.Option(
+    "--feature-dims", help=f"Dimensions of the svd feature space [default: {PRESETS['default']['feature_dims']}].",
+    min=1, show_default=False)]
+FeatureEmbeddingOpt = Annotated[Optional[Path], typer.Option(
+    "--feature-embedding", help="The features' vectors (word2vec/GloVe .txt/.vec, .npz with vectors+names, .npy "
+                                "with a .txt of names, .h5ad with features as rows), matched by name; "
+                                "overrides --feature-space.", show_default=False)]
+WeightingOpt = Annotated[Optional[WeightingChoice], typer.Option(
+    "--weighting", help="Feature weights applied before samples become histograms: none or idf "
+                        f"[default: {PRESETS['default']['weighting']}].", show_default=False)]
+LeafLengthOpt = Annotated[Optional[float], typer.Option(
+    "--leaf-length", help="Lengthen every leaf edge by LAMBDA x the tree's mean leaf depth (adds LAMBDA x depth "
+                          f"x L1 to the TWD) [default: {PRESETS['default']['leaf_length']:g}].",
+    min=0.0, metavar="LAMBDA", show_default=False)]
 PresetOpt = Annotated[Preset, typer.Option(
     "--preset", help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
@@ -198,14 +224,22 @@ def _handle_errors(fn: F) -> F:
 def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Metric | None",
             linkage: "Linkage | None", bandwidth: "Bandwidth | None", transform: "Transform | None",
             seed: int, edge_weights: "EdgeWeights | None" = None, landmarks: int | None = None,
-            landmark_method: "LandmarkMethod | None" = None) -> tuple[TreeParams, str]:
+            landmark_method: "LandmarkMethod | None" = None, feature_space: Any = None,
+            feature_dims: int | None = None, weighting: Any = None,
+            leaf_length: float | None = None) -> tuple[TreeParams, str]:
     def val(e: Any) -> Any:
         return None if e is None else e.value
 
     return resolve_params(
         preset.value, seed, eps=None if eps is None else float(eps), scales=scales, metric=val(metric),
         linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights),
-        landmarks=landmarks, landmark_method=val(landmark_method))
+        landmarks=landmarks, landmark_method=val(landmark_method), feature_space=val(feature_space),
+        feature_dims=feature_dims, weighting=val(weighting),
+        leaf_length=None if leaf_length is None else float(leaf_length))
+
+
+def _feature_embedding(path: Path | None) -> tuple[np.ndarray, list[str]] | None:
+    return None if path is None else read_feature_embedding(str(path))
 
 
 def _read(data: Path, transpose: bool, layer: str | None, use_raw: bool, rep: Reporter,
@@ -261,6 +295,11 @@ def embed(
     transform: TransformOpt = None,
     landmarks: LandmarksOpt = None,
     landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
+    feature_space_: FeatureSpaceOpt = None,
+    feature_dims: FeatureDimsOpt = None,
+    feature_embedding: FeatureEmbeddingOpt = None,
+    weighting: WeightingOpt = None,
+    leaf_length: LeafLengthOpt = None,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -273,21 +312,26 @@ def embed(
     rep = Reporter(quiet, verbose)
     check_output_path(output, [data])
     params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed,
-                         landmarks=landmarks, landmark_method=landmark_method)
+                         landmarks=landmarks, landmark_method=landmark_method, feature_space=feature_space_,
+                         feature_dims=feature_dims, weighting=weighting, leaf_length=leaf_length)
     if str(output) == "-":
         raise InputError("the embedding is HDF5: give a file name with -o")
+    vectors = _feature_embedding(feature_embedding)
     md = _read(data, transpose, layer, use_raw, rep, fmt)
-    X, names, dropped = drop_empty_features(apply_transform(md.X, tf), md.feature_names, str(data))
+    space = _stage(lambda: feature_space(apply_transform(md.X, tf), md.feature_names, params, vectors), data)
+    X, names, dropped = space.matrix, space.names, space.unplaced
     if len(names) < 2:
-        raise InputError("fewer than two non-zero feature columns: nothing to embed", data)
+        raise InputError("fewer than two features can be placed (non-zero columns, or vectors in the feature "
+                         "embedding): nothing to embed", data)
     have = available_memory()
     need = _stage(lambda: check_tree_memory(X.shape[0], X.shape[1], getattr(X, "nnz", None),
                                             params, have, str(data), ("diffusion", "embedding")), data)
     rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     op, emb = _stage(lambda: embed_features(X, params, rep), data)
     with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
-        write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf,
-                                                       "preset": preset.value}, _meta(md))
+        weights = None if space.weights is None else [space.weights[n] for n in names + dropped]
+        write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf, "preset": preset.value,
+                                                       "feature_source": space.source}, _meta(md), weights)
     rep.info(f"wrote {output}")
 
 
@@ -327,10 +371,17 @@ def decode_tree_cmd(
     rep.note(f"decoding the tree needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule, weights,
                                  tie_ranks=n_landmarks == 0)
+    dropped = list(stored.diffusion.get("dropped", []))
+    fw = stored.diffusion.get("feature_weights")
+    space = FeatureSpace(None, stored.feature_names, dropped,  # type: ignore[arg-type]
+                         None if fw is None else dict(zip(stored.feature_names + dropped, np.asarray(fw).tolist())),
+                         str(stored.params.get("feature_source", "data")))
+    tree = finish_tree(tree, space, TreeParams(leaf_length=float(stored.params.get("leaf_length", 0.0))))
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     params = dict(stored.params)
     params.update({"linkage": rule, "edge_weights": weights, "eps_used": stored.diffusion.get("eps"),
-                   "sigma": stored.diffusion.get("sigma")})
+                   "sigma": stored.diffusion.get("sigma"), "unplaced_features": len(dropped),
+                   "mean_leaf_depth": tree.metadata["mean_leaf_depth"]})
     with atomic_path(output) as tmp:
         write_tree(tmp, tree, params, meta)
     if newick is not None:
@@ -378,6 +429,15 @@ def distance(
     transform: TransformOpt = None,
     landmarks: LandmarksOpt = None,
     landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
+    feature_space_: FeatureSpaceOpt = None,
+    feature_dims: FeatureDimsOpt = None,
+    feature_embedding: FeatureEmbeddingOpt = None,
+    weighting: WeightingOpt = None,
+    leaf_length: LeafLengthOpt = None,
+    unseen: Annotated[Unseen, typer.Option(
+        "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "
+                         "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).")] =
+        Unseen.error,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -406,9 +466,15 @@ def distance(
         given = [name for name, v in (("--eps", eps), ("--scales", scales), ("--metric", metric),
                                       ("--linkage", linkage), ("--bandwidth", bandwidth),
                                       ("--edge-weights", edge_weights), ("--landmarks", landmarks),
+                                      ("--feature-space", feature_space_), ("--feature-dims", feature_dims),
+                                      ("--feature-embedding", feature_embedding), ("--weighting", weighting),
+                                      ("--leaf-length", leaf_length),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
+    elif unseen is not Unseen.error:
+        raise InputError("--unseen applies to a stored tree (--tree)")
+    vectors = _feature_embedding(feature_embedding)
     md = _read(data, transpose, layer, use_raw, rep, fmt)
     if tree is not None:
         with rep.stage(f"reading {tree.name}"):
@@ -417,13 +483,21 @@ def distance(
         tf = stored_tf if transform is None else transform.value
         if tf != stored_tf:
             raise InputError(f"the tree was learned with --transform {stored_tf}, not {tf}", tree)
-        tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree)), "transform": tf}
+        tree_meta: dict[str, Any] = {"tree_source": os.path.basename(str(tree)), "transform": tf,
+                                     "unseen": unseen.value}
         X = apply_transform(md.X, tf)
+        if unseen is Unseen.root:
+            names = list(md.feature_names)
+            if reference is not None:
+                names += list(read_matrix(str(reference), transpose=transpose, layer=layer,
+                                          use_raw=use_raw).feature_names)
+            T = extend_tree(T, names)
     else:
         params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
-                             landmarks, landmark_method)
+                             landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length)
         X = apply_transform(md.X, tf)
-        T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory()), data)
+        T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory(), vectors),
+                   data)
         T.metadata.update({"transform": tf, "preset": preset.value})
         tree_meta = {"tree_source": "learned", "params": dict(T.metadata)}
     meta = _meta(md, tree_meta)
@@ -588,8 +662,15 @@ def classify(
     transform: TransformOpt = None,
     landmarks: LandmarksOpt = None,
     landmark_method: LandmarkMethodOpt = LandmarkMethod.random,
-    methods: Annotated[str, typer.Option("--methods", help="Comma-separated subset of hdtwd,cosine,euclidean,l1.")] =
-        "hdtwd,cosine,euclidean,l1",
+    feature_space_: FeatureSpaceOpt = None,
+    feature_dims: FeatureDimsOpt = None,
+    feature_embedding: FeatureEmbeddingOpt = None,
+    weighting: WeightingOpt = None,
+    leaf_length: LeafLengthOpt = None,
+    methods: Annotated[str, typer.Option(
+        "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES)} [default: hdtwd, cosine, "
+                          "euclidean, l1, then tfidf-l1,tfidf-cosine for counts, pca for other values].",
+        show_default=False)] = "",
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
                                                      show_default=False)] = None,
     per_k: Annotated[bool, typer.Option("--per-k", help="Show the mean accuracy for every k.")] = False,
@@ -614,14 +695,14 @@ def classify(
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
     base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights,
-                       landmarks, landmark_method)
+                       landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
     if eps:
         base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too
     scales_grid = _parse_list(scales, int, "--scales") if scales else [base.scales]
     if min(eps_grid) <= 0 or min(scales_grid) < 0:
         raise InputError("--eps values must be > 0 and --scales values >= 0")
-    chosen = _parse_list(methods, str, "--methods")
+    chosen = _parse_list(methods, str, "--methods") if methods else []
     unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES]
     if unknown:
         raise InputError(f"unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(BASELINES)}")
@@ -629,8 +710,12 @@ def classify(
         raise InputError("--test-size must be between 0 and 1")
     _set_threads(threads)
     obs_keys = (labels[4:],) if labels.startswith("obs:") else ()
+    vectors = _feature_embedding(feature_embedding)
     md = _read(data, transpose, layer, use_raw, rep, fmt, obs_keys)
     y = _read_labels(labels, md, data)
+    if not chosen:
+        chosen = ["hdtwd", "cosine", "euclidean", "l1"] + (
+            ["tfidf-l1", "tfidf-cosine"] if is_count_data(md.X) else ["pca"])
     n_classes = len(np.unique(y))
     n_train = md.shape[0] - int(round(test_size * md.shape[0]))
     if ks[-1] > n_train:
@@ -640,7 +725,7 @@ def classify(
     with rep.stage("splits x methods", steps) as adv:
         try:
             results = evaluate(apply_transform(md.X, tf), md.feature_names, y, chosen, eps_grid, scales_grid, base, ks,
-                               splits, test_size, seed, progress=adv)
+                               splits, test_size, seed, progress=adv, embedding=vectors)
         except ValueError as e:
             raise InputError(str(e), data) from None
     report = summarise(results, {

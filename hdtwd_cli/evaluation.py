@@ -22,6 +22,7 @@ import scipy.sparse as sp
 
 from ._kernels import l1_distances
 from .distance import normalize_rows, tree_wasserstein
+from .features import idf_weights, weight_features
 from .pipeline import TreeParams, align_to_tree, learn_trees
 
 __all__ = [
@@ -30,6 +31,8 @@ __all__ = [
     "knn_predict",
     "knn_accuracy",
     "baseline_distances",
+    "pca_representation",
+    "is_count_data",
     "BASELINES",
     "MethodResult",
     "summarise",
@@ -38,7 +41,15 @@ __all__ = [
 ]
 
 DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
-BASELINES = ("cosine", "euclidean", "l1")
+BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
+BASELINE_INPUT = {
+    "cosine": "row-normalised histograms", "euclidean": "row-normalised histograms", "l1": "row-normalised histograms",
+    "tfidf-l1": "tf-idf (idf from the training rows), rows L1-normalised",
+    "tfidf-cosine": "tf-idf (idf from the training rows), rows L1-normalised",
+    "pca": "50 principal components fitted on the training rows (log1p counts-per-10k for counts)",
+}
+#: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
+PCA_COMPONENTS = 50
 
 
 def stratified_splits(
@@ -138,15 +149,80 @@ def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     return X.toarray() if sp.issparse(X) else np.asarray(X)
 
 
-def baseline_distances(name: str, H_test: np.ndarray | sp.spmatrix, H_train: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Cosine, Euclidean or L1 distances (test x train) between histograms."""
-    A, B = _dense(H_test), _dense(H_train)
+def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:
+    """True when every stored value is a whole number (raw counts rather than a log scale)."""
+    v = X.data if sp.issparse(X) else np.asarray(X).ravel()
+    return bool(np.all(v == np.rint(v)))
+
+
+def pca_representation(X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix,
+                       n_components: int = PCA_COMPONENTS) -> tuple[np.ndarray, np.ndarray]:
+    r"""Scanpy's default representation: principal components fitted on the TRAINING rows.
+
+    Counts (every value whole) become :math:`\log(1 + 10^4 X_{ij} / \sum_j X_{ij})` first; values
+    already on another scale are used as they are. The training rows are centred by their mean
+    and the leading ``n_components`` principal axes :math:`V` come from the eigenvectors of the
+    smaller of the covariance (``m x m``) and Gram (``n x n``) matrices; both sets of rows are
+    projected, :math:`Z = (X - \mu) V`. Returns ``(Z_test, Z_train)``.
+    """
+    from scipy.sparse.linalg import eigsh
+
+    if is_count_data(X_train) and is_count_data(X_test):
+        X_train, X_test = (_log_cp10k(A) for A in (X_train, X_test))
+    A = _dense(X_train).astype(np.float64)
+    B = _dense(X_test).astype(np.float64)
+    mu = A.mean(axis=0)
+    A -= mu
+    B -= mu
+    n, m = A.shape
+    r = int(min(n_components, min(n, m) - 1))
+    gram = n < m
+    C = A @ A.T if gram else A.T @ A
+    if r >= C.shape[0] - 1:
+        lam, U = np.linalg.eigh(C)
+        lam, U = lam[::-1][:r], U[:, ::-1][:, :r]
+    else:
+        lam, U = eigsh(C, k=r, which="LA", v0=np.ones(C.shape[0]) / np.sqrt(C.shape[0]))
+        lam, U = lam[::-1], U[:, ::-1]
+    V = A.T @ (U / np.sqrt(np.maximum(lam, 1e-300))[None, :]) if gram else U
+    return B @ V, A @ V
+
+
+def _log_cp10k(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+    s = np.asarray(X.sum(axis=1)).ravel()
+    s[s == 0] = 1.0
+    if sp.issparse(X):
+        Y = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        Y.data = np.log1p(Y.data * np.repeat(1e4 / s, np.diff(Y.indptr)))
+        return Y
+    return np.log1p(np.asarray(X, dtype=np.float64) * (1e4 / s)[:, None])
+
+
+def _euclidean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * (A @ B.T)
+    return np.sqrt(np.maximum(D2, 0))
+
+
+def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix) -> np.ndarray:
+    r"""Distances (test x train) of a baseline method, from the raw values of the two sets of rows.
+
+    ``cosine``, ``euclidean``, ``l1``: on the row-normalised histograms. ``tfidf-l1``,
+    ``tfidf-cosine``: on the rows of :math:`X \odot u` with the smoothed idf ``u`` of the TRAINING
+    rows (:func:`features.idf_weights`, scikit-learn's ``TfidfTransformer(smooth_idf=True)``),
+    L1-normalised. ``pca``: Euclidean distances in the principal components of
+    :func:`pca_representation`.
+    """
+    if name == "pca":
+        return _euclidean(*pca_representation(X_test, X_train))
+    if name.startswith("tfidf-"):
+        u = idf_weights(X_train)
+        X_test, X_train = weight_features(X_test, u), weight_features(X_train, u)
+        name = name[len("tfidf-"):]
+    A, B = _dense(normalize_rows(X_test)), _dense(normalize_rows(X_train))
     if name == "l1":
         return l1_distances(A, B)
     if name == "euclidean":
-        G = A @ B.T
-        D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * G
-        return np.sqrt(np.maximum(D2, 0))
+        return _euclidean(A, B)
     if name == "cosine":
         na = np.linalg.norm(A, axis=1)
         nb = np.linalg.norm(B, axis=1)
@@ -195,14 +271,19 @@ def _hdtwd_accuracies(
     scales: Sequence[int],
     base: TreeParams,
     ks: Sequence[int],
+    embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> dict[int, np.ndarray]:
-    """Learn trees (one eigendecomposition for all K) on ``train``; kNN accuracies on ``test``."""
+    """Learn trees (one eigendecomposition for all K) on ``train``; kNN accuracies on ``test``.
+
+    Every column is a leaf of each tree (features without training mass hang from the root), so
+    every test row keeps all its mass.
+    """
     params = base.replace(eps=eps, scales=max(scales))
-    trees = learn_trees(X[train], names, params, scales)
+    trees = learn_trees(X[train], names, params, scales, embedding=embedding)
     out = {}
     for K, tree in trees.items():
-        Xtr = align_to_tree(X[train], names, tree, drop_unknown=True)
-        Xte = align_to_tree(X[test], names, tree, drop_unknown=True)
+        Xtr = align_to_tree(X[train], names, tree)
+        Xte = align_to_tree(X[test], names, tree)
         D = tree_wasserstein(tree, Xtr, Xq=Xte)
         out[K] = knn_accuracy(D, y[train], y[test], ks)
     return out
@@ -221,6 +302,7 @@ def select_params(
     test_size: float = 0.3,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> tuple[float, int, dict]:
     """Choose (eps, K) by inner cross-validation on the TRAINING rows only.
 
@@ -236,7 +318,7 @@ def select_params(
     for eps in eps_grid:
         accs: dict[int, list[np.ndarray]] = {K: [] for K in scales_grid}
         for itr, ite in inner:
-            res = _hdtwd_accuracies(X, names, y, train[itr], train[ite], eps, scales_grid, base, ks)
+            res = _hdtwd_accuracies(X, names, y, train[itr], train[ite], eps, scales_grid, base, ks, embedding)
             for K in scales_grid:
                 accs[K].append(res[K])
             if progress is not None:
@@ -260,15 +342,17 @@ def evaluate(
     test_size: float = 0.3,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> list[MethodResult]:
     """Run the protocol for ``methods`` (``hdtwd`` and/or :data:`BASELINES`) on the same splits.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
-    :func:`select_params` on its training rows.
+    :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
+    given ambient vectors (:func:`pipeline.feature_space`).
     """
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)
-    H = normalize_rows(X)
+    normalize_rows(X)  # every row needs a histogram: fail here, before any tree is learned
     acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
     choices: list[dict] = []
     grid = len(eps_grid) * len(scales_grid) > 1
@@ -279,11 +363,11 @@ def evaluate(
                 if grid:
                     eps, K, scores = select_params(X, names, y, train, eps_grid, scales_grid, base, ks,
                                                    test_size=test_size, seed=seed + 1000 + s,
-                                                   progress=progress)
-                acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks)[K]
+                                                   progress=progress, embedding=embedding)
+                acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
                 choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
             else:
-                D = baseline_distances(name, H[test], H[train])
+                D = baseline_distances(name, X[test], X[train])
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
             if progress is not None:
                 progress(1)
@@ -293,9 +377,11 @@ def evaluate(
             params = {"eps": list(eps_grid) if grid else eps_grid[0],
                       "scales": list(scales_grid) if grid else scales_grid[0],
                       "metric": base.metric, "linkage": base.linkage, "edge_weights": base.edge_weights,
-                      "bandwidth": base.bandwidth, "selection": "inner 3-split CV on training rows" if grid else "fixed",
+                      "bandwidth": base.bandwidth, "feature_space": "embedding" if embedding is not None
+                      else base.feature_space, "weighting": base.weighting, "leaf_length": base.leaf_length,
+                      "selection": "inner 3-split CV on training rows" if grid else "fixed",
                       "choices": choices}
         else:
-            params = {"on": "row-normalised histograms"}
+            params = {"on": BASELINE_INPUT[name]}
         out.append(MethodResult(name, list(ks), acc[name], params))
     return out

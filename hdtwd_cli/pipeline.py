@@ -14,10 +14,11 @@ import scipy.sparse as sp
 
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .errors import InputError, ResourceError
+from .features import FEATURE_SPACES, WEIGHTINGS, document_frequency, idf_weights, latent_feature_space
 from .landmarks import KMEANS_ITERATIONS, LandmarkOperator, effective_landmarks, landmark_operator
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
 from .progress import Reporter
-from .tree import Tree, decode_tree, hd_lca_product
+from .tree import Tree, attach_at_root, decode_tree, hd_lca_product, lengthen_leaves, mean_leaf_depth
 
 __all__ = [
     "TreeParams",
@@ -31,6 +32,10 @@ __all__ = [
     "embed",
     "learn_tree",
     "learn_trees",
+    "FeatureSpace",
+    "feature_space",
+    "finish_tree",
+    "extend_tree",
     "align_to_tree",
     "tree_memory_bytes",
     "check_tree_memory",
@@ -41,9 +46,11 @@ __all__ = [
 #: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None},
+              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
+              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
-                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1},
+                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
+                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": 1.0},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -63,6 +70,11 @@ class TreeParams:
     ``landmark_eps`` is the kernel-scale multiplier used on the landmark path instead of ``eps``
     (``None``: ``eps``). The distance to the k-th nearest LANDMARK is much larger than to the k-th
     nearest feature, so the self-tuning kernel needs a smaller c there (benchmarks/RESULTS.md, issue 6).
+    ``feature_space`` is the features' ambient space for the initial distance: ``data`` (the data
+    columns) or ``svd`` (``feature_dims`` latent dimensions, :mod:`features`); a feature embedding
+    given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
+    features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
+    edge by lambda times the tree's mean leaf depth (docs/method.md section 7).
     """
 
     def kernel_eps(self, landmark_path: bool) -> float:
@@ -80,6 +92,10 @@ class TreeParams:
     landmarks: int | None = None
     landmark_method: str = "random"
     landmark_eps: float | None = None
+    feature_space: str = "data"
+    feature_dims: int = 100
+    weighting: str = "none"
+    leaf_length: float = 0.0
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -249,11 +265,133 @@ def embed(
     return op, emb
 
 
-def _tree_metadata(op: DiffusionOperator | LandmarkOperator, params: TreeParams, dropped: int) -> dict[str, Any]:
+def _tree_metadata(op: DiffusionOperator | LandmarkOperator, params: TreeParams, unplaced: int) -> dict[str, Any]:
     md = params.as_dict()
-    md.update({"eps_used": op.eps, "sigma": op.sigma, "dropped_features": dropped,
+    md.update({"eps_used": op.eps, "sigma": op.sigma, "unplaced_features": unplaced,
                "n_landmarks": op.n_landmarks if isinstance(op, LandmarkOperator) else 0})
     return md
+
+
+@dataclass
+class FeatureSpace:
+    """The features' ambient vectors that the diffusion reads, and the features it cannot place.
+
+    Attributes
+    ----------
+    matrix : ndarray or sparse matrix, shape (d, m_placed)
+        One column per placed feature (data columns, latent vectors or given embedding vectors).
+    names : list of str
+        The placed features, in column order.
+    unplaced : list of str
+        Features without a vector: no mass in the rows the tree is learned from (``data``,
+        ``svd``), or absent from the given embedding. They hang from the root (:func:`finish_tree`).
+    weights : dict of str to float, or None
+        Feature weight of every input feature (``weighting="idf"``), else ``None``.
+    source : str
+        ``data``, ``svd`` or ``embedding``.
+    """
+
+    matrix: np.ndarray | sp.spmatrix
+    names: list[str]
+    unplaced: list[str]
+    weights: dict[str, float] | None
+    source: str
+
+
+def feature_space(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    params: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+) -> FeatureSpace:
+    r"""The features' ambient space for the initial distance (docs/method.md section 7).
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (n, m)
+        The rows the tree is learned from (already transformed).
+    embedding : (vectors, names), optional
+        Given feature vectors, one ROW per name (``--feature-embedding``); overrides
+        ``params.feature_space``. Features are matched by name; every data feature with a
+        non-zero vector is placed, whether or not it has mass in ``X``.
+
+    Notes
+    -----
+    ``svd`` needs more samples and more features (with mass) than ``feature_dims``: a rank-r
+    truncation of a smaller matrix reduces nothing, so the data columns are used instead and
+    ``source`` says ``data``.
+    """
+    if params.weighting not in WEIGHTINGS:
+        raise ValueError(f"unknown weighting {params.weighting!r}; choose from {', '.join(WEIGHTINGS)}")
+    if params.feature_space not in FEATURE_SPACES:
+        raise ValueError(f"unknown feature_space {params.feature_space!r}; choose from {', '.join(FEATURE_SPACES)}")
+    weights = None
+    if params.weighting == "idf":
+        weights = dict(zip(feature_names, idf_weights(X).tolist()))
+    names = np.asarray(feature_names, dtype=object)
+    if embedding is not None:
+        vectors, vnames = embedding
+        index = {str(v): i for i, v in enumerate(vnames)}
+        rows = np.array([index.get(str(f), -1) for f in feature_names], dtype=np.int64)
+        ok = rows >= 0
+        ok[ok] = np.any(np.asarray(vectors)[rows[ok]] != 0, axis=1)
+        matrix: np.ndarray | sp.spmatrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float64)[rows[ok]].T)
+        source = "embedding"
+    else:
+        ok = document_frequency(X) > 0
+        cols = np.flatnonzero(ok)
+        Xk = X[:, cols]
+        source = "svd" if params.feature_space == "svd" and min(Xk.shape) > params.feature_dims else "data"
+        if source == "svd":
+            matrix = latent_feature_space(Xk, params.feature_dims, params.seed)
+            nz = np.any(matrix != 0, axis=0)
+            if not nz.all():
+                ok[cols[~nz]] = False
+                matrix = np.ascontiguousarray(matrix[:, nz])
+        else:
+            matrix = sp.csr_matrix(Xk) if sp.issparse(Xk) else Xk
+    return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source)
+
+
+def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
+    r"""Hang the unplaced features from the root, lengthen the leaves, attach the feature weights.
+
+    With :math:`\bar h` the mean root-to-leaf depth of the decoded tree: every unplaced feature
+    becomes a leaf on an edge of length :math:`\bar h` from the root, then every leaf edge is
+    lengthened by :math:`\lambda \bar h` (``params.leaf_length``), adding
+    :math:`\lambda \bar h \lVert x - x'\rVert_1` to every TWD (docs/method.md section 7).
+    """
+    h = mean_leaf_depth(tree)
+    w = space.weights
+    tree = attach_at_root(tree, space.unplaced, h,
+                          None if w is None else np.array([w[n] for n in space.unplaced]))
+    tree = lengthen_leaves(tree, float(params.leaf_length) * h)
+    if w is not None:
+        tree.feature_weights = np.array([w[n] for n in tree.leaf_names], dtype=np.float64)
+    tree.metadata.update({"mean_leaf_depth": h, "feature_source": space.source})
+    return tree
+
+
+def extend_tree(tree: Tree, names: list[str]) -> Tree:
+    r"""Hang the features of ``names`` that are not leaves of ``tree`` from its root (``--unseen root``).
+
+    The same rule as :func:`finish_tree` for unplaced features, applied to a stored tree: edge
+    length :math:`\bar h + \lambda\bar h` with :math:`\bar h` the tree's recorded mean leaf depth
+    (recomputed from the tree when it was not recorded) and :math:`\lambda` its ``leaf_length``;
+    a weighted tree gives the new features its largest weight (that of its rarest feature).
+    """
+    known = set(tree.leaf_names)
+    new = [n for n in dict.fromkeys(names) if n not in known]
+    if not new:
+        return tree
+    lam = float(tree.metadata.get("leaf_length", 0.0) or 0.0)
+    h = float(tree.metadata.get("mean_leaf_depth", 0.0) or 0.0)
+    if not h > 0:
+        h = mean_leaf_depth(tree) / (1.0 + lam) if lam > 0 else mean_leaf_depth(tree)
+    w = None if tree.feature_weights is None else np.full(len(new), float(tree.feature_weights.max()))
+    out = attach_at_root(tree, new, h * (1.0 + lam), w)
+    out.metadata["unseen_at_root"] = len(new)
+    return out
 
 
 def learn_tree(
@@ -263,26 +401,15 @@ def learn_tree(
     reporter: Reporter | None = None,
     path: str | None = None,
     available: int | None = None,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> Tree:
-    """The whole tree-learning chain: drop empty features, embed, decode (Alg. 1).
+    """The whole tree-learning chain: feature space, embed, decode (Alg. 1), finish.
 
+    Every column of ``X`` becomes a leaf: features the feature space cannot place (no mass in
+    ``X``, no vector in ``embedding``) hang from the root (:func:`finish_tree`).
     With ``available`` (bytes), the memory estimate is checked first (:func:`check_tree_memory`).
     """
-    rep = reporter or Reporter(quiet=True)
-    Xk, names, dropped = drop_empty_features(X, feature_names, path)
-    if len(names) < 2:
-        raise InputError("fewer than two non-zero feature columns: no tree to learn", path)
-    if available is not None:
-        need = check_tree_memory(Xk.shape[0], Xk.shape[1], Xk.nnz if sp.issparse(Xk) else None,
-                                 params, available, path)
-        rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; "
-                 f"{available / 1e9:.1f} GB available)")
-    op, emb = embed(Xk, params, rep)
-    del Xk
-    tree = decode_from_embedding(emb, names, rep, params.linkage, params.edge_weights,
-                                 tie_ranks=not isinstance(op, LandmarkOperator))
-    tree.metadata.update(_tree_metadata(op, params, len(dropped)))
-    return tree
+    return learn_trees(X, feature_names, params, [params.scales], reporter, path, available, embedding)[params.scales]
 
 
 def learn_trees(
@@ -291,23 +418,36 @@ def learn_trees(
     params: TreeParams,
     scales: list[int] | tuple[int, ...],
     reporter: Reporter | None = None,
+    path: str | None = None,
+    available: int | None = None,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> dict[int, Tree]:
     """Trees for several K from one eigendecomposition (the scales 0..K are shared)."""
     rep = reporter or Reporter(quiet=True)
-    with warnings.catch_warnings():  # recorded in the metadata instead of repeated per split
-        warnings.simplefilter("ignore")
-        Xk, names, dropped = drop_empty_features(X, feature_names, None)
-    if len(names) < 2:
-        raise InputError("fewer than two non-zero feature columns: no tree to learn")
-    op, emb = embed(Xk, params.replace(scales=max(scales)), rep)
+    with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
+        space = feature_space(X, feature_names, params, embedding)
+    if len(space.names) < 2:
+        raise InputError("fewer than two features can be placed (non-zero columns, or vectors in the "
+                         "feature embedding): no tree to learn", path)
+    if space.unplaced:
+        rep.note(f"{len(space.unplaced)} feature(s) without a vector hang from the root "
+                 f"(e.g. {', '.join(space.unplaced[:3])})")
+    F = space.matrix
+    if available is not None:
+        need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None,
+                                 params, available, path)
+        rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; "
+                 f"{available / 1e9:.1f} GB available)")
+    op, emb = embed(F, params.replace(scales=max(scales)), rep)
+    del F
     out = {}
     for K in scales:
-        sub = HyperbolicEmbedding(psi=emb.psi[: K + 1], heights=emb.heights[: K + 1],
-                                  negative_mass=emb.negative_mass[: K + 1])
-        tree = decode_from_embedding(sub, names, rep, params.linkage, params.edge_weights,
+        sub = emb if K == emb.n_scales - 1 else HyperbolicEmbedding(
+            psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1])
+        tree = decode_from_embedding(sub, space.names, rep, params.linkage, params.edge_weights,
                                      tie_ranks=not isinstance(op, LandmarkOperator))
-        tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(dropped)))
-        out[K] = tree
+        tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
+        out[K] = finish_tree(tree, space, params)
     return out
 
 
@@ -335,6 +475,10 @@ def align_to_tree(
 ) -> np.ndarray | sp.csr_matrix:
     """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
 
+    When the tree carries feature weights (:attr:`Tree.feature_weights`), each column is
+    multiplied by its leaf's weight, so the rows become the weighted values whose histograms
+    the TWD compares.
+
     Leaves absent from the data get zero mass. Data features absent from the tree are an
     error when they carry mass (the message names a few); all-zero ones are ignored. With
     ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
@@ -353,12 +497,14 @@ def align_to_tree(
             shown = ", ".join(repr(feature_names[j]) for j in bad[:5])
             raise InputError(
                 f"{bad.size} feature(s) with mass are not leaves of the tree: {shown}"
-                + (" ..." if bad.size > 5 else ""),
+                + (" ..." if bad.size > 5 else "")
+                + " (--unseen root hangs them from the tree's root)",
                 path,
             )
     n, L = X.shape[0], tree.n_leaves
     if len(set(dest[dest >= 0].tolist())) != int((dest >= 0).sum()):
         raise InputError("two data features map to the same tree leaf", path)
+    w = tree.feature_weights
     if sp.issparse(X):
         C = sp.coo_matrix(X)
         new_col = dest[C.col]
@@ -366,8 +512,12 @@ def align_to_tree(
         out = sp.csr_matrix((C.data[ok], (C.row[ok], new_col[ok])), shape=(n, L))
         out.sum_duplicates()
         out.sort_indices()
+        if w is not None:
+            out.data *= w[out.indices]
         return out
     out = np.zeros((n, L), dtype=np.float64)
     src = np.flatnonzero(dest >= 0)
     out[:, dest[src]] = X[:, src]
+    if w is not None:
+        out *= w[None, :]
     return out

@@ -28,7 +28,7 @@ from scipy.cluster.hierarchy import linkage
 from ._kernels import lca_factor_block, scatter_condensed
 from .hyperbolic import HyperbolicEmbedding
 
-__all__ = ["Tree", "LINKAGES", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_dense", "hd_lca_product",
+__all__ = ["Tree", "LINKAGES", "root_distances", "mean_leaf_depth", "attach_at_root", "lengthen_leaves", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_dense", "hd_lca_product",
            "lca_block_rows", "hd_lca_merge_order", "hd_lca_product_merge_order", "hd_binary_tree", "decode_tree"]
 
 
@@ -50,6 +50,10 @@ class Tree:
     merge_height : ndarray of float64, shape (n_nodes - n_leaves,), optional
         For decoded binary trees: the HD-LCA value ``a`` of the pair whose merge created each
         internal node (non-decreasing).
+    feature_weights : ndarray of float64, shape (n_leaves,), optional
+        Weight :math:`u_j > 0` of each leaf's feature: a sample's values are multiplied by it
+        before they are normalised to a histogram (e.g. idf weights, docs/method.md section 7).
+        ``None``: all ones.
     """
 
     parent: np.ndarray
@@ -57,11 +61,14 @@ class Tree:
     leaf_names: list[str]
     merge_height: np.ndarray | None = None
     metadata: dict = field(default_factory=dict)
+    feature_weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.parent = np.asarray(self.parent, dtype=np.int64)
         self.length = np.asarray(self.length, dtype=np.float64)
         self.leaf_names = [str(s) for s in self.leaf_names]
+        if self.feature_weights is not None:
+            self.feature_weights = np.asarray(self.feature_weights, dtype=np.float64)
 
     @property
     def n_nodes(self) -> int:
@@ -96,6 +103,9 @@ class Tree:
             raise ValueError("leaves must be exactly the nodes without children")
         if len(set(self.leaf_names)) != L:
             raise ValueError("leaf names are not unique")
+        w = self.feature_weights
+        if w is not None and (w.shape != (L,) or not np.all(np.isfinite(w)) or np.any(w <= 0)):
+            raise ValueError("feature weights must be one finite positive value per leaf")
 
     def children(self) -> list[list[int]]:
         """Children of every node, in increasing index order."""
@@ -111,6 +121,72 @@ class Tree:
         for v in range(self.n_nodes - 2, -1, -1):
             d[v] = d[p[v]] + 1
         return d
+
+
+def root_distances(tree: Tree) -> np.ndarray:
+    """Path length from the root to every node (iterative: parents come after their children)."""
+    d = np.zeros(tree.n_nodes, dtype=np.float64)
+    p, w = tree.parent, tree.length
+    for v in range(tree.n_nodes - 2, -1, -1):
+        d[v] = d[p[v]] + w[v]
+    return d
+
+
+def mean_leaf_depth(tree: Tree) -> float:
+    r"""Mean root-to-leaf path length :math:`\bar h = \frac1m \sum_j d_T(r, j)` (the tree's scale)."""
+    return float(root_distances(tree)[: tree.n_leaves].mean())
+
+
+def attach_at_root(tree: Tree, names: Sequence[str], length: float,
+                   weights: np.ndarray | None = None) -> Tree:
+    r"""The tree with new leaves ``names`` hung directly from the root by edges of ``length``.
+
+    This is the rule for features the tree was not learned from (no mass in the training rows,
+    no feature-space vector, or absent from a stored tree): such a leaf is at distance
+    ``length`` from the root and ``length + d_T(r, j)`` from every learned leaf ``j``, so mass on
+    it is transported through the root, as far as the tree's scale says (docs/method.md section 7).
+    The numbering stays documented: old leaves, new leaves, then the internal nodes (shifted);
+    the root becomes multifurcating. ``weights`` are the new leaves' feature weights (needed
+    when the tree has some).
+    """
+    u = len(names)
+    if u == 0:
+        return tree
+    L, n = tree.n_leaves, tree.n_nodes
+    old = tree.parent.copy()
+    new_index = np.concatenate([np.arange(L), np.arange(L + u, n + u)])
+    parent = np.empty(n + u, dtype=np.int64)
+    parent[new_index[:-1]] = new_index[old[:-1]]
+    parent[-1] = -1
+    parent[L:L + u] = n + u - 1
+    length_all = np.empty(n + u, dtype=np.float64)
+    length_all[new_index] = tree.length
+    length_all[L:L + u] = float(length)
+    fw = None
+    if tree.feature_weights is not None:
+        if weights is None:
+            raise ValueError("the tree has feature weights: give the new leaves' weights")
+        fw = np.concatenate([tree.feature_weights, np.asarray(weights, dtype=np.float64)])
+    out = Tree(parent=parent, length=length_all, leaf_names=list(tree.leaf_names) + [str(s) for s in names],
+               merge_height=tree.merge_height, metadata=dict(tree.metadata), feature_weights=fw)
+    return out
+
+
+def lengthen_leaves(tree: Tree, amount: float) -> Tree:
+    r"""The tree with every leaf edge lengthened by ``amount`` (the leaf term, docs/method.md section 7).
+
+    For histograms :math:`x, x'` this adds exactly ``amount`` :math:`\times \lVert x - x'\rVert_1` to
+    their TWD, since the mass crossing leaf ``j``'s edge is :math:`|x_j - x'_j|`; the result is still a
+    tree metric and a tree-Wasserstein distance.
+    """
+    if amount == 0:
+        return tree
+    if not amount > 0:
+        raise ValueError("the leaf lengthening must be non-negative")
+    length = tree.length.copy()
+    length[: tree.n_leaves] += float(amount)
+    return Tree(parent=tree.parent, length=length, leaf_names=tree.leaf_names, merge_height=tree.merge_height,
+                metadata=dict(tree.metadata), feature_weights=tree.feature_weights)
 
 
 def hd_lca(emb: HyperbolicEmbedding, block: int | None = None) -> np.ndarray:

@@ -40,13 +40,21 @@ def test_save_tree_then_reuse_gives_identical_distances(tmp_path):
 
 def test_embed_decode_distance_chain_equals_one_shot(tmp_path):
     x = SAMPLE / "produce.csv"
-    run_hdtwd("embed", x, "-o", tmp_path / "E.h5", "--eps", "0.5", "--scales", "4")
+    # a Newick file carries no feature weights: the chain is unweighted here (weighted below)
+    run_hdtwd("embed", x, "-o", tmp_path / "E.h5", "--eps", "0.5", "--scales", "4", "--weighting", "none")
     run_hdtwd("decode-tree", tmp_path / "E.h5", "-o", tmp_path / "T.h5", "--newick", tmp_path / "T.nwk")
     run_hdtwd("distance", x, "--tree", tmp_path / "T.h5", "-o", tmp_path / "D1.npy")
     run_hdtwd("distance", x, "--tree", tmp_path / "T.nwk", "-o", tmp_path / "D2.npy")
-    run_hdtwd("distance", x, "--eps", "0.5", "--scales", "4", "-o", tmp_path / "D3.npy")
+    run_hdtwd("distance", x, "--eps", "0.5", "--scales", "4", "--weighting", "none", "-o", tmp_path / "D3.npy")
     D1 = np.load(tmp_path / "D1.npy")
     assert np.array_equal(D1, np.load(tmp_path / "D3.npy"))
+    # with the default (idf) weights, the .h5 chain still equals the one-shot command
+    run_hdtwd("embed", x, "-o", tmp_path / "Ew.h5", "--eps", "0.5", "--scales", "4", "--weighting", "idf")
+    run_hdtwd("decode-tree", tmp_path / "Ew.h5", "-o", tmp_path / "Tw.h5")
+    run_hdtwd("distance", x, "--tree", tmp_path / "Tw.h5", "-o", tmp_path / "D4.npy")
+    run_hdtwd("distance", x, "--eps", "0.5", "--scales", "4", "--weighting", "idf", "-o", tmp_path / "D5.npy")
+    assert np.array_equal(np.load(tmp_path / "D4.npy"), np.load(tmp_path / "D5.npy"))
+    assert not np.allclose(np.load(tmp_path / "D4.npy"), D1)
     # Newick keeps 17 significant digits: equal to rounding
     assert np.allclose(D1, np.load(tmp_path / "D2.npy"), rtol=1e-13, atol=0)
     with h5py.File(tmp_path / "E.h5") as f:

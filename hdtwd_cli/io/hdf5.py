@@ -9,7 +9,9 @@ Embedding file (``hdtwd embed``), ``encoding-type = "hdtwd-embedding"``::
     /                      attrs: hdtwd_version, input_fingerprint, input_path, n_samples, n_features
     /params                attrs: eps (multiplier c), scales (K), metric, seed, eigenvalue_floor, alpha
     /features/names        (m,) str     feature (leaf) names, in embedding order
-    /features/dropped      (d,) str     all-zero feature columns left out (no cosine distance)
+    /features/dropped      (d,) str     features without a vector (no mass, or absent from the given
+                                        feature embedding): they hang from the tree's root
+    /features/weights      (m+d,) f8    optional: feature weight (idf) of names, then dropped
     /diffusion             attrs: eps (c * sigma, the scale actually used), sigma, clipped_spectral_mass
     /diffusion/eigenvalues (m,) f8      eigenvalues of S after clipping to [floor, 1], descending
                                         (landmarks: (m',), the eigenvalues sigma^2 of S R)
@@ -33,6 +35,8 @@ Tree file (``hdtwd decode-tree``, ``hdtwd distance --save-tree``), ``encoding-ty
     /tree/leaf_names       (m,) str     feature name of each leaf
     /tree/children         (m-1, 2) i8  children of internal node m+i (binary trees)
     /tree/merge_height     (m-1,) f8    HD-LCA value a(j, j') of the merge creating node m+i
+    /tree/feature_weights  (m,) f8      optional: weight of each leaf's feature (e.g. idf), applied
+                                        to the samples' values before they become histograms
 
 Distance file (``hdtwd distance -o D.h5``), ``encoding-type = "hdtwd-distances"``::
 
@@ -149,6 +153,7 @@ def write_embedding(
     dropped: list[str],
     params: Mapping[str, Any],
     meta: Mapping[str, Any],
+    weights: np.ndarray | None = None,
 ) -> None:
     """Write the multi-scale embedding in the documented layout (see the module docstring)."""
     m = emb.n_features
@@ -161,6 +166,8 @@ def write_embedding(
         _mark(g, "hdtwd-features")
         _strings(g, "names", feature_names)
         _strings(g, "dropped", dropped)
+        if weights is not None:
+            _array(g, "weights", np.asarray(weights, dtype=np.float64))
         g = f.create_group("diffusion")
         _mark(g, "hdtwd-diffusion-operator")
         _attrs(g, {"eps": op.eps, "sigma": op.sigma, "clipped_spectral_mass": op.clipped_spectral_mass})
@@ -196,6 +203,8 @@ def read_embedding(path: str) -> StoredEmbedding:
             params.pop("encoding-type", None)
             params.pop("encoding-version", None)
             diffusion["dropped"] = _read_strings(f["features/dropped"])
+            if "features/weights" in f:
+                diffusion["feature_weights"] = f["features/weights"][()]
         except KeyError as e:
             raise InputError(f"embedding file lacks {e}", path) from None
     width = int(diffusion.get("n_landmarks", 0)) or len(names)
@@ -223,6 +232,8 @@ def write_tree(path: str, tree: Tree, params: Mapping[str, Any], meta: Mapping[s
             _array(g, "children", ch)
         if tree.merge_height is not None:
             _array(g, "merge_height", tree.merge_height)
+        if tree.feature_weights is not None:
+            _array(g, "feature_weights", tree.feature_weights)
 
 
 def read_tree(path: str) -> Tree:
@@ -235,6 +246,7 @@ def read_tree(path: str) -> Tree:
                 length=g["length"][()],
                 leaf_names=_read_strings(g["leaf_names"]),
                 merge_height=g["merge_height"][()] if "merge_height" in g else None,
+                feature_weights=g["feature_weights"][()] if "feature_weights" in g else None,
                 metadata={k: v for k, v in f["params"].attrs.items() if not k.startswith("encoding")},
             )
         except KeyError as e:

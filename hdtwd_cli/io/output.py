@@ -19,6 +19,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ import numpy as np
 from ..errors import InputError, OutputError
 from ..tree import Tree
 from .atomic import atomic_path
+from .matrix import HdtwdWarning
 from .hdf5 import read_tree, write_distances_h5
 from .newick import NewickError, read_newick, write_newick
 
@@ -148,7 +150,14 @@ def write_knn(
 
 
 def write_newick_file(path: str, tree: Tree) -> None:
-    """Write ``tree`` as Newick to ``path`` atomically."""
+    """Write ``tree`` as Newick to ``path`` atomically.
+
+    Newick holds the topology, names and branch lengths only: a tree with feature weights is
+    written without them, with a warning (the ``.h5`` tree keeps them).
+    """
+    if tree.feature_weights is not None:
+        warnings.warn(f"{path}: the Newick file carries no feature weights (idf); give the .h5 tree to --tree "
+                      "to reproduce these distances", HdtwdWarning, stacklevel=2)
     text = write_newick(tree)
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:

@@ -1,0 +1,126 @@
+r"""Feature weights and the features' ambient space (docs/method.md section 7; departures from the paper).
+
+The paper builds its diffusion operator on the features' ambient vectors: word2vec vectors for
+words, Gene2vec vectors for genes (its Sec. 5). hdtwd can take such vectors from a file
+(``--feature-embedding``), use the data columns themselves (``feature_space="data"``, the
+reference code), or derive a latent space from the data alone (``feature_space="svd"``).
+
+Feature weights (``weighting="idf"``)
+    :math:`u_j = \log\frac{1 + n}{1 + \mathrm{df}_j} + 1`, with :math:`\mathrm{df}_j` the number of
+    samples in which feature ``j`` is non-zero (the smoothed idf of scikit-learn's
+    ``TfidfTransformer``). A sample's values are multiplied by ``u`` before they become a
+    histogram, :math:`x_i = (X_i \odot u) / \lVert X_i \odot u\rVert_1`.
+
+Latent feature space (``feature_space="svd"``)
+    Rows of :math:`X \odot u` scaled to unit Euclidean norm, :math:`M`; its rank-``r`` truncated SVD
+    :math:`M \approx U_r \Sigma_r V_r^\top`; feature ``j``'s vector is row ``j`` of
+    :math:`V_r \Sigma_r` (latent semantic analysis, Deerwester et al. 1990). On sparse documents
+    two word columns rarely share a document, so their cosine distance is exactly 1 and the
+    diffusion has no neighbourhoods; in the latent space words that share contexts are near.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "WEIGHTINGS",
+    "FEATURE_SPACES",
+    "document_frequency",
+    "idf_weights",
+    "weight_features",
+    "latent_feature_space",
+]
+
+Weighting = Literal["none", "idf"]
+WEIGHTINGS = ("none", "idf")
+FEATURE_SPACES = ("data", "svd")
+#: Extra random directions of the randomized SVD and its power iterations (Halko et al. 2011).
+SVD_OVERSAMPLE = 10
+SVD_POWER_ITERATIONS = 4
+
+
+def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Number of rows in which each column is non-zero."""
+    if sp.issparse(X):
+        C = sp.csc_matrix(X)
+        C.eliminate_zeros()
+        return np.diff(C.indptr).astype(np.int64)
+    return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
+
+
+def idf_weights(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+    r"""Smoothed inverse document frequencies :math:`u_j = \log\frac{1+n}{1+\mathrm{df}_j} + 1` (>= 1)."""
+    n = X.shape[0]
+    return np.log((1.0 + n) / (1.0 + document_frequency(X))) + 1.0
+
+
+def weight_features(X: np.ndarray | sp.spmatrix, weights: np.ndarray | None) -> np.ndarray | sp.csr_matrix:
+    """``X`` with column ``j`` multiplied by ``weights[j]`` (a new array; sparse stays sparse)."""
+    if weights is None:
+        return X
+    if sp.issparse(X):
+        Y = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        Y.data *= weights[Y.indices]
+        return Y
+    return np.asarray(X, dtype=np.float64) * weights[None, :]
+
+
+def _row_unit(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
+    if sp.issparse(X):
+        Y = sp.csr_matrix(X, dtype=np.float64, copy=True)
+        s = np.sqrt(np.bincount(np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr)), weights=Y.data**2,
+                                minlength=Y.shape[0]))
+        s[s == 0] = 1.0
+        Y.data /= np.repeat(s, np.diff(Y.indptr))
+        return Y
+    Y = np.array(X, dtype=np.float64)
+    s = np.linalg.norm(Y, axis=1)
+    s[s == 0] = 1.0
+    return Y / s[:, None]
+
+
+def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int = 0,
+                         weights: np.ndarray | None = None) -> np.ndarray:
+    r"""Latent vectors of the features, one per COLUMN of the result (module docstring).
+
+    A randomized SVD (Halko, Martinsson & Tropp 2011: a Gaussian test matrix drawn from
+    ``numpy.random.default_rng(seed)``, :data:`SVD_POWER_ITERATIONS` QR-orthonormalised power
+    iterations) of :math:`M` = the rows of :math:`X \odot u` at unit Euclidean norm.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (n, m)
+        Samples x features, non-negative.
+    dims : int
+        Rank ``r`` (capped at ``min(n, m) - 1``).
+    weights : ndarray, shape (m,), optional
+        Column weights ``u`` (default: :func:`idf_weights` of ``X``).
+
+    Returns
+    -------
+    ndarray, shape (r, m)
+        :math:`\Sigma_r V_r^\top`: column ``j`` is feature ``j``'s vector, so the result can stand in
+        for the data wherever the diffusion reads feature columns.
+    """
+    n, m = X.shape
+    r = int(max(1, min(dims, min(n, m) - 1)))
+    u = idf_weights(X) if weights is None else weights
+    # one storage (CSR) whatever the input's, so dense and sparse files give the same bits
+    M = _row_unit(weight_features(sp.csr_matrix(X, dtype=np.float64), u))
+    rng = np.random.default_rng(seed)
+    p = min(r + SVD_OVERSAMPLE, min(n, m))
+    Q = np.asarray(M @ rng.standard_normal((m, p)))
+    Q, _ = np.linalg.qr(Q)
+    for _ in range(SVD_POWER_ITERATIONS):
+        Z, _ = np.linalg.qr(np.asarray(M.T @ Q))
+        Q, _ = np.linalg.qr(np.asarray(M @ Z))
+    B = np.asarray((M.T @ Q).T)  # p x m, M ~ Q B
+    _, s, Vt = np.linalg.svd(B, full_matrices=False)
+    # fix each singular vector's sign (largest |entry| positive) so the result is reproducible
+    sign = np.sign(Vt[np.arange(Vt.shape[0]), np.argmax(np.abs(Vt), axis=1)])
+    sign[sign == 0] = 1.0
+    return np.ascontiguousarray((s[:r, None] * Vt[:r]) * sign[:r, None])

@@ -1,0 +1,275 @@
+"""Issue 11: unseen features, feature weights, the leaf term, latent / given feature spaces, baselines."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from conftest import exact_ot, path_metric, run_hdtwd
+from hdtwd_cli.distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.evaluation import baseline_distances, evaluate, pca_representation
+from hdtwd_cli.features import idf_weights, latent_feature_space
+from hdtwd_cli.io.vectors import read_feature_embedding
+from hdtwd_cli.pipeline import TreeParams, align_to_tree, extend_tree, learn_tree, resolve_params
+from hdtwd_cli.synthetic import planted_counts
+from hdtwd_cli.tree import attach_at_root, lengthen_leaves, mean_leaf_depth
+
+
+def tiny_corpus(seed: int = 0, n: int = 60):
+    """Two topics over 30 shared words, plus one word per document that no other document uses,
+    and four documents made ONLY of such private words (all their mass is unseen wherever they
+    land in a test set)."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    shared = np.zeros((n, 30))
+    for i in range(n):
+        topic = slice(0, 15) if y[i] == 0 else slice(15, 30)
+        shared[i, topic] = rng.poisson(2.0, 15)
+        shared[i, rng.integers(0, 30, 3)] += 1
+    private = np.zeros((n, n))
+    private[np.arange(n), np.arange(n)] = 1 + rng.integers(0, 3, n)
+    X = np.hstack([shared, private])
+    X[:4, :30] = 0  # documents 0..3 hold only their private word
+    names = [f"w{j}" for j in range(30)] + [f"only{i}" for i in range(n)]
+    return X, names, y
+
+
+def test_classify_with_test_rows_made_of_unseen_words_completes(tmp_path):
+    X, names, y = tiny_corpus()
+    res = evaluate(X, names, y, ["hdtwd", "l1", "tfidf-l1"], [1.0], [3], resolve_params("default")[0],
+                   ks=[1, 3], n_splits=3, test_size=0.3, seed=0)
+    acc = {r.name: r.acc for r in res}
+    assert acc["hdtwd"].shape == (3, 2) and np.all(np.isfinite(acc["hdtwd"]))
+    assert acc["hdtwd"].mean() > 80  # the shared words still separate the two topics
+    # the same through the command line (csv with a header of words, labels file)
+    csv = tmp_path / "docs.csv"
+    csv.write_text(",".join(names) + "\n" + "\n".join(",".join(str(int(v)) for v in row) for row in X) + "\n")
+    lab = tmp_path / "labels.txt"
+    lab.write_text("\n".join(f"topic{v}" for v in y) + "\n")
+    out = tmp_path / "r.json"
+    run_hdtwd("classify", csv, "--labels", lab, "--splits", "2", "--k", "1,3", "--json", out, "-q")
+    rep = json.loads(out.read_text())
+    assert set(rep["methods"]) == {"hdtwd", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine"}
+
+
+def test_every_column_is_a_leaf_and_unplaced_features_hang_from_the_root():
+    X, names, y = tiny_corpus()
+    train = np.arange(20, 60)  # documents 0..19 (and their private words) are unseen
+    tree = learn_tree(X[train], names, resolve_params("default")[0])
+    assert sorted(tree.leaf_names) == sorted(names)
+    root = tree.root
+    h = tree.metadata["mean_leaf_depth"]
+    lam = tree.metadata["leaf_length"]
+    for j in range(20):
+        leaf = tree.leaf_names.index(f"only{j}")
+        assert tree.parent[leaf] == root
+        assert tree.length[leaf] == pytest.approx(h * (1 + lam))
+    tree.validate()
+
+
+def _tree_ot_check(tree, X, rows=(0, 1, 2, 3)):
+    """TWD on ``tree`` equals exact OT under its path metric, for the aligned weighted histograms."""
+    H = normalize_rows(align_to_tree(X, tree.leaf_names, tree))
+    D = tree_wasserstein(tree, H)
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    for i in rows:
+        for j in rows:
+            if i < j:
+                assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+
+
+def test_attached_and_lengthened_tree_is_still_an_exact_tree_wasserstein_distance():
+    X, labels, _ = planted_counts(40, 10, 2, seed=1)
+    names = [f"g{j}" for j in range(10)]
+    base = learn_tree(X, names, TreeParams(linkage="complete", edge_weights="lca", bandwidth="knn"))
+    tree = lengthen_leaves(attach_at_root(base, ["new1", "new2"], 0.7), 0.3)
+    Xn = np.hstack([X, np.random.default_rng(0).poisson(1.0, (40, 2))]).astype(float)
+    _tree_ot_check(tree, Xn)
+
+
+def test_leaf_lengthening_adds_exactly_lambda_times_l1():
+    X, _, _ = planted_counts(30, 12, 3, seed=2)
+    names = [f"g{j}" for j in range(12)]
+    tree = learn_tree(X, names, TreeParams(linkage="complete", edge_weights="lca"))
+    H = normalize_rows(X)
+    D0 = tree_wasserstein(tree, H)
+    D1 = tree_wasserstein(lengthen_leaves(tree, 0.25), H)
+    L1 = np.abs(H[:, None, :] - H[None, :, :]).sum(-1)
+    np.testing.assert_allclose(D1, D0 + 0.25 * L1, rtol=1e-12, atol=1e-12)
+
+
+def test_idf_weights_match_scikit_learn_and_are_applied_by_the_tree():
+    from sklearn.feature_extraction.text import TfidfTransformer
+
+    X, names, y = tiny_corpus()
+    u = idf_weights(sp.csr_matrix(X))
+    ref = TfidfTransformer(smooth_idf=True, norm=None).fit(X).idf_
+    np.testing.assert_allclose(u, ref, rtol=1e-14)
+    np.testing.assert_array_equal(u, idf_weights(X))
+    tree = learn_tree(X, names, resolve_params("default", weighting="idf")[0])
+    w = dict(zip(tree.leaf_names, tree.feature_weights))
+    np.testing.assert_allclose([w[n] for n in names], u, rtol=1e-14)
+    _tree_ot_check(tree, X, rows=(4, 5, 6, 7))
+
+
+def test_tfidf_baselines_match_scikit_learn():
+    from sklearn.feature_extraction.text import TfidfTransformer
+    from sklearn.metrics import pairwise_distances
+
+    X, _, _ = tiny_corpus(seed=3)
+    tr, te = np.arange(15, 60), np.arange(15)
+    t = TfidfTransformer(smooth_idf=True, norm="l1").fit(X[tr])
+    A, B = t.transform(X[te]).toarray(), t.transform(X[tr]).toarray()
+    np.testing.assert_allclose(baseline_distances("tfidf-l1", X[te], X[tr]),
+                               pairwise_distances(A, B, metric="manhattan"), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(baseline_distances("tfidf-cosine", sp.csr_matrix(X[te]), sp.csr_matrix(X[tr])),
+                               pairwise_distances(A, B, metric="cosine"), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("counts", [True, False])
+def test_pca_baseline_matches_scikit_learn(counts):
+    from sklearn.decomposition import PCA
+    from sklearn.metrics import pairwise_distances
+
+    rng = np.random.default_rng(4)
+    X = rng.poisson(3.0, (120, 70)).astype(float)
+    if not counts:
+        X = np.log1p(X * 0.37)
+    tr, te = np.arange(30, 120), np.arange(30)
+    Zte, Ztr = pca_representation(X[te], X[tr], n_components=10)
+    L = np.log1p(X / X.sum(1, keepdims=True) * 1e4) if counts else X
+    p = PCA(n_components=10, svd_solver="full").fit(L[tr])
+    np.testing.assert_allclose(np.abs(Ztr), np.abs(p.transform(L[tr])), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(pairwise_distances(Zte, Ztr),
+                               pairwise_distances(p.transform(L[te]), p.transform(L[tr])), rtol=1e-7, atol=1e-9)
+    if n_comp_default_fits := X.shape[1] > 50:
+        np.testing.assert_allclose(baseline_distances("pca", X[te], X[tr]),
+                                   pairwise_distances(*(PCA(50, svd_solver="full").fit(L[tr]).transform(A)
+                                                        for A in (L[te], L[tr]))), rtol=1e-7, atol=1e-9)
+        assert n_comp_default_fits
+    # more features than rows: the Gram route gives the same components
+    Zte2, Ztr2 = pca_representation(X[te][:, :60].T[:50].T, X[tr][:, :60].T[:50].T, n_components=5)
+    assert Zte2.shape == (30, 5)
+
+
+def test_latent_feature_space_is_the_truncated_svd_and_deterministic():
+    X, _, _ = planted_counts(200, 150, 4, seed=5)
+    F = latent_feature_space(X, dims=8, seed=0)
+    assert F.shape == (8, 150)
+    u = idf_weights(X)
+    M = X * u
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    s = np.linalg.svd(M, compute_uv=False)
+    # randomized SVD (4 power iterations): the leading values to 1e-6, the flat tail to 1e-3
+    np.testing.assert_allclose(np.linalg.norm(F, axis=1)[:4], s[:4], rtol=1e-6)
+    np.testing.assert_allclose(np.linalg.norm(F, axis=1), s[:8], rtol=1e-3)
+    # same bits for the same seed, for dense and sparse storage of the same values
+    assert np.array_equal(F, latent_feature_space(sp.csr_matrix(X), dims=8, seed=0))
+    assert np.array_equal(F, latent_feature_space(X, dims=8, seed=0))
+
+
+def test_svd_feature_space_falls_back_to_the_data_when_too_small():
+    X, _, _ = planted_counts(40, 12, 3, seed=6)
+    tree = learn_tree(X, [f"g{j}" for j in range(12)], resolve_params("default", feature_dims=100)[0])
+    assert tree.metadata["feature_source"] == "data"
+    tree = learn_tree(X, [f"g{j}" for j in range(12)], resolve_params("default", feature_dims=5)[0])
+    assert tree.metadata["feature_source"] == "svd"
+
+
+def _write_embeddings(tmp_path, vectors, names):
+    txt = tmp_path / "vec.txt"
+    txt.write_text(f"{len(names)} {vectors.shape[1]}\n" + "".join(
+        n + " " + " ".join(repr(float(v)) for v in row) + "\n" for n, row in zip(names, vectors)))
+    gz = tmp_path / "vec.vec.gz"
+    with gzip.open(gz, "wt") as fh:
+        fh.write("".join(n + " " + " ".join(repr(float(v)) for v in row) + "\n" for n, row in zip(names, vectors)))
+    npz = tmp_path / "vec.npz"
+    np.savez(npz, vectors=vectors, names=np.array(names))
+    npy = tmp_path / "arr.npy"
+    np.save(npy, vectors)
+    (tmp_path / "arr.txt").write_text("\n".join(names) + "\n")
+    import anndata
+
+    h5ad = tmp_path / "vec.h5ad"
+    anndata.AnnData(X=vectors, obs={"_": np.zeros(len(names))}).write_h5ad(h5ad)
+    a = anndata.read_h5ad(h5ad)
+    a.obs_names = names
+    a.write_h5ad(h5ad)
+    return [txt, gz, npz, npy, h5ad]
+
+
+def test_feature_embedding_files_are_read_alike_and_drive_the_tree(tmp_path):
+    X, _, _ = planted_counts(80, 16, 4, seed=7)
+    names = [f"g{j}" for j in range(16)]
+    rng = np.random.default_rng(0)
+    # vectors that encode the planted groups of features; g15 has no vector
+    group = np.arange(16) % 4
+    vectors = np.eye(4)[group[:15]] * 3 + rng.normal(0, 0.1, (15, 4))
+    paths = _write_embeddings(tmp_path, vectors, names[:15])
+    read = [read_feature_embedding(str(p)) for p in paths]
+    for v, n in read:
+        assert n == names[:15]
+        np.testing.assert_allclose(v, vectors, rtol=1e-15)
+    params = resolve_params("default")[0]
+    tree = learn_tree(X, names, params, embedding=read[0])
+    assert tree.metadata["feature_source"] == "embedding"
+    assert tree.parent[tree.leaf_names.index("g15")] == tree.root  # no vector: hung from the root
+    # the CLI gives the same distances from every file format
+    csv = tmp_path / "x.csv"
+    csv.write_text(",".join(names) + "\n" + "\n".join(",".join(str(int(v)) for v in r) for r in X) + "\n")
+    outs = []
+    for i, p in enumerate(paths):
+        run_hdtwd("distance", csv, "--feature-embedding", p, "-o", tmp_path / f"D{i}.npy", "-q")
+        outs.append(np.load(tmp_path / f"D{i}.npy"))
+    for D in outs[1:]:
+        np.testing.assert_array_equal(D, outs[0])
+    run_hdtwd("distance", csv, "-o", tmp_path / "Ddata.npy", "-q")
+    assert not np.allclose(np.load(tmp_path / "Ddata.npy"), outs[0])
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("a 1 2\nb 1\n", "line 2: 1 values where line 1 has 2"),
+    ("a 1 x\n", "line 1: not a name followed by numbers"),
+    ("a 1 2\na 3 4\n", "feature 'a' has two vectors"),
+    ("a 1 nan\n", "NaN or infinite"),
+])
+def test_bad_feature_embedding_is_one_line_error(tmp_path, text, needle):
+    X, _, _ = planted_counts(20, 6, 2, seed=8)
+    csv = tmp_path / "x.csv"
+    csv.write_text("\n".join(",".join(str(int(v)) for v in r) for r in X) + "\n")
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text)
+    proc = run_hdtwd("distance", csv, "--feature-embedding", bad, "-o", tmp_path / "D.npy", check=False)
+    err = proc.stderr.decode()
+    assert proc.returncode == 2 and needle in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "D.npy").exists()
+
+
+def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(tmp_path):
+    X, _, _ = planted_counts(30, 10, 2, seed=9)
+    names = [f"g{j}" for j in range(10)]
+    csv = tmp_path / "x.csv"
+    csv.write_text(",".join(names) + "\n" + "\n".join(",".join(str(int(v)) for v in r) for r in X) + "\n")
+    run_hdtwd("distance", csv, "--save-tree", tmp_path / "T.h5", "-o", tmp_path / "D.npy", "-q")
+    Xn = np.hstack([X, np.ones((30, 2))])
+    csv2 = tmp_path / "y.csv"
+    csv2.write_text(",".join(names + ["new1", "new2"]) + "\n"
+                    + "\n".join(",".join(str(int(v)) for v in r) for r in Xn) + "\n")
+    proc = run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "-o", tmp_path / "D2.npy", check=False)
+    assert proc.returncode == 2 and "--unseen root" in proc.stderr.decode()
+    run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "--unseen", "root", "-o", tmp_path / "D2.npy", "-q")
+    from hdtwd_cli.io import read_tree
+
+    T = extend_tree(read_tree(str(tmp_path / "T.h5")), names + ["new1", "new2"])
+    h, lam = T.metadata["mean_leaf_depth"], T.metadata["leaf_length"]
+    assert T.length[T.leaf_names.index("new1")] == pytest.approx(h * (1 + lam))
+    assert T.feature_weights[T.leaf_names.index("new1")] == T.feature_weights.max()
+    D2 = np.load(tmp_path / "D2.npy")
+    np.testing.assert_allclose(D2, tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T)),
+                               rtol=1e-12)
+    _tree_ot_check(T, Xn)
+    assert mean_leaf_depth(T) > 0
