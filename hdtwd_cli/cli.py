@@ -163,8 +163,13 @@ WeightingOpt = Annotated[Optional[WeightingChoice], typer.Option(
                         f"[default: {PRESETS['default']['weighting']}].", show_default=False)]
 LeafLengthOpt = Annotated[Optional[float], typer.Option(
     "--leaf-length", help="Lengthen every leaf edge by LAMBDA x the tree's mean leaf depth (adds LAMBDA x depth "
-                          f"x L1 to the TWD) [default: {PRESETS['default']['leaf_length']:g}].",
+                          "x L1 to the TWD) [default: automatic, (1 - e) / e with e the fraction of the data's "
+                          "energy in --feature-dims latent dimensions].",
     min=0.0, metavar="LAMBDA", show_default=False)]
+MinDfOpt = Annotated[Optional[int], typer.Option(
+    "--min-df", help="Features non-zero in fewer than N samples are not placed by the diffusion: they hang from "
+                     f"the tree's root [default: {PRESETS['default']['min_df']}].", min=1, metavar="N",
+    show_default=False)]
 PresetOpt = Annotated[Preset, typer.Option(
     "--preset", help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
@@ -226,7 +231,7 @@ def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Me
             seed: int, edge_weights: "EdgeWeights | None" = None, landmarks: int | None = None,
             landmark_method: "LandmarkMethod | None" = None, feature_space: Any = None,
             feature_dims: int | None = None, weighting: Any = None,
-            leaf_length: float | None = None) -> tuple[TreeParams, str]:
+            leaf_length: float | None = None, min_df: int | None = None) -> tuple[TreeParams, str]:
     def val(e: Any) -> Any:
         return None if e is None else e.value
 
@@ -235,7 +240,7 @@ def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Me
         linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights),
         landmarks=landmarks, landmark_method=val(landmark_method), feature_space=val(feature_space),
         feature_dims=feature_dims, weighting=val(weighting),
-        leaf_length=None if leaf_length is None else float(leaf_length))
+        leaf_length=None if leaf_length is None else float(leaf_length), min_df=min_df)
 
 
 def _feature_embedding(path: Path | None) -> tuple[np.ndarray, list[str]] | None:
@@ -300,6 +305,7 @@ def embed(
     feature_embedding: FeatureEmbeddingOpt = None,
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
+    min_df: MinDfOpt = None,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -313,7 +319,7 @@ def embed(
     check_output_path(output, [data])
     params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed,
                          landmarks=landmarks, landmark_method=landmark_method, feature_space=feature_space_,
-                         feature_dims=feature_dims, weighting=weighting, leaf_length=leaf_length)
+                         feature_dims=feature_dims, weighting=weighting, leaf_length=leaf_length, min_df=min_df)
     if str(output) == "-":
         raise InputError("the embedding is HDF5: give a file name with -o")
     vectors = _feature_embedding(feature_embedding)
@@ -331,7 +337,8 @@ def embed(
     with rep.stage(f"writing {output.name}"), atomic_path(output) as tmp:
         weights = None if space.weights is None else [space.weights[n] for n in names + dropped]
         write_embedding(tmp, emb, op, names, dropped, {**params.as_dict(), "transform": tf, "preset": preset.value,
-                                                       "feature_source": space.source}, _meta(md), weights)
+                                                       "feature_source": space.source, "latent_energy": space.shared},
+                        _meta(md), weights)
     rep.info(f"wrote {output}")
 
 
@@ -375,8 +382,10 @@ def decode_tree_cmd(
     fw = stored.diffusion.get("feature_weights")
     space = FeatureSpace(None, stored.feature_names, dropped,  # type: ignore[arg-type]
                          None if fw is None else dict(zip(stored.feature_names + dropped, np.asarray(fw).tolist())),
-                         str(stored.params.get("feature_source", "data")))
-    tree = finish_tree(tree, space, TreeParams(leaf_length=float(stored.params.get("leaf_length", 0.0))))
+                         str(stored.params.get("feature_source", "data")),
+                         float(stored.params.get("latent_energy", 1.0)))
+    lam = stored.params.get("leaf_length")  # absent: the automatic rule, from the stored energy
+    tree = finish_tree(tree, space, TreeParams(leaf_length=None if lam is None else float(lam)))
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     params = dict(stored.params)
     params.update({"linkage": rule, "edge_weights": weights, "eps_used": stored.diffusion.get("eps"),
@@ -434,6 +443,7 @@ def distance(
     feature_embedding: FeatureEmbeddingOpt = None,
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
+    min_df: MinDfOpt = None,
     unseen: Annotated[Unseen, typer.Option(
         "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "
                          "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).")] =
@@ -468,7 +478,7 @@ def distance(
                                       ("--edge-weights", edge_weights), ("--landmarks", landmarks),
                                       ("--feature-space", feature_space_), ("--feature-dims", feature_dims),
                                       ("--feature-embedding", feature_embedding), ("--weighting", weighting),
-                                      ("--leaf-length", leaf_length),
+                                      ("--leaf-length", leaf_length), ("--min-df", min_df),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
@@ -494,7 +504,7 @@ def distance(
             T = extend_tree(T, names)
     else:
         params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
-                             landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length)
+                             landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df)
         X = apply_transform(md.X, tf)
         T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory(), vectors),
                    data)
@@ -667,6 +677,7 @@ def classify(
     feature_embedding: FeatureEmbeddingOpt = None,
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
+    min_df: MinDfOpt = None,
     methods: Annotated[str, typer.Option(
         "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES)} [default: hdtwd, cosine, "
                           "euclidean, l1, then tfidf-l1,tfidf-cosine for counts, pca for other values].",
@@ -695,7 +706,7 @@ def classify(
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
     base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights,
-                       landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length)
+                       landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
     if eps:
         base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too

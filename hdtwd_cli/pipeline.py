@@ -36,6 +36,8 @@ __all__ = [
     "feature_space",
     "finish_tree",
     "extend_tree",
+    "auto_leaf_length",
+    "latent_energy",
     "align_to_tree",
     "tree_memory_bytes",
     "check_tree_memory",
@@ -47,10 +49,10 @@ __all__ = [
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
               "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
-              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0},
+              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
                 "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
-                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": 1.0},
+                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -74,7 +76,9 @@ class TreeParams:
     columns) or ``svd`` (``feature_dims`` latent dimensions, :mod:`features`); a feature embedding
     given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
-    edge by lambda times the tree's mean leaf depth (docs/method.md section 7).
+    edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`auto_leaf_length`;
+    docs/method.md section 7). Features non-zero
+    in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root.
     """
 
     def kernel_eps(self, landmark_path: bool) -> float:
@@ -95,7 +99,8 @@ class TreeParams:
     feature_space: str = "data"
     feature_dims: int = 100
     weighting: str = "none"
-    leaf_length: float = 0.0
+    leaf_length: float | None = 0.0
+    min_df: int = 1
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -283,12 +288,16 @@ class FeatureSpace:
     names : list of str
         The placed features, in column order.
     unplaced : list of str
-        Features without a vector: no mass in the rows the tree is learned from (``data``,
-        ``svd``), or absent from the given embedding. They hang from the root (:func:`finish_tree`).
+        Features without a vector: non-zero in fewer than ``min_df`` (at least 1) of the rows the
+        tree is learned from (``data``, ``svd``), or absent from the given embedding. They hang
+        from the root (:func:`finish_tree`).
     weights : dict of str to float, or None
         Feature weight of every input feature (``weighting="idf"``), else ``None``.
     source : str
         ``data``, ``svd`` or ``embedding``.
+    shared : float
+        Fraction of the data's energy that ``feature_dims`` latent dimensions capture (1 when the
+        data have no more dimensions than that); see :func:`auto_leaf_length`.
     """
 
     matrix: np.ndarray | sp.spmatrix
@@ -296,6 +305,7 @@ class FeatureSpace:
     unplaced: list[str]
     weights: dict[str, float] | None
     source: str
+    shared: float = 1.0
 
 
 def feature_space(
@@ -321,6 +331,8 @@ def feature_space(
     truncation of a smaller matrix reduces nothing, so the data columns are used instead and
     ``source`` says ``data``.
     """
+    if params.leaf_length is not None and not params.leaf_length >= 0:
+        raise ValueError("leaf_length must be non-negative (or None for the automatic choice)")
     if params.weighting not in WEIGHTINGS:
         raise ValueError(f"unknown weighting {params.weighting!r}; choose from {', '.join(WEIGHTINGS)}")
     if params.feature_space not in FEATURE_SPACES:
@@ -329,6 +341,14 @@ def feature_space(
     if params.weighting == "idf":
         weights = dict(zip(feature_names, idf_weights(X).tolist()))
     names = np.asarray(feature_names, dtype=object)
+    latent: np.ndarray | None = None
+    shared = 1.0
+    ok = document_frequency(X) >= max(1, int(params.min_df))
+    cols = np.flatnonzero(ok)
+    big = min(X.shape[0], cols.size) > params.feature_dims
+    if big and (params.leaf_length is None or (params.feature_space == "svd" and embedding is None)):
+        latent = latent_feature_space(X[:, cols], params.feature_dims, params.seed)
+        shared = latent_energy(latent, X[:, cols])
     if embedding is not None:
         vectors, vnames = embedding
         index = {str(v): i for i, v in enumerate(vnames)}
@@ -338,19 +358,38 @@ def feature_space(
         matrix: np.ndarray | sp.spmatrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float64)[rows[ok]].T)
         source = "embedding"
     else:
-        ok = document_frequency(X) > 0
-        cols = np.flatnonzero(ok)
         Xk = X[:, cols]
-        source = "svd" if params.feature_space == "svd" and min(Xk.shape) > params.feature_dims else "data"
+        source = "svd" if params.feature_space == "svd" and big else "data"
         if source == "svd":
-            matrix = latent_feature_space(Xk, params.feature_dims, params.seed)
+            matrix = latent
             nz = np.any(matrix != 0, axis=0)
             if not nz.all():
                 ok[cols[~nz]] = False
                 matrix = np.ascontiguousarray(matrix[:, nz])
         else:
             matrix = sp.csr_matrix(Xk) if sp.issparse(Xk) else Xk
-    return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source)
+    return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source, shared)
+
+
+def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
+    r"""Fraction :math:`\varepsilon = \sum_{i \le r} s_i^2 / \lVert M\rVert_F^2` of the energy of the unit rows ``M``
+    (:func:`features.latent_feature_space`) that its ``r`` latent dimensions capture."""
+    nonzero_rows = int(np.count_nonzero(np.asarray(abs(X).sum(axis=1)).ravel()))
+    return float(min(1.0, float(np.sum(latent * latent)) / max(nonzero_rows, 1)))
+
+
+def auto_leaf_length(shared: float) -> float:
+    r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon` (docs/method.md section 7).
+
+    :math:`\varepsilon` is the fraction of the data's energy that the ``feature_dims`` latent
+    dimensions capture (:attr:`FeatureSpace.shared`): the part of the samples that the features
+    SHARE, which the tree (learned from the features' neighbourhoods) can represent. The rest is
+    feature-specific; the leaf term gives it the weight :math:`1 - \varepsilon` against the
+    tree's :math:`\varepsilon`. Documents (a few dozen words of tens of thousands) keep most of
+    their energy outside any low-rank space (CLASSIC: :math:`\varepsilon = 0.19`, lambda = 4.1);
+    cells over selected genes keep little (CBMC: 0.95, lambda = 0.05).
+    """
+    return (1.0 - shared) / max(shared, 1e-3)
 
 
 def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
@@ -363,12 +402,15 @@ def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
     """
     h = mean_leaf_depth(tree)
     w = space.weights
+    lam = auto_leaf_length(space.shared) if params.leaf_length is None else float(params.leaf_length)
     tree = attach_at_root(tree, space.unplaced, h,
                           None if w is None else np.array([w[n] for n in space.unplaced]))
-    tree = lengthen_leaves(tree, float(params.leaf_length) * h)
+    tree = lengthen_leaves(tree, lam * h)
     if w is not None:
         tree.feature_weights = np.array([w[n] for n in tree.leaf_names], dtype=np.float64)
-    tree.metadata.update({"mean_leaf_depth": h, "feature_source": space.source})
+    tree.metadata.update({"mean_leaf_depth": h, "feature_source": space.source, "leaf_length": lam,
+                          "leaf_length_rule": "auto" if params.leaf_length is None else "fixed",
+                          "latent_energy": space.shared})
     return tree
 
 

@@ -273,3 +273,26 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
                                rtol=1e-12)
     _tree_ot_check(T, Xn)
     assert mean_leaf_depth(T) > 0
+
+
+def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
+    from hdtwd_cli.pipeline import auto_leaf_length, feature_space
+
+    X, _, _ = planted_counts(200, 150, 4, seed=10)
+    names = [f"g{j}" for j in range(150)]
+    params = resolve_params("default", feature_dims=8)[0]
+    assert params.leaf_length is None  # the default is the automatic rule
+    space = feature_space(X, names, params)
+    M = X * idf_weights(X)
+    M /= np.linalg.norm(M, axis=1, keepdims=True)
+    s = np.linalg.svd(M, compute_uv=False)
+    exact = float((s[:8] ** 2).sum() / M.shape[0])
+    assert space.shared == pytest.approx(exact, rel=1e-4)
+    tree = learn_tree(X, names, params)
+    lam = (1 - exact) / exact
+    assert tree.metadata["leaf_length"] == pytest.approx(lam, rel=1e-3)
+    assert auto_leaf_length(1.0) == 0.0
+    # a fixed value overrides the rule; small data (nothing to truncate) get no leaf term
+    assert learn_tree(X, names, params.replace(leaf_length=0.5)).metadata["leaf_length"] == 0.5
+    small = learn_tree(X[:20, :12], names[:12], resolve_params("default")[0])
+    assert small.metadata["leaf_length"] == 0.0 and small.metadata["feature_source"] == "data"
