@@ -36,7 +36,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["l1_distances"]
+__all__ = ["l1_distances", "l1_distances_sparse", "tree_vectors_sparse"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -290,3 +290,114 @@ def tree_vectors_csr(indptr, indices, data, parent, cols, scale, out):  # pragma
             k = cols[v]
             if k >= 0:
                 out[i, k] = y[v] * scale[v]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _min_overlap(a_indptr, a_indices, a_data, b_indptr, b_rows, b_data, nb, out):  # pragma: no cover - compiled
+    """``out[i, j] = sum_v min(A[i, v], B[j, v])`` over the shared support (A in CSR, B in CSC form).
+
+    Per row i of A the non-zeros are visited in increasing column order and, for each, the rows
+    of B holding that column in increasing row order: a fixed order of additions per entry.
+    """
+    na = a_indptr.shape[0] - 1
+    for i in prange(na):
+        acc = np.zeros(nb)
+        for p in range(a_indptr[i], a_indptr[i + 1]):
+            v = a_indices[p]
+            a = a_data[p]
+            for q in range(b_indptr[v], b_indptr[v + 1]):
+                b = b_data[q]
+                acc[b_rows[q]] += a if a < b else b
+        for j in range(nb):
+            out[i, j] = acc[j]
+
+
+def l1_distances_sparse(A, B) -> np.ndarray:
+    r"""L1 distances between the rows of two NON-NEGATIVE sparse matrices, in time of their overlap.
+
+    .. math:: \lVert a - b\rVert_1 = \lVert a\rVert_1 + \lVert b\rVert_1 - 2 \sum_v \min(a_v, b_v),
+
+    with the sum over the columns where both are non-zero: the work is
+    :math:`\sum_v \mathrm{nnz}_A(v)\,\mathrm{nnz}_B(v)` instead of ``na x nb x d``, a large saving for
+    documents (a few dozen words of tens of thousands, or their sparse tree vectors). Deterministic
+    (a fixed order of additions); equal to :func:`l1_distances` up to rounding (absolute error
+    about ``1e-16 (|a|_1 + |b|_1)``), not bit for bit; negative rounding residues are set to 0.
+    """
+    import scipy.sparse as sp
+
+    A = sp.csr_matrix(A, dtype=np.float64)
+    A.sort_indices()
+    Bc = sp.csc_matrix(B, dtype=np.float64)
+    Bc.sort_indices()
+    if A.shape[1] != Bc.shape[1]:
+        raise ValueError("the two sets of rows have different widths")
+    out = np.empty((A.shape[0], Bc.shape[0]), dtype=np.float64)
+    _min_overlap(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data,
+                 Bc.indptr.astype(np.int64), Bc.indices.astype(np.int64), Bc.data, Bc.shape[0], out)
+    sa = np.asarray(A.sum(axis=1)).ravel()
+    sb = np.asarray(Bc.sum(axis=1)).ravel()
+    out *= -2.0
+    out += sa[:, None]
+    out += sb[None, :]
+    np.maximum(out, 0.0, out=out)
+    return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _tree_vectors_sparse(indptr, indices, data, parent, cols, back, scale, out_indptr, out_indices, out_data,
+                         fill):  # pragma: no cover - compiled
+    """Sparse rows of ``y_i = w * R x_i``: each leaf's value added along its path to the root.
+
+    ``fill = False``: store each row's number of kept non-zero nodes in ``out_indptr[i + 1]``;
+    ``fill = True``: write them, sorted by column, from ``out_indptr[i]``. ``back`` maps a kept
+    column to its node.
+    """
+    n = indptr.shape[0] - 1
+    n_nodes = parent.shape[0]
+    root = n_nodes - 1
+    for i in prange(n):
+        y = np.zeros(n_nodes)
+        seen = np.zeros(n_nodes, dtype=np.bool_)
+        stack = [np.int64(0) for _ in range(0)]
+        for p in range(indptr[i], indptr[i + 1]):
+            v = indices[p]
+            x = data[p]
+            while v != root:
+                y[v] += x
+                if not seen[v]:
+                    seen[v] = True
+                    if cols[v] >= 0:
+                        stack.append(cols[v])
+                v = parent[v]
+        if not fill:
+            out_indptr[i + 1] = len(stack)
+            continue
+        touched = np.empty(len(stack), dtype=np.int64)
+        for t in range(len(stack)):
+            touched[t] = stack[t]
+        touched.sort()
+        o = out_indptr[i]
+        for t in range(touched.shape[0]):
+            c = touched[t]
+            out_indices[o + t] = c
+            out_data[o + t] = y[back[c]] * scale[back[c]]
+
+
+def tree_vectors_sparse(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: int):
+    """CSR matrix of the tree vectors of the CSR rows ``x`` on the kept columns ``cols`` (``-1``: dropped)."""
+    import scipy.sparse as sp
+
+    x = sp.csr_matrix(x, dtype=np.float64)
+    parent = np.ascontiguousarray(parent, dtype=np.int64)
+    cols = np.ascontiguousarray(cols, dtype=np.int64)
+    back = np.zeros(max(dim, 1), dtype=np.int64)
+    back[cols[cols >= 0]] = np.flatnonzero(cols >= 0)
+    ip, ix = x.indptr.astype(np.int64), x.indices.astype(np.int64)
+    indptr = np.zeros(x.shape[0] + 1, dtype=np.int64)
+    empty_i, empty_d = np.empty(0, dtype=np.int64), np.empty(0)
+    _tree_vectors_sparse(ip, ix, x.data, parent, cols, back, scale, indptr, empty_i, empty_d, False)
+    np.cumsum(indptr, out=indptr)
+    indices = np.empty(int(indptr[-1]), dtype=np.int64)
+    data = np.empty(int(indptr[-1]), dtype=np.float64)
+    _tree_vectors_sparse(ip, ix, x.data, parent, cols, back, scale, indptr, indices, data, True)
+    return sp.csr_matrix((data, indices, indptr), shape=(x.shape[0], dim))

@@ -170,6 +170,10 @@ MinDfOpt = Annotated[Optional[int], typer.Option(
     "--min-df", help="Features non-zero in fewer than N samples are not placed by the diffusion: they hang from "
                      f"the tree's root [default: {PRESETS['default']['min_df']}].", min=1, metavar="N",
     show_default=False)]
+MaxFeaturesOpt = Annotated[Optional[int], typer.Option(
+    "--max-features", help="Place at most N features (the most frequent) by the diffusion; the rest hang from the "
+                           f"root; 0 = no cap [default: {PRESETS['default']['max_features']}].", min=0, metavar="N",
+    show_default=False)]
 PresetOpt = Annotated[Preset, typer.Option(
     "--preset", help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed (recorded; used where randomness enters).")]
@@ -231,7 +235,8 @@ def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Me
             seed: int, edge_weights: "EdgeWeights | None" = None, landmarks: int | None = None,
             landmark_method: "LandmarkMethod | None" = None, feature_space: Any = None,
             feature_dims: int | None = None, weighting: Any = None,
-            leaf_length: float | None = None, min_df: int | None = None) -> tuple[TreeParams, str]:
+            leaf_length: float | None = None, min_df: int | None = None,
+            max_features: int | None = None) -> tuple[TreeParams, str]:
     def val(e: Any) -> Any:
         return None if e is None else e.value
 
@@ -240,7 +245,7 @@ def _params(preset: "Preset", eps: float | None, scales: int | None, metric: "Me
         linkage=val(linkage), bandwidth=val(bandwidth), transform=val(transform), edge_weights=val(edge_weights),
         landmarks=landmarks, landmark_method=val(landmark_method), feature_space=val(feature_space),
         feature_dims=feature_dims, weighting=val(weighting),
-        leaf_length=None if leaf_length is None else float(leaf_length), min_df=min_df)
+        leaf_length=None if leaf_length is None else float(leaf_length), min_df=min_df, max_features=max_features)
 
 
 def _feature_embedding(path: Path | None) -> tuple[np.ndarray, list[str]] | None:
@@ -306,6 +311,7 @@ def embed(
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
     min_df: MinDfOpt = None,
+    max_features: MaxFeaturesOpt = None,
     seed: SeedOpt = 0,
     transpose: TransposeOpt = False,
     layer: LayerOpt = None,
@@ -319,7 +325,8 @@ def embed(
     check_output_path(output, [data])
     params, tf = _params(preset, eps, scales, metric, None, bandwidth, transform, seed,
                          landmarks=landmarks, landmark_method=landmark_method, feature_space=feature_space_,
-                         feature_dims=feature_dims, weighting=weighting, leaf_length=leaf_length, min_df=min_df)
+                         feature_dims=feature_dims, weighting=weighting, leaf_length=leaf_length, min_df=min_df,
+                         max_features=max_features)
     if str(output) == "-":
         raise InputError("the embedding is HDF5: give a file name with -o")
     vectors = _feature_embedding(feature_embedding)
@@ -444,6 +451,7 @@ def distance(
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
     min_df: MinDfOpt = None,
+    max_features: MaxFeaturesOpt = None,
     unseen: Annotated[Unseen, typer.Option(
         "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "
                          "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).")] =
@@ -479,6 +487,7 @@ def distance(
                                       ("--feature-space", feature_space_), ("--feature-dims", feature_dims),
                                       ("--feature-embedding", feature_embedding), ("--weighting", weighting),
                                       ("--leaf-length", leaf_length), ("--min-df", min_df),
+                                      ("--max-features", max_features),
                                       ("--save-tree", save_tree), ("--newick", newick)) if v is not None]
         if given:
             raise InputError(f"{', '.join(given)} only apply when the tree is learned (no --tree)")
@@ -504,7 +513,8 @@ def distance(
             T = extend_tree(T, names)
     else:
         params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
-                             landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df)
+                             landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df,
+                       max_features)
         X = apply_transform(md.X, tf)
         T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory(), vectors),
                    data)
@@ -678,6 +688,7 @@ def classify(
     weighting: WeightingOpt = None,
     leaf_length: LeafLengthOpt = None,
     min_df: MinDfOpt = None,
+    max_features: MaxFeaturesOpt = None,
     methods: Annotated[str, typer.Option(
         "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES)} [default: hdtwd, cosine, "
                           "euclidean, l1, then tfidf-l1,tfidf-cosine for counts, pca for other values].",
@@ -706,7 +717,8 @@ def classify(
     if ks[0] < 1:
         raise InputError("--k values must be >= 1")
     base, tf = _params(preset, None, None, metric, linkage, bandwidth, transform, seed, edge_weights,
-                       landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df)
+                       landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df,
+                       max_features)
     eps_grid = _parse_list(eps, float, "--eps") if eps else [base.eps]
     if eps:
         base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too

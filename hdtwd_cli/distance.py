@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import l1_distances, tree_vectors_csr, tree_vectors_dense
+from ._kernels import l1_distances, l1_distances_sparse, tree_vectors_csr, tree_vectors_dense, tree_vectors_sparse
 from .tree import Tree
 
 __all__ = [
@@ -34,7 +34,12 @@ __all__ = [
     "distance_blocks",
     "nearest_neighbours",
     "dense_output_bytes",
+    "SPARSE_KERNEL_DENSITY",
+    "query_distances",
 ]
+
+#: Below this fraction of non-zero entries, :func:`query_distances` uses the overlap kernel.
+SPARSE_KERNEL_DENSITY = 0.1
 
 DType = Literal["float32", "float64"]
 
@@ -232,6 +237,26 @@ def twd_vectors(
     """
     tv = TreeVectors(tree, X, dtype, extra=Xq)
     return tv.rows(), None if Xq is None else tv.of(Xq)
+
+
+def query_distances(tree: Tree, X: np.ndarray | sp.spmatrix, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
+    r"""TWD between the query rows ``Xq`` and the rows ``X`` (``q x n``), the fastest exact way for the data.
+
+    Dense data: :func:`tree_wasserstein` (the bit-exact tiled kernel). Sparse data whose tree
+    vectors are sparse too (fewer than :data:`SPARSE_KERNEL_DENSITY` non-zeros; documents: about
+    3 %): sparse vectors (:func:`_kernels.tree_vectors_sparse`) and the overlap kernel
+    :func:`_kernels.l1_distances_sparse`, whose work is the number of shared non-zero nodes,
+    not ``q x n x d``. The two agree to rounding (about 1e-16 of the distances' scale); the kNN
+    evaluation uses this function, the ``distance`` command keeps the bit-exact kernel.
+    """
+    if not (sp.issparse(X) and sp.issparse(Xq)):
+        return tree_wasserstein(tree, X, Xq=Xq)
+    tv = TreeVectors(tree, X, extra=Xq)
+    Y = tree_vectors_sparse(tv.x, tree.parent, tv.cols, tree.length, tv.dim)
+    if Y.nnz >= SPARSE_KERNEL_DENSITY * Y.shape[0] * max(tv.dim, 1):
+        return tree_wasserstein(tree, X, Xq=Xq)
+    Yq = tree_vectors_sparse(sp.csr_matrix(normalize_rows(Xq)), tree.parent, tv.cols, tree.length, tv.dim)
+    return l1_distances_sparse(Yq, Y)
 
 
 def distance_blocks(

@@ -21,7 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._kernels import l1_distances
-from .distance import normalize_rows, tree_wasserstein
+from ._kernels import l1_distances_sparse
+from .distance import SPARSE_KERNEL_DENSITY, normalize_rows, query_distances
 from .features import idf_weights, weight_features
 from .pipeline import TreeParams, align_to_tree, learn_trees
 
@@ -218,15 +219,19 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
         u = idf_weights(X_train)
         X_test, X_train = weight_features(X_test, u), weight_features(X_train, u)
         name = name[len("tfidf-"):]
-    A, B = _dense(normalize_rows(X_test)), _dense(normalize_rows(X_train))
+    A, B = normalize_rows(X_test), normalize_rows(X_train)
+    sparse = sp.issparse(A) and sp.issparse(B) and B.nnz < SPARSE_KERNEL_DENSITY * B.shape[0] * B.shape[1]
+    if not sparse:
+        A, B = _dense(A), _dense(B)
     if name == "l1":
-        return l1_distances(A, B)
+        return l1_distances_sparse(A, B) if sparse else l1_distances(A, B)
+    G = _dense(A @ B.T)
+    na = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel()) if sparse else np.linalg.norm(A, axis=1)
+    nb = np.sqrt(np.asarray(B.multiply(B).sum(axis=1)).ravel()) if sparse else np.linalg.norm(B, axis=1)
     if name == "euclidean":
-        return _euclidean(A, B)
+        return np.sqrt(np.maximum(na[:, None] ** 2 + nb[None, :] ** 2 - 2 * G, 0))
     if name == "cosine":
-        na = np.linalg.norm(A, axis=1)
-        nb = np.linalg.norm(B, axis=1)
-        return 1.0 - (A @ B.T) / np.outer(na, nb)
+        return 1.0 - G / np.outer(na, nb)
     raise ValueError(f"unknown baseline {name!r}")
 
 
@@ -284,7 +289,7 @@ def _hdtwd_accuracies(
     for K, tree in trees.items():
         Xtr = align_to_tree(X[train], names, tree)
         Xte = align_to_tree(X[test], names, tree)
-        D = tree_wasserstein(tree, Xtr, Xq=Xte)
+        D = query_distances(tree, Xtr, Xte)
         out[K] = knn_accuracy(D, y[train], y[test], ks)
     return out
 

@@ -49,10 +49,11 @@ __all__ = [
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
               "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
-              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1},
+              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1, "max_features": 0},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
                 "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
-                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1},
+                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
+                "max_features": 20000},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -78,7 +79,9 @@ class TreeParams:
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
     edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`auto_leaf_length`;
     docs/method.md section 7). Features non-zero
-    in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root.
+    in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root; so do
+    all but the ``max_features`` most frequent ones (``0``: no cap), which bounds the
+    ``m(m-1)/2`` HD-LCA values and the linkage (docs/method.md section 6).
     """
 
     def kernel_eps(self, landmark_path: bool) -> float:
@@ -101,6 +104,7 @@ class TreeParams:
     weighting: str = "none"
     leaf_length: float | None = 0.0
     min_df: int = 1
+    max_features: int = 0
 
     def replace(self, **changes: Any) -> "TreeParams":
         d = asdict(self)
@@ -343,7 +347,13 @@ def feature_space(
     names = np.asarray(feature_names, dtype=object)
     latent: np.ndarray | None = None
     shared = 1.0
-    ok = document_frequency(X) >= max(1, int(params.min_df))
+    df = document_frequency(X)
+    ok = df >= max(1, int(params.min_df))
+    if params.max_features and int(ok.sum()) > params.max_features:
+        order = np.lexsort((np.arange(df.size), -df))  # most frequent first, ties by index
+        ok = np.zeros_like(ok)
+        ok[order[: params.max_features]] = True
+        ok &= df >= max(1, int(params.min_df))
     cols = np.flatnonzero(ok)
     big = min(X.shape[0], cols.size) > params.feature_dims
     if big and (params.leaf_length is None or (params.feature_space == "svd" and embedding is None)):

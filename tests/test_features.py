@@ -296,3 +296,44 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
     assert learn_tree(X, names, params.replace(leaf_length=0.5)).metadata["leaf_length"] == 0.5
     small = learn_tree(X[:20, :12], names[:12], resolve_params("default")[0])
     assert small.metadata["leaf_length"] == 0.0 and small.metadata["feature_source"] == "data"
+
+
+def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
+    import hdtwd_cli.distance as dist
+    import hdtwd_cli.evaluation as ev
+    from hdtwd_cli._kernels import l1_distances, l1_distances_sparse
+    from hdtwd_cli.distance import query_distances
+
+    monkeypatch.setattr(dist, "SPARSE_KERNEL_DENSITY", 1.01)  # the overlap kernel even on this small corpus
+    monkeypatch.setattr(ev, "SPARSE_KERNEL_DENSITY", 1.01)
+    calls = []
+    real = dist.l1_distances_sparse
+    monkeypatch.setattr(dist, "l1_distances_sparse", lambda *a: calls.append(1) or real(*a))
+
+    X, names, y = tiny_corpus(seed=11, n=80)
+    Xs = sp.csr_matrix(X)
+    A, B = normalize_rows(Xs[:30]), normalize_rows(Xs[30:])
+    np.testing.assert_allclose(l1_distances_sparse(A, B), l1_distances(A.toarray(), B.toarray()), rtol=0, atol=1e-14)
+    tree = learn_tree(X[30:], names, resolve_params("default")[0])
+    Xtr, Xte = align_to_tree(Xs[30:], names, tree), align_to_tree(Xs[:30], names, tree)
+    D = query_distances(tree, Xtr, Xte)
+    np.testing.assert_allclose(D, tree_wasserstein(tree, Xtr.toarray(), Xq=Xte.toarray()), rtol=0, atol=1e-13)
+    assert np.array_equal(D, query_distances(tree, Xtr, Xte))  # deterministic
+    assert calls
+    for b in ("l1", "cosine", "euclidean", "tfidf-l1"):
+        np.testing.assert_allclose(baseline_distances(b, Xs[:30], Xs[30:]), baseline_distances(b, X[:30], X[30:]),
+                                   rtol=0, atol=1e-12)
+
+
+def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root():
+    from hdtwd_cli.features import document_frequency
+
+    X, names, _ = tiny_corpus(seed=12)
+    params = resolve_params("default", max_features=12, min_df=1)[0]
+    tree = learn_tree(X, names, params)
+    df = document_frequency(X)
+    top = set(np.array(names)[np.lexsort((np.arange(len(names)), -df))[:12]])
+    at_root = {n for i, n in enumerate(tree.leaf_names) if tree.parent[i] == tree.root}
+    placed = set(tree.leaf_names) - at_root
+    assert placed == top and len(tree.leaf_names) == len(names)
+    assert tree.metadata["unplaced_features"] == len(names) - 12
