@@ -495,6 +495,7 @@ def distance(
         raise InputError("--unseen applies to a stored tree (--tree)")
     vectors = _feature_embedding(feature_embedding)
     md = _read(data, transpose, layer, use_raw, rep, fmt)
+    ref = None if reference is None else _read(reference, transpose, layer, use_raw, rep)
     if tree is not None:
         with rep.stage(f"reading {tree.name}"):
             T = read_tree_file(str(tree))
@@ -506,11 +507,7 @@ def distance(
                                      "unseen": unseen.value}
         X = apply_transform(md.X, tf)
         if unseen is Unseen.root:
-            names = list(md.feature_names)
-            if reference is not None:
-                names += list(read_matrix(str(reference), transpose=transpose, layer=layer,
-                                          use_raw=use_raw).feature_names)
-            T = extend_tree(T, names)
+            T = extend_tree(T, list(md.feature_names) + ([] if ref is None else list(ref.feature_names)))
     else:
         params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
                              landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df,
@@ -529,8 +526,7 @@ def distance(
     X = align_to_tree(X, md.feature_names, T, str(data))
     meta["dtype"] = dtype.value
     col_names = md.sample_names
-    if reference is not None:
-        ref = _read(reference, transpose, layer, use_raw, rep)
+    if ref is not None:
         Xr = align_to_tree(apply_transform(ref.X, tf), ref.feature_names, T, str(reference))
         Y, Yq = _stage(lambda: twd_vectors(T, Xr, X, dtype.value), reference)
         col_names = ref.sample_names

@@ -273,6 +273,12 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
                                rtol=1e-12)
     _tree_ot_check(T, Xn)
     assert mean_leaf_depth(T) > 0
+    # queries on the old features against a reference set with the new ones: the same distances
+    run_hdtwd("distance", csv, "--tree", tmp_path / "T.h5", "--reference", csv2, "--unseen", "root",
+              "-o", tmp_path / "C.npy", "-q")
+    np.testing.assert_allclose(np.load(tmp_path / "C.npy"),
+                               tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T),
+                                                Xq=align_to_tree(X, names, T)), rtol=1e-12)
 
 
 def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
