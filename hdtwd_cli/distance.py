@@ -20,7 +20,14 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from ._kernels import l1_distances, l1_distances_sparse, tree_vectors_csr, tree_vectors_dense, tree_vectors_sparse
+from ._kernels import (
+    l1_distances,
+    l1_distances_sparse,
+    row_sums,
+    tree_vectors_csr,
+    tree_vectors_dense,
+    tree_vectors_sparse,
+)
 from .tree import Tree
 
 __all__ = [
@@ -55,10 +62,10 @@ def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     with np.errstate(over="ignore"):  # an overflowing row sum is reported below
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64, copy=True)
-            s = np.asarray(X.sum(axis=1)).ravel()
+            X.sum_duplicates()
         else:
             X = np.array(X, dtype=np.float64, copy=True)
-            s = X.sum(axis=1)
+        s = row_sums(X)  # the same bits for dense and sparse storage of the same values
     if not np.all(np.isfinite(s)):
         i = int(np.flatnonzero(~np.isfinite(s))[0])
         raise ValueError(f"row {i} sums to infinity in float64 (values too large); rescale the data")
