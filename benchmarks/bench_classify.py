@@ -93,17 +93,23 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--configs", default="defaults,paper",
+                    help="configurations to (re)run; the others are kept from the cached JSON")
     args = ap.parse_args()
     out_dir = cache_dir() / "classify-issue11"
     out_dir.mkdir(parents=True, exist_ok=True)
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:
-            configs = {"defaults": resolve_params("default")}
             eps, K = PAPER.get(name, (None, None))
-            configs["paper"] = resolve_params("paper", eps=eps, scales=K)
-            rep = run(name, configs)
-            (out_dir / f"{name}.json").write_text(json.dumps(rep, indent=1))
+            configs = {"defaults": resolve_params("default"), "paper": resolve_params("paper", eps=eps, scales=K)}
+            wanted = args.configs.split(",")
+            rep = run(name, {k: v for k, v in configs.items() if k in wanted})
+            cached = out_dir / f"{name}.json"
+            if cached.exists():  # keep the configurations not rerun
+                old = json.loads(cached.read_text())["configs"]
+                rep["configs"] = {**{k: v for k, v in old.items() if k not in wanted}, **rep["configs"]}
+            cached.write_text(json.dumps(rep, indent=1))
     reports = [json.loads((out_dir / f"{n}.json").read_text()) for n in sets if (out_dir / f"{n}.json").exists()]
     print(markdown(reports))
 

@@ -148,8 +148,9 @@ LandmarkMethodOpt = Annotated[LandmarkMethod, typer.Option(
     "--landmark-method", help="random: feature columns drawn with --seed; kmeans: k-means centroids of the "
                               "feature columns (slower, closer to the exact operator).")]
 FeatureSpaceOpt = Annotated[Optional[FeatureSpaceChoice], typer.Option(
-    "--feature-space", help="The features' ambient space for the initial distance: data (their columns) or svd "
-                            f"(latent vectors: truncated SVD of the idf-weighted samples) "
+    "--feature-space", help="The features' ambient space for the initial distance: data (their columns), svd "
+                            "(latent vectors: truncated SVD of the idf-weighted samples) or auto (svd when most "
+                            "pairs of features never share a sample, as words do; else data) "
                             f"[default: {PRESETS['default']['feature_space']}].", show_default=False)]
 FeatureDimsOpt = Annotated[Optional[int], typer.Option(
     "--feature-dims", help=f"Dimensions of the svd feature space [default: {PRESETS['default']['feature_dims']}].",

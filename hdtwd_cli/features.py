@@ -11,6 +11,13 @@ Feature weights (``weighting="idf"``)
     ``TfidfTransformer``). A sample's values are multiplied by ``u`` before they become a
     histogram, :math:`x_i = (X_i \odot u) / \lVert X_i \odot u\rVert_1`.
 
+Choice of the space (``feature_space="auto"``, the default)
+    The diffusion needs features with graded distances. Two data columns that never share a
+    sample are at cosine distance exactly 1 from each other, whatever their meaning; when more
+    than half of the pairs of features never co-occur (:func:`never_cooccur_fraction`: word
+    counts, where the median column distance is exactly 1) the latent space is used, otherwise
+    the data columns (cells over measured genes, whose columns co-occur in most pairs).
+
 Latent feature space (``feature_space="svd"``)
     Rows of :math:`X \odot u` scaled to unit Euclidean norm, :math:`M`; its rank-``r`` truncated SVD
     :math:`M \approx U_r \Sigma_r V_r^\top`; feature ``j``'s vector is row ``j`` of
@@ -33,11 +40,17 @@ __all__ = [
     "idf_weights",
     "weight_features",
     "latent_feature_space",
+    "never_cooccur_fraction",
+    "NEVER_COOCCUR_LIMIT",
 ]
 
 Weighting = Literal["none", "idf"]
 WEIGHTINGS = ("none", "idf")
-FEATURE_SPACES = ("data", "svd")
+FEATURE_SPACES = ("auto", "data", "svd")
+#: ``auto`` takes the latent space when more than this fraction of feature pairs never co-occur.
+NEVER_COOCCUR_LIMIT = 0.5
+#: Features sampled to estimate that fraction.
+COOCCUR_SAMPLE = 1000
 #: Extra random directions of the randomized SVD and its power iterations (Halko et al. 2011).
 SVD_OVERSAMPLE = 10
 SVD_POWER_ITERATIONS = 4
@@ -124,3 +137,30 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
     sign = np.sign(Vt[np.arange(Vt.shape[0]), np.argmax(np.abs(Vt), axis=1)])
     sign[sign == 0] = 1.0
     return np.ascontiguousarray((s[:r, None] * Vt[:r]) * sign[:r, None])
+
+
+def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0) -> float:
+    r"""Fraction of pairs of (non-zero) feature columns that share no sample: their cosine distance is 1.
+
+    Estimated on ``sample`` columns drawn with ``numpy.random.default_rng(seed)`` (all columns when
+    there are fewer), from the co-occurrence counts :math:`B^\top B` of the 0/1 presence matrix
+    ``B`` (a sparse product for sparse data, a float32 BLAS product otherwise; counts below
+    :math:`2^{24}` are exact either way).
+    """
+    df = document_frequency(X)
+    cols = np.flatnonzero(df > 0)
+    if cols.size < 2:
+        return 0.0
+    if cols.size > sample:
+        cols = np.sort(np.random.default_rng(seed).choice(cols, size=sample, replace=False))
+    s = cols.size
+    if sp.issparse(X):
+        B = sp.csc_matrix(X)[:, cols]
+        B = sp.csc_matrix((np.ones_like(B.data, dtype=np.float32), B.indices, B.indptr), shape=B.shape)
+        B.eliminate_zeros()
+        G = (B.T @ B).tocoo()
+        together = int(np.count_nonzero(G.data)) - s  # the diagonal (df > 0) is non-zero
+    else:
+        B = (np.asarray(X)[:, cols] != 0).astype(np.float32)
+        together = int(np.count_nonzero(B.T @ B)) - s
+    return float(1.0 - together / (s * (s - 1)))

@@ -14,7 +14,15 @@ import scipy.sparse as sp
 
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .errors import InputError, ResourceError
-from .features import FEATURE_SPACES, WEIGHTINGS, document_frequency, idf_weights, latent_feature_space
+from .features import (
+    FEATURE_SPACES,
+    NEVER_COOCCUR_LIMIT,
+    WEIGHTINGS,
+    document_frequency,
+    idf_weights,
+    latent_feature_space,
+    never_cooccur_fraction,
+)
 from .landmarks import KMEANS_ITERATIONS, LandmarkOperator, effective_landmarks, landmark_operator
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
 from .progress import Reporter
@@ -52,7 +60,7 @@ PRESETS: dict[str, dict[str, Any]] = {
               "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1, "max_features": 0},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
                 "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
-                "feature_space": "svd", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
+                "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
                 "max_features": 20000},
 }
 #: Default kernel-scale multiplier c (eps = c * median distance).
@@ -74,8 +82,9 @@ class TreeParams:
     (``None``: ``eps``). The distance to the k-th nearest LANDMARK is much larger than to the k-th
     nearest feature, so the self-tuning kernel needs a smaller c there (benchmarks/RESULTS.md, issue 6).
     ``feature_space`` is the features' ambient space for the initial distance: ``data`` (the data
-    columns) or ``svd`` (``feature_dims`` latent dimensions, :mod:`features`); a feature embedding
-    given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
+    columns), ``svd`` (``feature_dims`` latent dimensions, :mod:`features`) or ``auto`` (``svd``
+    when most pairs of features never co-occur, :func:`features.never_cooccur_fraction`); a
+    feature embedding given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
     edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`auto_leaf_length`;
     docs/method.md section 7). Features non-zero
@@ -298,7 +307,9 @@ class FeatureSpace:
     weights : dict of str to float, or None
         Feature weight of every input feature (``weighting="idf"``), else ``None``.
     source : str
-        ``data``, ``svd`` or ``embedding``.
+        ``data``, ``svd`` or ``embedding`` (what was used; ``auto`` resolves to one of the first two).
+    never_cooccur : float
+        Estimated fraction of feature pairs that share no row (``auto`` only, else ``-1``).
     shared : float
         Fraction of the data's energy that ``feature_dims`` latent dimensions capture (1 when the
         data have no more dimensions than that); see :func:`auto_leaf_length`.
@@ -310,6 +321,7 @@ class FeatureSpace:
     weights: dict[str, float] | None
     source: str
     shared: float = 1.0
+    never_cooccur: float = -1.0
 
 
 def feature_space(
@@ -356,7 +368,11 @@ def feature_space(
         ok &= df >= max(1, int(params.min_df))
     cols = np.flatnonzero(ok)
     big = min(X.shape[0], cols.size) > params.feature_dims
-    if big and (params.leaf_length is None or (params.feature_space == "svd" and embedding is None)):
+    wanted, never = params.feature_space, -1.0
+    if wanted == "auto" and embedding is None:
+        never = never_cooccur_fraction(X[:, cols], seed=params.seed)
+        wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
+    if big and (params.leaf_length is None or (wanted == "svd" and embedding is None)):
         latent = latent_feature_space(X[:, cols], params.feature_dims, params.seed)
         shared = latent_energy(latent, X[:, cols])
     if embedding is not None:
@@ -369,7 +385,7 @@ def feature_space(
         source = "embedding"
     else:
         Xk = X[:, cols]
-        source = "svd" if params.feature_space == "svd" and big else "data"
+        source = "svd" if wanted == "svd" and big else "data"
         if source == "svd":
             matrix = latent
             nz = np.any(matrix != 0, axis=0)
@@ -378,7 +394,7 @@ def feature_space(
                 matrix = np.ascontiguousarray(matrix[:, nz])
         else:
             matrix = sp.csr_matrix(Xk) if sp.issparse(Xk) else Xk
-    return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source, shared)
+    return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source, shared, never)
 
 
 def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
@@ -420,7 +436,7 @@ def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
         tree.feature_weights = np.array([w[n] for n in tree.leaf_names], dtype=np.float64)
     tree.metadata.update({"mean_leaf_depth": h, "feature_source": space.source, "leaf_length": lam,
                           "leaf_length_rule": "auto" if params.leaf_length is None else "fixed",
-                          "latent_energy": space.shared})
+                          "latent_energy": space.shared, "never_cooccur": space.never_cooccur})
     return tree
 
 

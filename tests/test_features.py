@@ -174,10 +174,31 @@ def test_latent_feature_space_is_the_truncated_svd_and_deterministic():
 
 def test_svd_feature_space_falls_back_to_the_data_when_too_small():
     X, _, _ = planted_counts(40, 12, 3, seed=6)
-    tree = learn_tree(X, [f"g{j}" for j in range(12)], resolve_params("default", feature_dims=100)[0])
+    names = [f"g{j}" for j in range(12)]
+    tree = learn_tree(X, names, resolve_params("default", feature_space="svd", feature_dims=100)[0])
     assert tree.metadata["feature_source"] == "data"
-    tree = learn_tree(X, [f"g{j}" for j in range(12)], resolve_params("default", feature_dims=5)[0])
+    tree = learn_tree(X, names, resolve_params("default", feature_space="svd", feature_dims=5)[0])
     assert tree.metadata["feature_source"] == "svd"
+
+
+def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur():
+    from hdtwd_cli.features import never_cooccur_fraction
+    from hdtwd_cli.synthetic import planted_corpus
+
+    docs, _, _ = planted_corpus(300, 2000, branching=(4, 4), mean_length=30.0, level_weights=(0.6, 0.2, 0.2), seed=0)
+    cells, _, _ = planted_counts(300, 200, 4, seed=0)
+    B = (docs.toarray()[:, :300] != 0).astype(int)
+    keep = B.sum(0) > 0
+    G = B[:, keep].T @ B[:, keep]
+    exact = 1 - (np.count_nonzero(G) - keep.sum()) / (keep.sum() * (keep.sum() - 1))
+    assert never_cooccur_fraction(docs[:, :300]) == pytest.approx(exact)  # all 300 columns: exact
+    assert never_cooccur_fraction(docs[:, :300].toarray()) == pytest.approx(exact)
+    params = resolve_params("default", feature_dims=20)[0]
+    assert params.feature_space == "auto"
+    t_docs = learn_tree(docs, [f"w{j}" for j in range(2000)], params)
+    t_cells = learn_tree(cells, [f"g{j}" for j in range(200)], params)
+    assert t_docs.metadata["never_cooccur"] > 0.5 and t_docs.metadata["feature_source"] == "svd"
+    assert t_cells.metadata["never_cooccur"] < 0.5 and t_cells.metadata["feature_source"] == "data"
 
 
 def _write_embeddings(tmp_path, vectors, names):
