@@ -30,7 +30,14 @@ from sets import load_set  # noqa: E402
 
 from hdtwd_cli.distance import tree_wasserstein  # noqa: E402
 from hdtwd_cli.evaluation import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits  # noqa: E402
-from hdtwd_cli.pipeline import align_to_tree, apply_transform, auto_leaf_length, learn_tree, resolve_params  # noqa: E402
+from hdtwd_cli.pipeline import (  # noqa: E402
+    align_to_tree,
+    apply_transform,
+    auto_leaf_length,
+    feature_space,
+    learn_tree,
+    resolve_params,
+)
 from hdtwd_cli.tree import lengthen_leaves  # noqa: E402
 
 #: The previous library defaults (issue 4): the starting point of every row.
@@ -53,14 +60,18 @@ LEVERS: list[tuple[str, dict]] = [
     ("log1p + idf + lambda = 1", {"transform": "log1p", "weighting": "idf", "leaf_length": 1.0}),
     ("log1p + svd + idf + lambda = 1", {"transform": "log1p", "feature_space": "svd", "weighting": "idf",
                                        "leaf_length": 1.0}),
-    ("svd + idf + automatic lambda = (1 - e) / e: the new defaults",
-     {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto"}),
-    ("new defaults + min_df = 2", {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto", "min_df": 2}),
+    ("svd + idf + automatic lambda = (1 - e) / e", {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto"}),
+    ("svd + idf + automatic lambda + min_df = 2", {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto",
+                                                  "min_df": 2}),
+    ("data + idf + automatic lambda", {"feature_space": "data", "weighting": "idf", "leaf_length": "auto"}),
+    ("THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda",
+     {"feature_space": "auto", "weighting": "idf", "leaf_length": "auto"}),
 ]
 #: The rows run on the large corpus (each row costs a full TWD there).
 FEW = ("previous defaults (data space, no weights, no leaf term)", "idf feature weights", "idf + lambda = 4",
        "svd + idf", "svd + idf + lambda = 1", "svd + idf + lambda = 4",
-       "svd + idf + automatic lambda = (1 - e) / e: the new defaults", "new defaults + min_df = 2")
+       "svd + idf + automatic lambda = (1 - e) / e", "svd + idf + automatic lambda + min_df = 2",
+       "THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda")
 BASELINE_ROWS = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 
 
@@ -96,7 +107,11 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
             tree = trees[key]
             if c["weighting"] == "none":
                 tree = replace(tree, feature_weights=None)
-            lam = auto_leaf_length(tree.metadata["latent_energy"]) if c["leaf_length"] == "auto" else c["leaf_length"]
+            if c["leaf_length"] == "auto":  # the rule's energy e, from the shipped feature_space()
+                space = feature_space(Xt[tr], names, resolve_params("default", leaf_length=None)[0])
+                lam = auto_leaf_length(space.shared)
+            else:
+                lam = c["leaf_length"]
             tree = lengthen_leaves(tree, lam * tree.metadata["mean_leaf_depth"])
             D = tree_wasserstein(tree, align_to_tree(Xt[tr], names, tree), Xq=align_to_tree(Xt[te], names, tree))
             for ls, y in labels.items():
@@ -139,15 +154,24 @@ def main() -> None:
     ap.add_argument("--tag", default="issue11")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--few", default="classic", help="sets that run only the rows in FEW (costly TWDs)")
+    ap.add_argument("--only", default="", help="';'-separated row labels to (re)run, merged into the cached JSON")
     args = ap.parse_args()
     out = cache_dir() / "ablation"
     out.mkdir(parents=True, exist_ok=True)
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:
-            few = [lv for lv in LEVERS if lv[0] in FEW] if name in args.few.split(",") else None
-            rep = run(name, args.splits, few)
-            (out / f"{args.tag}-{name}.json").write_text(json.dumps(rep))
+            rows = [lv for lv in LEVERS if lv[0] in FEW] if name in args.few.split(",") else LEVERS
+            if args.only:
+                rows = [lv for lv in rows if lv[0] in args.only.split(";")]
+            rep = run(name, args.splits, rows)
+            cached = out / f"{args.tag}-{name}.json"
+            if args.only and cached.exists():  # merge: the rows not rerun stay as they were
+                old = json.loads(cached.read_text())
+                for ls in rep["acc"]:
+                    old["acc"][ls].update(rep["acc"][ls])
+                rep = old
+            cached.write_text(json.dumps(rep))
     reps = [json.loads((out / f"{args.tag}-{n}.json").read_text()) for n in sets
             if (out / f"{args.tag}-{n}.json").exists()]
     print(markdown(reps))
