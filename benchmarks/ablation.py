@@ -6,7 +6,7 @@ kNN accuracy (k = 1, 3, ..., 19) over 3 random 70/30 splits (``stratified_splits
 splits of ``hdtwd classify``), trees learned on the training rows only, all through the SHIPPED
 functions: ``learn_tree`` for each tree, ``lengthen_leaves`` for the leaf term and the tree's own
 ``feature_weights`` for the idf rows (the idf weights change the histograms, never a data-space
-tree: cosine distances between columns do not see column scales), ``tree_wasserstein`` and
+tree: cosine distances between columns do not see column scales), ``query_distances`` (the kernel of ``classify``) and
 ``knn_accuracy`` for the score, ``baseline_distances`` for the baselines.
 
     python benchmarks/ablation.py --sets bbcsport,classic,zeisel,cbmc,pbmc   # JSON into the cache
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datasets import cache_dir  # noqa: E402
 from sets import load_set  # noqa: E402
 
-from hdtwd_cli.distance import tree_wasserstein  # noqa: E402
+from hdtwd_cli.distance import query_distances  # noqa: E402
 from hdtwd_cli.evaluation import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits  # noqa: E402
 from hdtwd_cli.pipeline import (  # noqa: E402
     align_to_tree,
@@ -113,7 +113,7 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
             else:
                 lam = c["leaf_length"]
             tree = lengthen_leaves(tree, lam * tree.metadata["mean_leaf_depth"])
-            D = tree_wasserstein(tree, align_to_tree(Xt[tr], names, tree), Xq=align_to_tree(Xt[te], names, tree))
+            D = query_distances(tree, align_to_tree(Xt[tr], names, tree), align_to_tree(Xt[te], names, tree))
             for ls, y in labels.items():
                 acc[ls].setdefault(label, []).append(knn_accuracy(D, y[tr], y[te], DEFAULT_K).tolist())
         for b in BASELINE_ROWS:

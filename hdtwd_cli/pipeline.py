@@ -367,14 +367,15 @@ def feature_space(
         ok[order[: params.max_features]] = True
         ok &= df >= max(1, int(params.min_df))
     cols = np.flatnonzero(ok)
+    Xk = X[:, cols]
     big = min(X.shape[0], cols.size) > params.feature_dims
     wanted, never = params.feature_space, -1.0
     if wanted == "auto" and embedding is None:
-        never = never_cooccur_fraction(X[:, cols], seed=params.seed)
+        never = never_cooccur_fraction(Xk, seed=params.seed)
         wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
     if big and (params.leaf_length is None or (wanted == "svd" and embedding is None)):
-        latent = latent_feature_space(X[:, cols], params.feature_dims, params.seed)
-        shared = latent_energy(latent, X[:, cols])
+        latent = latent_feature_space(Xk, params.feature_dims, params.seed)
+        shared = latent_energy(latent, Xk)
     if embedding is not None:
         vectors, vnames = embedding
         index = {str(v): i for i, v in enumerate(vnames)}
@@ -384,9 +385,8 @@ def feature_space(
         matrix: np.ndarray | sp.spmatrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float64)[rows[ok]].T)
         source = "embedding"
     else:
-        Xk = X[:, cols]
         source = "svd" if wanted == "svd" and big else "data"
-        if source == "svd":
+        if source == "svd" and latent is not None:
             matrix = latent
             nz = np.any(matrix != 0, axis=0)
             if not nz.all():
