@@ -311,8 +311,9 @@ class FeatureSpace:
     never_cooccur : float
         Estimated fraction of feature pairs that share no row (``auto`` only, else ``-1``).
     shared : float
-        Fraction of the data's energy that ``feature_dims`` latent dimensions capture (1 when the
-        data have no more dimensions than that); see :func:`auto_leaf_length`.
+        Fraction of the data's energy that the tree's input keeps: what ``feature_dims`` latent
+        dimensions capture (``svd``, and the data's latent space for a given embedding), 1 for
+        the data columns; see :func:`auto_leaf_length`.
     """
 
     matrix: np.ndarray | sp.spmatrix
@@ -373,9 +374,9 @@ def feature_space(
     if wanted == "auto" and embedding is None:
         never = never_cooccur_fraction(Xk, seed=params.seed)
         wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
-    if big and (params.leaf_length is None or (wanted == "svd" and embedding is None)):
+    if big and (wanted == "svd" or (embedding is not None and params.leaf_length is None)):
         latent = latent_feature_space(Xk, params.feature_dims, params.seed)
-        shared = latent_energy(latent, Xk)
+        shared = latent_energy(latent, Xk)  # kept below only where the tree's input is truncated
     if embedding is not None:
         vectors, vnames = embedding
         index = {str(v): i for i, v in enumerate(vnames)}
@@ -394,6 +395,7 @@ def feature_space(
                 matrix = np.ascontiguousarray(matrix[:, nz])
         else:
             matrix = sp.csr_matrix(Xk) if sp.issparse(Xk) else Xk
+            shared = 1.0  # the diffusion reads the whole columns: nothing is left to a leaf term
     return FeatureSpace(matrix, names[ok].tolist(), names[~ok].tolist(), weights, source, shared, never)
 
 
@@ -407,13 +409,14 @@ def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
 def auto_leaf_length(shared: float) -> float:
     r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon` (docs/method.md section 7).
 
-    :math:`\varepsilon` is the fraction of the data's energy that the ``feature_dims`` latent
-    dimensions capture (:attr:`FeatureSpace.shared`): the part of the samples that the features
-    SHARE, which the tree (learned from the features' neighbourhoods) can represent. The rest is
-    feature-specific; the leaf term gives it the weight :math:`1 - \varepsilon` against the
-    tree's :math:`\varepsilon`. Documents (a few dozen words of tens of thousands) keep most of
-    their energy outside any low-rank space (CLASSIC: :math:`\varepsilon = 0.19`, lambda = 4.1);
-    cells over selected genes keep little (CBMC: 0.95, lambda = 0.05).
+    :math:`\varepsilon` is the fraction of the data's energy that the tree's input keeps
+    (:attr:`FeatureSpace.shared`): with the latent space, what its ``feature_dims`` dimensions
+    capture, the part of the samples that the features SHARE and the tree can represent; the
+    rest is feature-specific, and the leaf term gives it the weight :math:`1 - \varepsilon`
+    against the tree's :math:`\varepsilon`. Documents (a few dozen words of tens of thousands)
+    keep most of their energy outside any low-rank space (CLASSIC: :math:`\varepsilon = 0.19`,
+    lambda = 4.1; BBCSPORT 0.39, 1.5). A tree learned from the data columns themselves (cells)
+    sees all of it: :math:`\varepsilon = 1`, lambda = 0.
     """
     return (1.0 - shared) / max(shared, 1e-3)
 

@@ -307,7 +307,7 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
 
     X, _, _ = planted_counts(200, 150, 4, seed=10)
     names = [f"g{j}" for j in range(150)]
-    params = resolve_params("default", feature_dims=8)[0]
+    params = resolve_params("default", feature_dims=8, feature_space="svd")[0]
     assert params.leaf_length is None  # the default is the automatic rule
     space = feature_space(X, names, params)
     M = X * idf_weights(X)
@@ -321,8 +321,11 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
     assert auto_leaf_length(1.0) == 0.0
     # a fixed value overrides the rule; small data (nothing to truncate) get no leaf term
     assert learn_tree(X, names, params.replace(leaf_length=0.5)).metadata["leaf_length"] == 0.5
-    small = learn_tree(X[:20, :12], names[:12], resolve_params("default")[0])
+    small = learn_tree(X[:20, :12], names[:12], resolve_params("default", feature_space="svd")[0])
     assert small.metadata["leaf_length"] == 0.0 and small.metadata["feature_source"] == "data"
+    # a tree learned from the whole data columns leaves nothing to the leaf term
+    cells = learn_tree(X, names, resolve_params("default", feature_dims=8, feature_space="data")[0])
+    assert cells.metadata["leaf_length"] == 0.0 and cells.metadata["latent_energy"] == 1.0
 
 
 def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
