@@ -136,6 +136,7 @@ def best(runs: list) -> tuple[float, float]:
 def markdown(reports: list[dict]) -> str:
     cols = [(r, ls) for r in reports for ls in r["acc"]]
     rows = list(dict.fromkeys(k for r, ls in cols for k in r["acc"][ls]))
+    rows = [k for k in rows if not k.startswith("baseline")] + [k for k in rows if k.startswith("baseline")]
     lines = ["| lever (change from the previous defaults) | " + " | ".join(ls for _, ls in cols) + " |",
              "|---|" + "---|" * len(cols)]
     for key in rows:
