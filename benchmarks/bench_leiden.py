@@ -179,9 +179,21 @@ def _warm_up_scanpy() -> None:
     sc.pp.neighbors(a, n_neighbors=N_NEIGHBORS)
 
 
+def _scipy_compat() -> None:
+    """scanpy 1.11.5 calls ``getnnz`` on the ``csr_array`` that scikit-learn returns for more than
+    4,096 cells; SciPy 1.17 removed it from the array classes. Give it back (same meaning)."""
+    import scipy.sparse as sp
+
+    for cls in (sp.csr_array, sp.csc_array, sp.coo_array):
+        if not hasattr(cls, "getnnz"):
+            cls.getnnz = lambda self, axis=None: self._getnnz(axis=axis)
+
+
 def scanpy_graph(g: Group):
     """Build scanpy's default PCA graph; return (AnnData with the graph, key, seconds, info)."""
     import scanpy as sc
+
+    _scipy_compat()
 
     _warm_up_scanpy()
     adata = to_anndata(g)
