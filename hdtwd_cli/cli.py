@@ -24,6 +24,7 @@ import typer
 from . import __version__
 from .distance import (
     TreeVectors,
+    check_histograms,
     dense_output_bytes,
     distance_blocks,
     nearest_neighbours,
@@ -512,8 +513,9 @@ def distance(
     else:
         params, tf = _params(preset, eps, scales, metric, linkage, bandwidth, transform, seed, edge_weights,
                              landmarks, landmark_method, feature_space_, feature_dims, weighting, leaf_length, min_df,
-                       max_features)
+                             max_features)
         X = apply_transform(md.X, tf)
+        _stage(lambda: check_histograms(X), data)  # before the tree is learned, not after
         T = _stage(lambda: learn_tree(X, md.feature_names, params, rep, str(data), available_memory(), vectors),
                    data)
         T.metadata.update({"transform": tf, "preset": preset.value})

@@ -32,6 +32,7 @@ from .tree import Tree
 
 __all__ = [
     "normalize_rows",
+    "check_histograms",
     "subtree_masses",
     "tree_embedding",
     "twd_vectors",
@@ -66,6 +67,15 @@ def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
         else:
             X = np.array(X, dtype=np.float64, copy=True)
         s = row_sums(X)  # the same bits for dense and sparse storage of the same values
+    _check_sums(s)
+    if sp.issparse(X):
+        X.data /= np.repeat(s, np.diff(X.indptr))
+        return X
+    X /= s[:, None]
+    return X
+
+
+def _check_sums(s: np.ndarray) -> None:
     if not np.all(np.isfinite(s)):
         i = int(np.flatnonzero(~np.isfinite(s))[0])
         raise ValueError(f"row {i} sums to infinity in float64 (values too large); rescale the data")
@@ -75,11 +85,12 @@ def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
             f"row {int(bad[0])} sums to zero and has no histogram"
             + (f" ({bad.size} such rows)" if bad.size > 1 else "")
         )
-    if sp.issparse(X):
-        X.data /= np.repeat(s, np.diff(X.indptr))
-        return X
-    X /= s[:, None]
-    return X
+
+
+def check_histograms(X: np.ndarray | sp.spmatrix) -> None:
+    """Raise the error of :func:`normalize_rows` without copying ``X``: run it before any costly stage."""
+    with np.errstate(over="ignore"):
+        _check_sums(row_sums(X))
 
 
 def subtree_masses(tree: Tree, x: np.ndarray | sp.spmatrix) -> np.ndarray:

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from ._kernels import l1_distances
 from ._kernels import l1_distances_sparse
-from .distance import SPARSE_KERNEL_DENSITY, normalize_rows, query_distances
+from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
 from .pipeline import TreeParams, align_to_tree, learn_trees
 
@@ -357,7 +357,7 @@ def evaluate(
     """
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)
-    normalize_rows(X)  # every row needs a histogram: fail here, before any tree is learned
+    check_histograms(X)  # every row needs a histogram: fail here, before any tree is learned
     acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
     choices: list[dict] = []
     grid = len(eps_grid) * len(scales_grid) > 1

@@ -369,3 +369,24 @@ def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root(
     placed = set(tree.leaf_names) - at_root
     assert placed == top and len(tree.leaf_names) == len(names)
     assert tree.metadata["unplaced_features"] == len(names) - 12
+
+
+def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    import hdtwd_cli.cli as cli
+    import hdtwd_cli.evaluation as ev
+
+    def never(*a, **k):
+        raise AssertionError("a tree was learned before the empty row was found")
+
+    monkeypatch.setattr(cli, "learn_tree", never)
+    monkeypatch.setattr(ev, "learn_trees", never)
+    csv = tmp_path / "x.csv"
+    csv.write_text("a,b,c\n1,2,3\n0,0,0\n4,5,6\n2,2,2\n")
+    res = CliRunner().invoke(cli.app, ["distance", str(csv), "-o", str(tmp_path / "D.npy")])
+    assert res.exit_code == 2 and "row 1 sums to zero" in res.output
+    X, names, y = tiny_corpus()
+    X[5] = 0
+    with pytest.raises(ValueError, match="row 5 sums to zero"):
+        evaluate(X, names, y, ["hdtwd"], [1.0], [3], resolve_params("default")[0], ks=[1], n_splits=2)
