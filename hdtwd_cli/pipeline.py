@@ -519,6 +519,11 @@ def learn_trees(
                                      tie_ranks=not isinstance(op, LandmarkOperator))
         tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
         out[K] = finish_tree(tree, space, params)
+    md = out[max(scales)].metadata
+    never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
+    rep.info(f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
+             f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "
+             f"{space.shared:.3g})")
     return out
 
 
