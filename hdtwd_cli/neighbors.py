@@ -22,10 +22,16 @@ __all__ = ["knn_distance_matrix", "umap_connectivities", "scanpy_neighbors_uns"]
 
 
 def knn_distance_matrix(indices: np.ndarray, distances: np.ndarray) -> sp.csr_matrix:
-    """The n x n CSR matrix with row ``i`` holding ``distances[i]`` at columns ``indices[i]``."""
+    """The n x n CSR matrix with row ``i`` holding ``distances[i]`` at columns ``indices[i]``.
+
+    The arrays are copied: the CSR constructor may share them, and sorting the column indices
+    would then reorder the caller's arrays in place.
+    """
     n, k = indices.shape
     indptr = np.arange(0, n * k + 1, k, dtype=np.int64)
-    M = sp.csr_matrix((distances.ravel().astype(np.float64), indices.ravel(), indptr), shape=(n, n))
+    cols = np.array(indices, dtype=np.int64, copy=True).ravel()
+    vals = np.array(distances, dtype=np.float64, copy=True).ravel()
+    M = sp.csr_matrix((vals, cols, indptr), shape=(n, n))
     M.sort_indices()
     return M
 

@@ -96,3 +96,16 @@ def test_memory_refusal_points_to_the_ways_out(tmp_path):
     err = learn.stderr.decode()
     assert learn.returncode == 4 and "learning the tree" in err and len(err.strip().splitlines()) == 1
     assert not env_out.exists()
+
+
+def test_knn_distance_matrix_leaves_the_callers_arrays_unchanged():
+    """Issue 12: the CSR constructor shared an int32 index array and sort_indices reordered it."""
+    from hdtwd_cli.neighbors import knn_distance_matrix
+
+    for dtype in (np.int32, np.int64):
+        idx = np.array([[2, 1], [0, 2], [1, 0]], dtype=dtype)
+        dist = np.array([[0.5, 0.25], [0.75, 1.0], [2.0, 1.5]])
+        idx0, dist0 = idx.copy(), dist.copy()
+        M = knn_distance_matrix(idx, dist)
+        assert np.array_equal(idx, idx0) and np.array_equal(dist, dist0), dtype
+        assert M[0, 1] == 0.25 and M[0, 2] == 0.5 and M[2, 0] == 1.5
