@@ -34,7 +34,6 @@ from hdtwd_cli.pipeline import (  # noqa: E402
     align_to_tree,
     apply_transform,
     auto_leaf_length,
-    feature_space,
     learn_tree,
     resolve_params,
 )
@@ -112,12 +111,8 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
                 tree = trees[key]
                 if c["weighting"] == "none":
                     tree = replace(tree, feature_weights=None)
-                if c["leaf_length"] == "auto":  # the rule's energy e, from the shipped feature_space()
-                    space = feature_space(Xt[tr], names, resolve_params(
-                        "default", seed=seed, feature_space=c["feature_space"], min_df=c["min_df"])[0])
-                    lam = auto_leaf_length(space.shared)
-                else:
-                    lam = c["leaf_length"]
+                # the rule's energy e is recorded by learn_tree (the latent share, 1 for data columns)
+                lam = auto_leaf_length(tree.metadata["latent_energy"]) if c["leaf_length"] == "auto" else c["leaf_length"]
                 tree = lengthen_leaves(tree, lam * tree.metadata["mean_leaf_depth"])
                 D += query_distances(tree, align_to_tree(Xt[tr], names, tree), align_to_tree(Xt[te], names, tree))
             D /= c["ensemble"]

@@ -272,7 +272,7 @@ def query_distances(tree: Tree, X: np.ndarray | sp.spmatrix, Xq: np.ndarray | sp
     tv = TreeVectors(tree, X, extra=Xq)
     Y = tree_vectors_sparse(tv.x, tree.parent, tv.cols, tree.length, tv.dim)
     if Y.nnz >= SPARSE_KERNEL_DENSITY * Y.shape[0] * max(tv.dim, 1):
-        return tree_wasserstein(tree, X, Xq=Xq)
+        return pairwise_l1(tv.rows(), tv.of(Xq))  # what tree_wasserstein computes, from the same tv
     Yq = tree_vectors_sparse(sp.csr_matrix(normalize_rows(Xq)), tree.parent, tv.cols, tree.length, tv.dim)
     return l1_distances_sparse(Yq, Y)
 

@@ -199,9 +199,18 @@ def _log_cp10k(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     return np.log1p(np.asarray(X, dtype=np.float64) * (1e4 / s)[:, None])
 
 
-def _euclidean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    D2 = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2 * (A @ B.T)
-    return np.sqrt(np.maximum(D2, 0))
+def _gram_and_norms(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``A B^T`` (dense) and the rows' Euclidean norms, by sparse products when the rows are sparse."""
+    def norms(M: np.ndarray | sp.spmatrix) -> np.ndarray:
+        sq = M.multiply(M).sum(axis=1) if sp.issparse(M) else np.einsum("ij,ij->i", M, M)
+        return np.sqrt(np.asarray(sq).ravel())
+
+    return _dense(A @ B.T), norms(A), norms(B)
+
+
+def _euclidean(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> np.ndarray:
+    G, na, nb = _gram_and_norms(A, B)
+    return np.sqrt(np.maximum(na[:, None] ** 2 + nb[None, :] ** 2 - 2 * G, 0))
 
 
 def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix) -> np.ndarray:
@@ -225,12 +234,10 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
         A, B = _dense(A), _dense(B)
     if name == "l1":
         return l1_distances_sparse(A, B) if sparse else l1_distances(A, B)
-    G = _dense(A @ B.T)
-    na = np.sqrt(np.asarray(A.multiply(A).sum(axis=1)).ravel()) if sparse else np.linalg.norm(A, axis=1)
-    nb = np.sqrt(np.asarray(B.multiply(B).sum(axis=1)).ravel()) if sparse else np.linalg.norm(B, axis=1)
     if name == "euclidean":
-        return np.sqrt(np.maximum(na[:, None] ** 2 + nb[None, :] ** 2 - 2 * G, 0))
+        return _euclidean(A, B)
     if name == "cosine":
+        G, na, nb = _gram_and_norms(A, B)
         return 1.0 - G / np.outer(na, nb)
     raise ValueError(f"unknown baseline {name!r}")
 
