@@ -30,7 +30,7 @@ from sets import load_set  # noqa: E402
 from hdtwd_cli.evaluation import evaluate, summarise  # noqa: E402
 from hdtwd_cli.pipeline import TreeParams, apply_transform, resolve_params  # noqa: E402
 
-#: The paper's Optuna choices (spec section 5).
+#: The paper's Optuna choices (docs/method.md section 5).
 PAPER = {"zeisel7": (2.0, 7), "zeisel48": (2.0, 7), "cbmc": (5.0, 9), "bbcsport": (10.0, 12), "classic": (1.0, 15)}
 #: Table 1 of the paper (Zeisel / CBMC on its own 47 / 56 subclass label sets): hdtwd, cosine.
 PUBLISHED = {"zeisel7": (89.1, 73.5), "zeisel48": (89.1, 73.5), "cbmc": (84.3, 72.7), "bbcsport": (96.1, 91.5),

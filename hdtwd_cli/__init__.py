@@ -1,17 +1,71 @@
 """hdtwd: tree-Wasserstein distance for high-dimensional data with a latent feature hierarchy.
 
-The package is a thin command-line layer (:mod:`hdtwd_cli.cli`) over pure numerical stages,
-one module per stage of Lin, Coifman, Mishne & Talmon (ICLR 2025):
+Lin, Coifman, Mishne & Talmon (ICLR 2025): learn the hidden hierarchy of a data set's FEATURES
+(genes, words) and turn it into a distance between SAMPLES (cells, documents).
 
-- :mod:`hdtwd_cli.diffusion` -- feature diffusion operator (Sec. 3.2, Eq. 1; spec section 1)
-- :mod:`hdtwd_cli.hyperbolic` -- multi-scale hyperbolic embedding (Sec. 3.2; spec section 2)
-- :mod:`hdtwd_cli.tree` -- HD-LCA and binary tree decoding (Sec. 3.3-3.4, Alg. 1; spec section 3)
-- :mod:`hdtwd_cli.distance` -- the tree-Wasserstein distance (Eq. 5; spec section 4)
-- :mod:`hdtwd_cli.evaluation` -- kNN evaluation protocol (App. C; spec section 5)
+The public API (:mod:`hdtwd_cli.api`), for notebooks::
 
-and an I/O layer (:mod:`hdtwd_cli.io`) that owns every file format and the HDF5 layout.
+    import hdtwd_cli as hd
+    tree = hd.learn_tree(X, gene_names)             # the feature tree
+    D = hd.distances(X, tree)                        # pairwise TWD
+    hd.neighbors(adata, n_neighbors=15)              # like sc.pp.neighbors, on the TWD
+
+The stages, one module each (the method: docs/method.md):
+
+- :mod:`hdtwd_cli.diffusion` -- feature diffusion operator (paper Sec. 3.2, Eq. 1; section 1)
+- :mod:`hdtwd_cli.hyperbolic` -- multi-scale hyperbolic embedding (Sec. 3.2; section 2)
+- :mod:`hdtwd_cli.tree` -- HD-LCA and binary tree decoding (Sec. 3.3-3.4, Alg. 1; section 3)
+- :mod:`hdtwd_cli.distance` -- the tree-Wasserstein distance (Eq. 5; section 4)
+- :mod:`hdtwd_cli.evaluation` -- kNN evaluation protocol (App. C; section 5)
+- :mod:`hdtwd_cli.landmarks` -- landmark diffusion for many features (section 6)
+- :mod:`hdtwd_cli.features` -- the features' space and weights (section 7)
+- :mod:`hdtwd_cli.neighbors` -- kNN graphs in scanpy's layout
+
+an I/O layer (:mod:`hdtwd_cli.io`) that owns every file format and the HDF5 layout, and the
+command line (:mod:`hdtwd_cli.cli`), a thin shell over the API.
 """
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+from .api import (  # noqa: E402
+    DistanceVectors,
+    FeatureEmbedding,
+    KnnGraph,
+    classify,
+    decode_tree,
+    distance_vectors,
+    distances,
+    embed,
+    knn_graph,
+    learn_tree,
+    neighbors,
+    tree_vectors,
+)
+from .errors import HdtwdError, HdtwdWarning, InputError, OutputError, ParameterError, ResourceError  # noqa: E402
+from .pipeline import PRESETS, TreeParams  # noqa: E402
+from .tree import Tree  # noqa: E402
+
+__all__ = [
+    "__version__",
+    "TreeParams",
+    "PRESETS",
+    "Tree",
+    "learn_tree",
+    "tree_vectors",
+    "distances",
+    "distance_vectors",
+    "DistanceVectors",
+    "knn_graph",
+    "KnnGraph",
+    "neighbors",
+    "classify",
+    "embed",
+    "FeatureEmbedding",
+    "decode_tree",
+    "HdtwdError",
+    "InputError",
+    "ParameterError",
+    "OutputError",
+    "ResourceError",
+    "HdtwdWarning",
+]

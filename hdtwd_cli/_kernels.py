@@ -1,4 +1,4 @@
-"""Compiled pairwise L1 kernel (numba): the hot loop of the distance step (spec section 4).
+"""Compiled pairwise L1 kernel (numba): the hot loop of the distance step (docs/method.md section 4).
 
 :math:`D_{ij} = \\sum_k |A_{ik} - B_{jk}|`, every sum accumulated in float64 whatever the storage
 type (float32 values are widened exactly to float64 before the subtraction).

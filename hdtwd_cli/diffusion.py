@@ -1,4 +1,4 @@
-r"""Feature diffusion operator (paper Sec. 3.2 and Eq. 1; spec section 1).
+r"""Feature diffusion operator (paper Sec. 3.2 and Eq. 1; docs/method.md section 1).
 
 The tree is learned over the m FEATURES (columns of the n x m data matrix ``X``).  Each feature
 is the vector :math:`a_j = X_{:,j} \in \mathbb{R}^n` and the diffusion operator is built from
@@ -23,6 +23,8 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
+
+from .errors import ParameterError
 
 __all__ = [
     "DiffusionOperator",
@@ -107,7 +109,7 @@ def column_scale(X: np.ndarray | sp.spmatrix) -> np.ndarray:
 
 
 def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") -> np.ndarray:
-    r"""Initial distances between the feature columns of ``X`` (spec section 1, step 1).
+    r"""Initial distances between the feature columns of ``X`` (docs/method.md section 1, step 1).
 
     Parameters
     ----------
@@ -192,10 +194,10 @@ def diffusion_operator(
     Notes
     -----
     The reference code uses ``exp(-d / sigma)``; the paper's text (and this function) use
-    :math:`\exp(-d^2/\epsilon)` (spec section 1, step 3).
+    :math:`\exp(-d^2/\epsilon)` (docs/method.md section 1, step 3).
     """
     if not eps > 0:
-        raise ValueError("--eps (the kernel scale multiplier) must be positive")
+        raise ParameterError("(the kernel scale multiplier) must be positive", "eps")
     D = feature_distances(X, metric)
     sigma = kernel_scale(D)
     if not sigma > 0:

@@ -1,4 +1,4 @@
-r"""The tree-Wasserstein distance (paper Eq. 5; spec section 4).
+r"""The tree-Wasserstein distance (paper Eq. 5; docs/method.md section 4).
 
 Samples are histograms :math:`x_i = X_i / \lVert X_i\rVert_1` over the leaves (features) of a
 rooted tree with edge lengths :math:`w_v` (the paper's :math:`\alpha_v`). With ``R`` the 0/1
@@ -19,6 +19,8 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
+
+from .errors import ParameterError
 
 from ._kernels import (
     l1_distances,
@@ -332,7 +334,7 @@ def nearest_neighbours(
     """
     n = Y.n if isinstance(Y, TreeVectors) else Y.shape[0]
     if not 1 <= k < n:
-        raise ValueError(f"--knn must be between 1 and n - 1 = {n - 1}")
+        raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
 
     def rows(i0: int, i1: int) -> np.ndarray:
         return Y.rows(i0, i1) if isinstance(Y, TreeVectors) else Y[i0:i1]

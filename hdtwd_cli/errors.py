@@ -1,7 +1,11 @@
-"""User-facing errors and the exit codes the command line maps them to.
+"""Errors and warnings of the library, and the exit codes the command line maps them to.
 
-Every error a user can cause carries the file it concerns, so that the command line prints one
-line ``hdtwd: error: FILE: problem`` and exits with the documented code:
+Every error a user can cause is a :class:`ValueError` subclass (so ``except ValueError`` in a
+notebook catches it) that names what it concerns: the file (``path``) or the Python argument
+(``argument``, :class:`ParameterError`). The library words its messages for Python callers
+(``eps must be positive``); the command line alone turns an argument into its flag
+(``--eps must be positive``) and an error into one line ``hdtwd: error: FILE: problem`` and
+the documented exit code:
 
 ====  =====================================================================
 code  meaning
@@ -12,34 +16,70 @@ code  meaning
 3     output cannot be written (unwritable path, would overwrite an input)
 4     not enough memory for the requested computation (refused up front)
 130   interrupted (Ctrl-C); no partial output is left behind
+141   the reader of standard output went away (``| head``)
 ====  =====================================================================
+
+Every warning is a :class:`HdtwdWarning` (filter them with
+``warnings.filterwarnings("ignore", category=hdtwd_cli.HdtwdWarning)``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HdtwdError", "InputError", "OutputError", "ResourceError"]
+__all__ = ["HdtwdError", "InputError", "ParameterError", "OutputError", "ResourceError", "HdtwdWarning"]
 
 
-class HdtwdError(Exception):
-    """Base class of the errors a user can cause; ``exit_code`` is the process exit status."""
+class HdtwdWarning(UserWarning):
+    """A recoverable oddity the user should hear about (the one warning category of hdtwd)."""
+
+
+class HdtwdError(ValueError):
+    """Base class of the errors a user can cause; ``exit_code`` is the process exit status.
+
+    ``message`` may name Python arguments as ``{key}`` placeholders, with ``names`` mapping
+    each key to the argument (``"{a} and {b} exclude each other", a="layer", b="use_raw"``):
+    ``str()`` writes the Python names, :meth:`worded` any other spelling (the CLI's flags).
+    """
 
     exit_code = 2
 
-    def __init__(self, message: str, path: str | Path | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(self, message: str, path: str | Path | None = None, **names: str) -> None:
+        self.template = message
+        self.names = names
         self.path = None if path is None else str(path)
+        self.message = self.worded(lambda a: a)
+        super().__init__(self.message)
+
+    def worded(self, name_of: Callable[[str], str]) -> str:
+        """The message with every argument written as ``name_of(python_name)`` (no path)."""
+        if not self.names:
+            return self.template
+        return self.template.format(**{k: name_of(v) for k, v in self.names.items()})
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
 class InputError(HdtwdError):
-    """An input file is missing, unreadable or holds data the method cannot use."""
+    """An input (file or array) is missing, unreadable or holds data the method cannot use."""
 
     exit_code = 2
+
+
+class ParameterError(HdtwdError):
+    """A parameter value is invalid or conflicts with another; ``argument`` is its Python name.
+
+    ``message`` may contain ``{arg}`` where the argument's name belongs, else the name is put
+    first: ``ParameterError("must be positive", "eps")`` reads ``eps must be positive``.
+    """
+
+    exit_code = 2
+
+    def __init__(self, message: str, argument: str, path: str | Path | None = None, **names: str) -> None:
+        self.argument = argument
+        super().__init__(message if "{arg}" in message else "{arg} " + message, path, arg=argument, **names)
 
 
 class OutputError(HdtwdError):

@@ -1,4 +1,4 @@
-r"""kNN evaluation protocol (paper App. C; spec section 5).
+r"""kNN evaluation protocol (paper App. C; docs/method.md section 5).
 
 Repeated random train/test splits (70/30 by default, stratified when every class has at least two
 members); the feature tree is learned from the TRAINING rows only and the test rows are mapped

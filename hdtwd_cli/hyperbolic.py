@@ -1,4 +1,4 @@
-r"""Multi-scale hyperbolic diffusion embedding (paper Sec. 3.2; Lin et al., ICML 2023; spec section 2).
+r"""Multi-scale hyperbolic diffusion embedding (paper Sec. 3.2; Lin et al., ICML 2023; docs/method.md section 2).
 
 For scales :math:`k = 0, \dots, K` every feature ``j`` is embedded in the Poincare half-space
 :math:`\mathbb{H}^{m+1}` as
@@ -85,7 +85,7 @@ def hyperbolic_embedding(
     ----------
     op : DiffusionOperator or landmarks.LandmarkOperator
         Spectral form of ``P``. With landmarks the densities are the ``m'``-vectors
-        :math:`\rho_j^{2^{-k}}` over the landmarks (LARGE_M.md), so ``psi`` is ``(K+1, m, m')``.
+        :math:`\rho_j^{2^{-k}}` over the landmarks (docs/method.md section 6), so ``psi`` is ``(K+1, m, m')``.
     scales : int
         ``K``, the largest scale (the paper's :math:`K_c`); ``K + 1`` scales are computed.
     progress : callable, optional

@@ -1,4 +1,4 @@
-r"""Landmark diffusion for large feature counts (Roseland, Shen & Wu 2022; spec LARGE_M.md).
+r"""Landmark diffusion for large feature counts (Roseland, Shen & Wu 2022; docs/method.md section 6).
 
 The exact operator of :mod:`diffusion` needs an ``m x m`` kernel and its eigendecomposition
 (:math:`O(m^3)` time, :math:`m^2` memory). With ``m'`` landmarks :math:`l_1..l_{m'}` (feature
@@ -34,6 +34,8 @@ from typing import Literal
 
 import numpy as np
 import scipy.sparse as sp
+
+from .errors import ParameterError
 
 from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, column_scale
 
@@ -72,9 +74,9 @@ def effective_landmarks(requested: int | None, m: int) -> int:
     if requested is None:
         return 0 if m <= AUTO_LANDMARKS_ABOVE else min(DEFAULT_LANDMARKS, m)
     if requested < 0:
-        raise ValueError("--landmarks must be >= 0")
+        raise ParameterError("must be >= 0", "landmarks")
     if requested == 1:
-        raise ValueError("--landmarks needs at least 2 landmarks (or 0 for the exact operator)")
+        raise ParameterError("needs at least 2 landmarks (or 0 for the exact operator)", "landmarks")
     return min(int(requested), m)
 
 
@@ -271,7 +273,7 @@ def landmark_affinity(
     sigma : float
     """
     if not eps > 0:
-        raise ValueError("--eps (the kernel scale multiplier) must be positive")
+        raise ParameterError("(the kernel scale multiplier) must be positive", "eps")
     sigma = float(np.median(D))
     if not sigma > 0:
         raise ValueError("all features are proportional across the samples (median distance is 0; too few samples?)")
@@ -327,7 +329,7 @@ def landmark_operator(
     eigenvalue_floor: float = EIGENVALUE_FLOOR,
     progress: Callable[[int], None] | None = None,
 ) -> LandmarkOperator:
-    r"""Landmark diffusion operator in spectral form (module docstring; LARGE_M.md).
+    r"""Landmark diffusion operator in spectral form (module docstring; docs/method.md section 6).
 
     Parameters
     ----------

@@ -6,14 +6,15 @@ Pure functions over arrays (no file I/O) that the command line and the evaluatio
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Any
+import dataclasses
+from dataclasses import asdict, dataclass, fields
+from typing import Any, get_args
 
 import numpy as np
 import scipy.sparse as sp
 
-from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
-from .errors import InputError, ResourceError
+from .diffusion import EIGENVALUE_FLOOR, Bandwidth, DiffusionOperator, Metric, diffusion_operator
+from .errors import HdtwdWarning, InputError, ParameterError, ResourceError
 from .features import (
     FEATURE_SPACES,
     NEVER_COOCCUR_LIMIT,
@@ -23,10 +24,10 @@ from .features import (
     latent_feature_space,
     never_cooccur_fraction,
 )
-from .landmarks import KMEANS_ITERATIONS, LandmarkOperator, effective_landmarks, landmark_operator
+from .landmarks import KMEANS_ITERATIONS, LANDMARK_METHODS, LandmarkOperator, effective_landmarks, landmark_operator
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
 from .progress import Reporter
-from .tree import Tree, attach_at_root, decode_tree, hd_lca_product, lengthen_leaves, mean_leaf_depth
+from .tree import EDGE_WEIGHTS, LINKAGES, Tree, attach_at_root, decode_tree, hd_lca_product, lengthen_leaves, mean_leaf_depth
 
 __all__ = [
     "TreeParams",
@@ -51,7 +52,7 @@ __all__ = [
     "check_tree_memory",
 ]
 
-#: Named configurations. ``paper`` reproduces spec sections 1-4 exactly (the paper's Alg. 1 and
+#: Named configurations. ``paper`` reproduces docs/method.md sections 1-4 exactly (the paper's Alg. 1 and
 #: Eq. 5, with the paper's default grid point c = 1, K = 7); ``default`` is the library default,
 #: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
 PRESETS: dict[str, dict[str, Any]] = {
@@ -63,6 +64,10 @@ PRESETS: dict[str, dict[str, Any]] = {
                 "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
                 "max_features": 20000},
 }
+#: Element-wise transforms of the data (:func:`apply_transform`).
+TRANSFORMS = ("none", "log1p", "sqrt")
+METRICS: tuple[str, ...] = get_args(Metric)
+BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
 #: Default largest scale K (K + 1 scales).
@@ -71,11 +76,15 @@ DEFAULT_SCALES = int(PRESETS["default"]["scales"])
 
 @dataclass(frozen=True)
 class TreeParams:
-    """Parameters of the tree-learning stages (spec sections 1-3).
+    """Parameters of the tree-learning stages (docs/method.md sections 1-3 and 6-7).
 
+    Bare ``TreeParams()`` is the library default (the ``"default"`` preset, chosen by the
+    ablation in benchmarks/RESULTS.md); ``TreeParams.from_preset("paper")`` reproduces the paper.
+    Every value is checked on construction (:class:`errors.ParameterError` names the field).
+    ``transform`` is the element-wise transform of the data before everything (:func:`apply_transform`).
     ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
     ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
-    ``edge_weights`` is ``midpoint`` (spec section 3) or ``lca`` (HD-LCA heights);
+    ``edge_weights`` is ``midpoint`` (docs/method.md section 3) or ``lca`` (HD-LCA heights);
     ``landmarks`` is the number of diffusion landmarks (``0``: exact operator, ``None``: automatic,
     see :func:`landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``;
     ``landmark_eps`` is the kernel-scale multiplier used on the landmark path instead of ``eps``
@@ -93,32 +102,83 @@ class TreeParams:
     ``m(m-1)/2`` HD-LCA values and the linkage (docs/method.md section 6).
     """
 
-    def kernel_eps(self, landmark_path: bool) -> float:
-        """The multiplier c actually used: ``landmark_eps`` on the landmark path when set, else ``eps``."""
-        return float(self.landmark_eps) if landmark_path and self.landmark_eps is not None else float(self.eps)
-
     eps: float = DEFAULT_EPS
     scales: int = DEFAULT_SCALES
     metric: str = "cosine"
     seed: int = 0
-    linkage: str = "single"
-    bandwidth: str = "median"
+    linkage: str = "complete"
+    bandwidth: str = "knn"
     knn: int = 7
-    edge_weights: str = "midpoint"
+    edge_weights: str = "lca"
     landmarks: int | None = None
     landmark_method: str = "random"
-    landmark_eps: float | None = None
-    feature_space: str = "data"
+    landmark_eps: float | None = 0.1
+    feature_space: str = "auto"
     feature_dims: int = 100
-    weighting: str = "none"
-    leaf_length: float | None = 0.0
+    weighting: str = "idf"
+    leaf_length: float | None = None
     min_df: int = 1
-    max_features: int = 0
+    max_features: int = 20000
+    transform: str = "none"
+
+    def __post_init__(self) -> None:
+        choices = {"metric": METRICS, "linkage": LINKAGES, "bandwidth": BANDWIDTHS, "edge_weights": EDGE_WEIGHTS,
+                   "landmark_method": LANDMARK_METHODS, "feature_space": FEATURE_SPACES, "weighting": WEIGHTINGS,
+                   "transform": TRANSFORMS}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ParameterError(f"must be one of {', '.join(allowed)}, not {getattr(self, name)!r}", name)
+        positive = {"eps": self.eps, "landmark_eps": self.landmark_eps}
+        for name, v in positive.items():
+            if v is not None and not (np.isfinite(v) and v > 0):
+                raise ParameterError("(the kernel scale multiplier) must be positive", name)
+        at_least = {"scales": (self.scales, 0), "knn": (self.knn, 1), "feature_dims": (self.feature_dims, 1),
+                    "min_df": (self.min_df, 1), "max_features": (self.max_features, 0),
+                    "landmarks": (self.landmarks, 0)}
+        for name, (v, lo) in at_least.items():
+            if v is not None and not (int(v) == v and v >= lo):
+                raise ParameterError(f"must be an integer >= {lo}", name)
+        if self.landmarks == 1:
+            raise ParameterError("needs at least 2 landmarks (or 0 for the exact operator)", "landmarks")
+        if self.leaf_length is not None and not (np.isfinite(self.leaf_length) and self.leaf_length >= 0):
+            raise ParameterError("must be non-negative (or None for the automatic choice)", "leaf_length")
+
+    @classmethod
+    def from_preset(cls, preset: str = "default", **overrides: Any) -> "TreeParams":
+        """The named configuration ``preset`` with ``overrides`` (values that are not ``None``) on top.
+
+        ``"default"`` is the library default (= ``TreeParams()``); ``"paper"`` reproduces the
+        paper's Alg. 1 and Eq. 5 exactly (docs/method.md sections 1-4). An explicit ``eps``
+        applies on the landmark path too (``landmark_eps`` is dropped unless also given).
+
+        Examples
+        --------
+        >>> from hdtwd_cli import TreeParams
+        >>> TreeParams.from_preset("paper").linkage
+        'single'
+        >>> TreeParams.from_preset("default", scales=3) == TreeParams(scales=3)
+        True
+        """
+        if preset not in PRESETS:
+            raise ParameterError(f"must be one of {', '.join(PRESETS)}, not {preset!r}", "preset")
+        cfg = dict(PRESETS[preset])
+        given = {k: v for k, v in overrides.items() if v is not None}
+        unknown = sorted(set(given) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ParameterError(f"is not a tree parameter; choose from {', '.join(f.name for f in fields(cls))}",
+                                 unknown[0])
+        cfg.update(given)
+        if "eps" in given and "landmark_eps" not in given:
+            cfg["landmark_eps"] = None  # an explicit eps applies to both paths
+        return cls(**cfg)
+
+    def kernel_eps(self, landmark_path: bool) -> float:
+        """The multiplier c actually used: ``landmark_eps`` on the landmark path when set, else ``eps``."""
+        return float(self.landmark_eps) if landmark_path and self.landmark_eps is not None else float(self.eps)
 
     def replace(self, **changes: Any) -> "TreeParams":
-        d = asdict(self)
-        d.update(changes)
-        return TreeParams(**d)
+        """A copy with ``changes`` applied (validated)."""
+        return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -127,19 +187,10 @@ class TreeParams:
         return d
 
 
-TRANSFORMS = ("none", "log1p", "sqrt")
-
-
 def resolve_params(preset: str = "default", seed: int = 0, **overrides: Any) -> tuple[TreeParams, str]:
     """Tree parameters and data transform from a preset, with explicit values (not None) winning."""
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
-    cfg = dict(PRESETS[preset])
-    cfg.update({k: v for k, v in overrides.items() if v is not None})
-    if overrides.get("eps") is not None and overrides.get("landmark_eps") is None:
-        cfg["landmark_eps"] = None  # an explicit --eps applies to both paths
-    transform = cfg.pop("transform")
-    return TreeParams(seed=seed, **cfg), transform
+    params = TreeParams.from_preset(preset, seed=seed, **overrides)
+    return params, params.transform
 
 
 def apply_transform(X: np.ndarray | sp.spmatrix, transform: str) -> np.ndarray | sp.spmatrix:
@@ -151,7 +202,7 @@ def apply_transform(X: np.ndarray | sp.spmatrix, transform: str) -> np.ndarray |
     if transform == "none":
         return X
     if transform not in TRANSFORMS:
-        raise ValueError(f"unknown transform {transform!r}; choose from {', '.join(TRANSFORMS)}")
+        raise ParameterError(f"must be one of {', '.join(TRANSFORMS)}, not {transform!r}", "transform")
     f = np.log1p if transform == "log1p" else np.sqrt
     if sp.issparse(X):
         Y = sp.csr_matrix(X, copy=True)
@@ -181,7 +232,7 @@ def drop_empty_features(
     warnings.warn(
         f"{where}{len(dropped)} all-zero feature column(s) left out of the tree "
         f"(e.g. {', '.join(dropped[:3])})",
-        stacklevel=2,
+        HdtwdWarning, stacklevel=2,
     )
     idx = np.flatnonzero(keep)
     X = X[:, idx]

@@ -1,4 +1,4 @@
-r"""HD-LCA and hyperbolic binary tree decoding (paper Sec. 3.3-3.4, Props. 1 & 3, Alg. 1; spec section 3).
+r"""HD-LCA and hyperbolic binary tree decoding (paper Sec. 3.3-3.4, Props. 1 & 3, Alg. 1; docs/method.md section 3).
 
 Per scale the hyperbolic LCA of two leaves is their geodesic midpoint, whose height is
 (Prop. 1)
@@ -106,6 +106,42 @@ class Tree:
         w = self.feature_weights
         if w is not None and (w.shape != (L,) or not np.all(np.isfinite(w)) or np.any(w <= 0)):
             raise ValueError("feature weights must be one finite positive value per leaf")
+
+    def to_newick(self) -> str:
+        """The tree as one line of Newick (names quoted where needed, branch lengths as floats).
+
+        Newick carries the topology, the names and the branch lengths only: not the feature
+        weights (write the HDF5 file to keep them).
+        """
+        from .io.newick import write_newick
+
+        return write_newick(self)
+
+    def write(self, path: str, meta: dict | None = None) -> None:
+        """Write the tree atomically: HDF5 (``.h5``, ``.hdf5``; everything, with ``metadata`` as its
+        parameters and ``meta`` as file attributes) or Newick (``.nwk``, ``.newick``, ``.tree``, ``.tre``).
+
+        Examples
+        --------
+        >>> import numpy as np, os, tempfile, hdtwd_cli as hd
+        >>> tree = hd.learn_tree(np.random.default_rng(0).poisson(2.0, size=(30, 6)))
+        >>> d = tempfile.mkdtemp()
+        >>> tree.write(os.path.join(d, "t.h5"))
+        >>> hd.Tree.read(os.path.join(d, "t.h5")).parent.tolist() == tree.parent.tolist()
+        True
+        >>> tree.to_newick().endswith(";")
+        True
+        """
+        from .io.output import write_tree_file
+
+        write_tree_file(str(path), self, meta or {})
+
+    @classmethod
+    def read(cls, path: str) -> "Tree":
+        """Read an hdtwd tree file (``.h5``) or a Newick file (validated)."""
+        from .io.output import read_tree_file
+
+        return read_tree_file(str(path))
 
     def children(self) -> list[list[int]]:
         """Children of every node, in increasing index order."""
@@ -236,7 +272,7 @@ def hd_lca_product(
 
     :math:`g = a^{2(K+1)}` is a monotone function of the HD-LCA value (Prop. 3), so single and
     complete linkage on ``g`` give the same merges as on :math:`a` and
-    :math:`\log a = \log g / (2(K+1))` (LARGE_M.md). Computed over the upper triangle in row
+    :math:`\log a = \log g / (2(K+1))` (docs/method.md section 6). Computed over the upper triangle in row
     blocks: per block ``I`` and scale one BLAS product :math:`\Psi_k[I]\,\Psi_k[i_0+1:]^\top`
     and one fused compiled pass that multiplies the factor into the block. Memory beyond the
     ``m(m-1)/2`` output: two ``block x m`` buffers (:func:`lca_block_rows`), whatever the width of
@@ -436,7 +472,7 @@ def decode_tree(
     linkage_rule : {"single", "average", "complete", "weighted"}
         Agglomeration rule on the HD-LCA values; ``single`` is the paper's Alg. 1.
     edge_weights : {"midpoint", "lca"}
-        ``midpoint``: spec section 3 (internal nodes at geodesic midpoints, weight
+        ``midpoint``: docs/method.md section 3 (internal nodes at geodesic midpoints, weight
         :math:`\tfrac12 d_{\mathcal M}` of the children); ``lca``: hyperbolic distance between
         the HD-LCA points of child and parent (:func:`lca_height_weights`).
     tie_ranks : bool

@@ -141,7 +141,7 @@ CASES: list[Case] = [
      "--unseen root hangs them from the tree's root"),
     ("unseen-no-tree", "--unseen without --tree", lambda t: ["distance", SAMPLE / "produce.csv", "--unseen", "root",
                                                            "-o", t / "D.npy"], 2,
-     "--unseen applies to a stored tree (--tree)"),
+     "--unseen applies to a stored tree only (--tree)"),
     ("emb-ragged", "a word2vec file with a short line", lambda t: ["distance", SAMPLE / "produce.csv",
                                                                  "--feature-embedding",
                                                                  _w(t, "v.txt", "apple 1 2\nkiwi 3\n"),

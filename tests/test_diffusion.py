@@ -1,4 +1,4 @@
-"""Feature diffusion operator (spec section 1) against a direct dense construction."""
+"""Feature diffusion operator (docs/method.md section 1) against a direct dense construction."""
 
 import numpy as np
 import pytest

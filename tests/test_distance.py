@@ -18,7 +18,7 @@ def random_case(seed):
     X[:, :] += (X.sum(axis=0) == 0)  # no empty feature column
     X[X.sum(axis=1) == 0, 0] = 1.0  # no empty row
     tree = learn_tree(X, [f"f{j}" for j in range(m)],
-                      TreeParams(eps=float(rng.choice([0.1, 1, 5])), scales=int(rng.integers(0, 8))))
+                      TreeParams.from_preset("paper", eps=float(rng.choice([0.1, 1, 5])), scales=int(rng.integers(0, 8))))
     return X, tree
 
 

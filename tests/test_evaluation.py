@@ -75,7 +75,7 @@ def test_tree_is_learned_from_training_rows_only(monkeypatch):
     monkeypatch.setattr(ev, "learn_trees", spy)
     from hdtwd_cli.synthetic import planted_counts
     X, labels, _ = planted_counts(100, 16, 3, seed=0)
-    res = ev.evaluate(X, [f"g{j}" for j in range(16)], labels, ["hdtwd"], [1.0], [3], TreeParams(),
+    res = ev.evaluate(X, [f"g{j}" for j in range(16)], labels, ["hdtwd"], [1.0], [3], TreeParams.from_preset("paper"),
                       ks=[1, 3], n_splits=2, test_size=0.3, seed=0)
     assert seen == [70, 70]
     # changing the TEST rows of split 0 must not change the tree: same training accuracies path

@@ -85,7 +85,7 @@ def _tree_ot_check(tree, X, rows=(0, 1, 2, 3)):
 def test_attached_and_lengthened_tree_is_still_an_exact_tree_wasserstein_distance():
     X, labels, _ = planted_counts(40, 10, 2, seed=1)
     names = [f"g{j}" for j in range(10)]
-    base = learn_tree(X, names, TreeParams(linkage="complete", edge_weights="lca", bandwidth="knn"))
+    base = learn_tree(X, names, TreeParams.from_preset("paper", linkage="complete", edge_weights="lca", bandwidth="knn"))
     tree = lengthen_leaves(attach_at_root(base, ["new1", "new2"], 0.7), 0.3)
     Xn = np.hstack([X, np.random.default_rng(0).poisson(1.0, (40, 2))]).astype(float)
     _tree_ot_check(tree, Xn)
@@ -94,7 +94,7 @@ def test_attached_and_lengthened_tree_is_still_an_exact_tree_wasserstein_distanc
 def test_leaf_lengthening_adds_exactly_lambda_times_l1():
     X, _, _ = planted_counts(30, 12, 3, seed=2)
     names = [f"g{j}" for j in range(12)]
-    tree = learn_tree(X, names, TreeParams(linkage="complete", edge_weights="lca"))
+    tree = learn_tree(X, names, TreeParams.from_preset("paper", linkage="complete", edge_weights="lca"))
     H = normalize_rows(X)
     D0 = tree_wasserstein(tree, H)
     D1 = tree_wasserstein(lengthen_leaves(tree, 0.25), H)
@@ -374,13 +374,14 @@ def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root(
 def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
+    import hdtwd_cli.api as api
     import hdtwd_cli.cli as cli
     import hdtwd_cli.evaluation as ev
 
     def never(*a, **k):
         raise AssertionError("a tree was learned before the empty row was found")
 
-    monkeypatch.setattr(cli, "learn_tree", never)
+    monkeypatch.setattr(api, "learn_trees", never)
     monkeypatch.setattr(ev, "learn_trees", never)
     csv = tmp_path / "x.csv"
     csv.write_text("a,b,c\n1,2,3\n0,0,0\n4,5,6\n2,2,2\n")

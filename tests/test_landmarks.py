@@ -1,4 +1,4 @@
-"""Landmark diffusion and the large-m HD-LCA path (issue 6; spec LARGE_M.md)."""
+"""Landmark diffusion and the large-m HD-LCA path (issue 6; docs/method.md section 6)."""
 
 from __future__ import annotations
 
@@ -150,8 +150,8 @@ def test_landmark_tree_agrees_with_the_exact_one_on_a_planted_hierarchy():
     keep = X.sum(axis=0) > 0
     X = X[:, keep]
     names = [nm for nm, k in zip(names, keep) if k]
-    exact = learn_tree(X, names, TreeParams(landmarks=0, linkage="complete", bandwidth="knn", edge_weights="lca"))
-    lm = learn_tree(X, names, TreeParams(landmarks=75, linkage="complete", bandwidth="knn", edge_weights="lca"))
+    exact = learn_tree(X, names, TreeParams.from_preset("paper", landmarks=0, linkage="complete", bandwidth="knn", edge_weights="lca"))
+    lm = learn_tree(X, names, TreeParams.from_preset("paper", landmarks=75, linkage="complete", bandwidth="knn", edge_weights="lca"))
     assert lm.metadata["n_landmarks"] == 75 and exact.metadata["n_landmarks"] == 0
     iu = np.triu_indices(X.shape[0], 1)
     De = tree_wasserstein(exact, X)[iu]
@@ -169,12 +169,12 @@ def test_automatic_switch_and_bounds():
 
 
 def test_memory_refusal_names_an_option_that_fits():
-    p = TreeParams(landmarks=0, linkage="complete")
+    p = TreeParams.from_preset("paper", landmarks=0, linkage="complete")
     with pytest.raises(ResourceError, match="--landmarks 500"):
         check_tree_memory(1000, 20000, None, p, available=int(8e9))
     with pytest.raises(ResourceError, match="--linkage single"):
-        check_tree_memory(1000, 42000, None, TreeParams(landmarks=500, linkage="complete"), available=int(12e9))
-    assert check_tree_memory(1000, 42000, None, TreeParams(landmarks=500, linkage="single"), available=int(12e9)) > 7e9
+        check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(12e9))
+    assert check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="single"), available=int(12e9)) > 7e9
 
 
 def test_embedding_file_round_trip_with_landmarks(tmp_path):
@@ -182,7 +182,7 @@ def test_embedding_file_round_trip_with_landmarks(tmp_path):
     from hdtwd_cli.pipeline import embed
 
     X = _counts(n=120, m=60, seed=7)
-    op, emb = embed(X, TreeParams(landmarks=20, scales=3))
+    op, emb = embed(X, TreeParams.from_preset("paper", landmarks=20, scales=3))
     names = [f"f{j}" for j in range(60)]
     path = tmp_path / "e.h5"
     write_embedding(str(path), emb, op, names, [], {"landmarks": 20}, {})

@@ -22,7 +22,7 @@ from hdtwd_cli.tree import EDGE_WEIGHTS, LINKAGES, Tree
 @pytest.mark.parametrize("rule", LINKAGES)
 def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule, weights):
     X, _, _ = planted_counts(40, 12, 3, seed=5)
-    tree = learn_tree(X, [f"g{j}" for j in range(12)], TreeParams(linkage=rule, edge_weights=weights))
+    tree = learn_tree(X, [f"g{j}" for j in range(12)], TreeParams.from_preset("paper", linkage=rule, edge_weights=weights))
     tree.validate()
     assert tree.n_nodes == 23
     assert np.all(np.diff(tree.merge_height) >= -1e-12)
@@ -37,7 +37,7 @@ def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule, weights):
 def test_linkage_rules_differ_on_real_structure():
     X, _, _ = planted_counts(200, 40, 4, seed=1)
     names = [f"g{j}" for j in range(40)]
-    parents = {rule: learn_tree(X, names, TreeParams(linkage=rule)).parent.tolist() for rule in LINKAGES}
+    parents = {rule: learn_tree(X, names, TreeParams.from_preset("paper", linkage=rule)).parent.tolist() for rule in LINKAGES}
     assert len({tuple(p) for p in parents.values()}) >= 3
 
 
@@ -56,7 +56,7 @@ def test_paper_preset_cli_equals_the_spec_functions(tmp_path):
     import csv
     rows = list(csv.reader(open(SAMPLE / "produce.csv")))
     X = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
-    tree = learn_tree(X, rows[0][1:], TreeParams(eps=1.0, scales=7, linkage="single", bandwidth="median"))
+    tree = learn_tree(X, rows[0][1:], TreeParams.from_preset("paper", eps=1.0, scales=7, linkage="single", bandwidth="median"))
     assert np.array_equal(np.load(tmp_path / "D.npy"), tree_wasserstein(tree, X))
 
 
@@ -82,7 +82,7 @@ def test_planted_random_tree_twd_is_recovered():
 
 def test_lca_weights_make_the_tree_ultrametric():
     X, _, _ = planted_counts(60, 15, 3, seed=2)
-    tree = learn_tree(X, [f"g{j}" for j in range(15)], TreeParams(linkage="average", edge_weights="lca"))
+    tree = learn_tree(X, [f"g{j}" for j in range(15)], TreeParams.from_preset("paper", linkage="average", edge_weights="lca"))
     root_dist = np.zeros(tree.n_nodes)
     for v in range(tree.n_nodes - 2, -1, -1):
         root_dist[v] = root_dist[tree.parent[v]] + tree.length[v]

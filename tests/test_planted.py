@@ -78,7 +78,7 @@ def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
     names = [f"v{i}" for i in range(m)]
     T = tree_twd(X, parent)
     iu = np.triu_indices(X.shape[0], 1)
-    tree = learn_tree(X, names, TreeParams())
+    tree = learn_tree(X, names, TreeParams.from_preset("paper"))
     r_learned = pearsonr(tree_wasserstein(tree, X)[iu], T[iu])[0]
     # a random tree over the same features: the oracle must be able to tell the difference
     rp = random_binary_tree(m, seed=3)
@@ -87,7 +87,7 @@ def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
     assert r_random < r_learned - 0.05, (r_random, r_learned)
     # permuting the columns (with their names) gives the same distances
     perm = np.random.default_rng(0).permutation(m)
-    tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams())
+    tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams.from_preset("paper"))
     from hdtwd_cli.pipeline import align_to_tree
     Dp = tree_wasserstein(tree_p, align_to_tree(X, names, tree_p))
     assert np.allclose(Dp, tree_wasserstein(tree, X), rtol=1e-8)

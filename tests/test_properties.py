@@ -69,16 +69,16 @@ def test_learned_tree_and_distances_ignore_sample_order_and_column_order(seed):
     X = rng.poisson(2.0, size=(30, 10)).astype(float) + (rng.random((30, 10)) < 0.1)
     X[X.sum(axis=1) == 0, 0] = 1
     names = [f"g{j}" for j in range(10)]
-    tree = learn_tree(X, names, TreeParams())
+    tree = learn_tree(X, names, TreeParams.from_preset("paper"))
     D = tree_wasserstein(tree, X)
     # samples in another order: integer counts keep every Gram entry exact, so the tree is identical
     order = rng.permutation(30)
-    tree_o = learn_tree(X[order], names, TreeParams())
+    tree_o = learn_tree(X[order], names, TreeParams.from_preset("paper"))
     assert np.array_equal(tree_o.parent, tree.parent)
     assert np.allclose(tree_o.length, tree.length, rtol=1e-12)
     assert np.allclose(tree_wasserstein(tree_o, X[order]), D[np.ix_(order, order)], rtol=1e-12)
     # features in another order (names travel with them): same distances
     perm = rng.permutation(10)
-    tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams())
+    tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams.from_preset("paper"))
     Dp = tree_wasserstein(tree_p, align_to_tree(X, names, tree_p))
     assert np.allclose(Dp, D, rtol=1e-9)

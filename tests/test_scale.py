@@ -42,9 +42,9 @@ def test_knn_graph_matches_brute_force_and_scanpy_layout(tmp_path):
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "12", "-o", tmp_path / "G.h5ad", "--key-added", "twd")
     D = np.load(tmp_path / "D.npy")
     np.fill_diagonal(D, np.inf)
-    nn = np.argsort(D, axis=1, kind="stable")[:, :12]
+    nn = np.argsort(D, axis=1, kind="stable")[:, :11]  # --knn 12 counts the cell itself, as scanpy
     G = sp.load_npz(tmp_path / "G.npz").tocsr()
-    assert G.shape == (300, 300) and np.all(np.diff(G.indptr) == 12)
+    assert G.shape == (300, 300) and np.all(np.diff(G.indptr) == 11)
     for i in (0, 17, 299):
         row = G[i]
         assert set(row.indices) == set(nn[i])
@@ -54,12 +54,14 @@ def test_knn_graph_matches_brute_force_and_scanpy_layout(tmp_path):
     assert set(ad.uns["twd"]) >= {"connectivities_key", "distances_key", "params"}
     assert ad.uns["twd"]["connectivities_key"] == "twd_connectivities"
     assert ad.uns["twd"]["distances_key"] == "twd_distances"
-    assert ad.uns["twd"]["params"]["n_neighbors"] == 13 and ad.uns["twd"]["params"]["method"] == "umap"
+    assert ad.uns["twd"]["params"]["n_neighbors"] == 12 and ad.uns["twd"]["params"]["method"] == "umap"
     Dk, C = ad.obsp["twd_distances"], ad.obsp["twd_connectivities"]
     assert sp.issparse(Dk) and sp.issparse(C)
     assert abs(C - C.T).max() < 1e-12  # symmetric
-    assert C.data.min() > 0 and C.data.max() <= 1.0 + 1e-12
+    assert C.data.min() > 0 and C.data.max() <= 1.0 + 1e-6 and C.dtype == np.float32
     assert (Dk != G).nnz == 0
+    Y = ad.obsm["X_hdtwd"]  # the TWD vectors: L1 between rows = the stored distances
+    assert np.allclose(np.abs(Y[0] - Y[G[0].indices]).sum(axis=1), G[0].data, rtol=1e-12)
 
 
 def test_scanpy_umap_and_leiden_run_on_the_graph(tmp_path):
@@ -67,10 +69,10 @@ def test_scanpy_umap_and_leiden_run_on_the_graph(tmp_path):
     sc = pytest.importorskip("scanpy")
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "10", "-o", tmp_path / "G.h5ad")
     ad = anndata.read_h5ad(tmp_path / "G.h5ad")
-    sc.tl.umap(ad, neighbors_key="hdtwd")
+    sc.tl.umap(ad)  # the default key: scanpy's own obsp["distances"] / ["connectivities"]
     assert ad.obsm["X_umap"].shape == (300, 2)
     try:
-        sc.tl.leiden(ad, neighbors_key="hdtwd", flavor="igraph", n_iterations=2)
+        sc.tl.leiden(ad, flavor="igraph", n_iterations=2)
     except ImportError:
         pytest.skip("igraph not installed")
     assert ad.obs["leiden"].nunique() > 1
@@ -103,8 +105,8 @@ def test_knn_distance_matrix_leaves_the_callers_arrays_unchanged():
     from hdtwd_cli.neighbors import knn_distance_matrix
 
     for dtype in (np.int32, np.int64):
-        idx = np.array([[2, 1], [0, 2], [1, 0]], dtype=dtype)
-        dist = np.array([[0.5, 0.25], [0.75, 1.0], [2.0, 1.5]])
+        idx = np.array([[0, 2, 1], [1, 0, 2], [2, 1, 0]], dtype=dtype)  # self first, as scanpy's lists
+        dist = np.array([[0, 0.5, 0.25], [0, 0.75, 1.0], [0, 2.0, 1.5]])
         idx0, dist0 = idx.copy(), dist.copy()
         M = knn_distance_matrix(idx, dist)
         assert np.array_equal(idx, idx0) and np.array_equal(dist, dist0), dtype

@@ -9,7 +9,8 @@
 
 from .atomic import atomic_path, check_output_path
 from .hdf5 import read_embedding, read_tree, write_embedding, write_tree
-from .matrix import HdtwdWarning, MatrixData, fingerprint, read_matrix, read_stdin_matrix
+from ..errors import HdtwdWarning
+from .matrix import MatrixData, fingerprint, read_labels, read_matrix, read_stdin_matrix
 from .newick import NewickError, read_newick, write_newick
 from .output import read_tree_file, write_distances, write_newick_file
 
@@ -24,6 +25,7 @@ __all__ = [
     "MatrixData",
     "fingerprint",
     "read_matrix",
+    "read_labels",
     "read_stdin_matrix",
     "NewickError",
     "read_newick",

@@ -31,11 +31,11 @@ import numpy as np
 import scipy.io
 import scipy.sparse as sp
 
-from ..errors import InputError
+from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
 
 __all__ = [
     "MatrixData",
-    "HdtwdWarning",
+    "read_labels",
     "read_matrix",
     "read_stdin_matrix",
     "sniff_format",
@@ -45,10 +45,6 @@ __all__ = [
 ]
 
 MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".csv", ".tsv", ".h5ad")
-
-
-class HdtwdWarning(UserWarning):
-    """A recoverable oddity in the input that the user should hear about."""
 
 
 @dataclass
@@ -63,6 +59,11 @@ class MatrixData:
         Where it was read from (for messages).
     obs : dict
         Per-sample annotations read along (``.h5ad`` obs columns), keyed by column name.
+    adata : AnnData or None
+        The whole ``.h5ad`` object (transposed with ``transpose``), when asked for with
+        ``keep_adata`` (an ``.h5ad`` output keeps every field of its input).
+    options : dict
+        How the matrix was read: ``transpose``, ``layer``, ``use_raw`` (recorded in outputs).
     """
 
     X: np.ndarray | sp.csr_matrix
@@ -70,6 +71,8 @@ class MatrixData:
     feature_names: list[str]
     path: str = "<memory>"
     obs: dict = field(default_factory=dict)
+    adata: Any = None
+    options: dict = field(default_factory=dict)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -123,7 +126,7 @@ def _is_number(s: str) -> bool:
     return True
 
 
-def _check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
+def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
     """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
@@ -232,6 +235,13 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
     return vals, sample_names, header
 
 
+def _alternatives(ad: Any) -> str:
+    """Where else an AnnData holds a matrix, named for a hint (``raw.X``, layers)."""
+    alt = (["raw.X ({a})"] if ad.raw is not None else []) + \
+        ([f"layers {', '.join(map(repr, list(ad.layers.keys())[:5]))} ({{b}} NAME)"] if len(ad.layers) else [])
+    return " and ".join(alt)
+
+
 def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...] = ()):
     try:
         import anndata
@@ -250,7 +260,7 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
     except Exception as e:
         raise InputError(f"not a readable AnnData file ({type(e).__name__}: {e})", path) from None
     if use_raw and layer:
-        raise InputError("--layer and --use-raw exclude each other", path)
+        raise ParameterError("{arg} and {b} exclude each other", "layer", path, b="use_raw")
     var_names = [str(s) for s in ad.var_names]
     if use_raw:
         if ad.raw is None:
@@ -274,7 +284,7 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
             have = ", ".join(map(str, list(ad.obs.columns)[:8])) or "none"
             raise InputError(f"AnnData obs has no column {k!r} (columns: {have})", path)
         obs[k] = np.asarray(ad.obs[k].astype(str))
-    return X, [str(s) for s in ad.obs_names], var_names, obs
+    return X, [str(s) for s in ad.obs_names], var_names, obs, ad
 
 
 def sniff_format(head: bytes) -> str:
@@ -310,10 +320,12 @@ def read_stdin_matrix(stream: Any, fmt: str | None = None, **kw: Any) -> MatrixD
             warnings.simplefilter("always")
             try:
                 md = read_matrix(tmp, **kw)
-            except InputError as e:
-                raise InputError(e.message.replace(tmp, "<stdin>"), "<stdin>") from None
+            except HdtwdError as e:
+                e.template, e.path = e.template.replace(tmp, "<stdin>"), "<stdin>"
+                e.message = e.worded(lambda a: a)
+                raise
         for w in caught:
-            warnings.warn(str(w.message).replace(tmp, "<stdin>"), w.category, stacklevel=2)
+            warnings.warn(str(w.message).replace(tmp, "<stdin>"), HdtwdWarning, stacklevel=2)
     md.path = "<stdin>"
     return md
 
@@ -324,6 +336,7 @@ def read_matrix(
     layer: str | None = None,
     use_raw: bool = False,
     obs_keys: tuple[str, ...] = (),
+    keep_adata: bool = False,
 ) -> MatrixData:
     """Read a samples x features matrix from ``path`` (format from the suffix).
 
@@ -336,6 +349,8 @@ def read_matrix(
         ``.h5ad`` only: read ``layers[layer]`` or ``raw.X`` instead of ``X``.
     obs_keys : tuple of str
         ``.h5ad`` only: obs columns to read along (as strings).
+    keep_adata : bool
+        ``.h5ad`` only: keep the whole AnnData in :attr:`MatrixData.adata`.
 
     Raises
     ------
@@ -351,12 +366,13 @@ def read_matrix(
         raise InputError("permission denied", p)
     suffix = Path(p).suffix.lower()
     if (layer or use_raw) and suffix != ".h5ad":
-        raise InputError("--layer and --use-raw apply to .h5ad files only", p)
+        raise ParameterError("{arg} and {b} apply to .h5ad files only", "layer" if layer else "use_raw", p, b="use_raw" if layer else "layer")
     if obs_keys and suffix != ".h5ad":
         raise InputError("obs columns can only be read from .h5ad files", p)
     if os.path.getsize(p) == 0:
         raise InputError("file is empty", p)
     obs: dict = {}
+    ad = None
     if suffix == ".npy":
         X, rows, cols = _read_npy(p)
     elif suffix == ".npz":
@@ -366,17 +382,24 @@ def read_matrix(
     elif suffix in (".csv", ".tsv"):
         X, rows, cols = _read_delimited(p, "," if suffix == ".csv" else "\t")
     elif suffix == ".h5ad":
-        X, rows, cols, obs = _read_h5ad(p, layer, use_raw, obs_keys)
+        X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
     else:
         raise InputError(
             f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)}",
             p)
-    X = _check_values(X, p)
+    try:
+        X = check_values(X, p)
+    except InputError as e:
+        hint = "" if ad is None or "negative" not in e.message else _alternatives(ad)
+        if not hint:
+            raise
+        text = e.message.replace("{", "{{").replace("}", "}}")
+        raise InputError(text + f"; the file also holds {hint}", p, a="use_raw", b="layer") from None
     if transpose:
         X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
         rows, cols = cols, rows
         if obs:
-            raise InputError("--transpose cannot be combined with obs columns", p)
+            raise ParameterError("cannot be combined with obs columns", "transpose", p)
     n, m = X.shape
     if rows is not None and len(rows) != n:
         raise InputError(f"{len(rows)} sample names for {n} rows", p)
@@ -384,7 +407,11 @@ def read_matrix(
         raise InputError(f"{len(cols)} feature names for {m} columns", p)
     sample_names = make_unique(rows if rows is not None else [f"s{i}" for i in range(n)], "sample", p)
     feature_names = make_unique(cols if cols is not None else [f"f{j}" for j in range(m)], "feature", p)
-    return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs)
+    if ad is not None and keep_adata:
+        ad = ad.T.copy() if transpose else ad
+    return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs,
+                      adata=ad if keep_adata else None,
+                      options={"transpose": bool(transpose), "layer": layer, "use_raw": bool(use_raw)})
 
 
 def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
@@ -410,3 +437,29 @@ def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
         h.update(B.data.astype("<f8").tobytes())
     return "sha256:" + h.hexdigest()
 
+
+
+def read_labels(spec: str, md: MatrixData) -> np.ndarray:
+    """Class labels of the rows of ``md``: ``obs:COLUMN`` (read along from an .h5ad) or a file, one per line."""
+    if spec.startswith("obs:"):
+        col = spec[4:]
+        if col not in md.obs:
+            raise InputError(f"obs column {col!r} was not read", md.path)
+        return np.asarray(md.obs[col])
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such labels file", path)
+    if path.is_dir():
+        raise InputError("is a directory, not a labels file", path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError("labels file is not UTF-8 text", path) from None
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    labels = np.array([ln.strip() for ln in lines])
+    if labels.shape[0] != md.shape[0]:
+        raise InputError(f"{labels.shape[0]} labels for {md.shape[0]} samples in {md.path}", path)
+    if np.any(labels == ""):
+        raise InputError(f"empty label on line {int(np.flatnonzero(labels == '')[0]) + 1}", path)
+    return labels

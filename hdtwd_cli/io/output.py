@@ -26,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, OutputError
+from ..errors import HdtwdWarning, InputError, OutputError
 from ..tree import Tree
 from .atomic import atomic_path
-from .matrix import HdtwdWarning
-from .hdf5 import read_tree, write_distances_h5
+from .hdf5 import read_tree, write_distances_h5, write_tree
 from .newick import NewickError, read_newick, write_newick
 
 __all__ = ["DISTANCE_SUFFIXES", "TREE_SUFFIXES", "write_distances", "write_newick_file", "read_tree_file"]
@@ -121,32 +120,71 @@ def write_distances_blocked(
 KNN_SUFFIXES = (".npz", ".h5ad")
 
 
-def write_knn(
-    path: str,
-    distances: Any,
-    connectivities: Any,
-    uns: dict,
-    key: str,
-    adata: Any = None,
-) -> None:
-    """Write a kNN graph: ``.npz`` (the CSR distance matrix, ``scipy.sparse.load_npz``) or ``.h5ad``.
+def write_knn(path: str, graph: Any, record: dict, *, key_added: str | None = None, adata: Any = None,
+              vectors: Any = None) -> None:
+    """Write a kNN graph (:class:`hdtwd_cli.api.KnnGraph`): ``.npz`` or ``.h5ad``.
 
-    For ``.h5ad`` the graph goes into ``adata`` (a copy of the input AnnData, or a new one) as
-    ``obsp[key + "_distances"]``, ``obsp[key + "_connectivities"]`` and ``uns[key]``.
+    ``.npz``: the CSR distance matrix (``scipy.sparse.load_npz``), the ``n_neighbors - 1`` distances
+    of each row. ``.h5ad``: ``adata`` (the input AnnData, or a new one) with the graph in
+    ``sc.pp.neighbors``' layout (:func:`hdtwd_cli.api.write_graph`) and ``vectors`` as ``obsm["X_hdtwd"]``.
     """
     import scipy.sparse as sp
 
     suffix = Path(path).suffix.lower()
     if suffix not in KNN_SUFFIXES:
-        raise OutputError(f"--knn writes a sparse graph: use .npz or .h5ad, not {suffix or '(no suffix)'!r}", path)
+        raise OutputError(f"a kNN graph is written as .npz or .h5ad, not {suffix or '(no suffix)'!r}", path)
     with atomic_path(path) as tmp:
         if suffix == ".npz":
-            sp.save_npz(tmp, distances)
+            sp.save_npz(tmp, graph.distance_matrix())
         else:
-            adata.obsp[f"{key}_distances"] = distances
-            adata.obsp[f"{key}_connectivities"] = connectivities
-            adata.uns[key] = uns
+            from ..api import write_graph
+
+            write_graph(adata, graph, key_added, vectors, record)
             adata.write_h5ad(tmp)
+
+
+def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
+    """An AnnData of ``X`` with the names (for an ``.h5ad`` output of a non-AnnData input)."""
+    import anndata
+    import pandas as pd
+
+    return anndata.AnnData(X=X, obs=pd.DataFrame(index=sample_names), var=pd.DataFrame(index=feature_names))
+
+
+def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
+                 fmt: str | None = None, knn: int | None = None, key_added: str | None = None, adata: Any = None,
+                 store_vectors: bool | None = None, reporter: Any = None) -> str:
+    """Write what ``-o`` asks of a :class:`hdtwd_cli.api.DistanceVectors`; returns a one-line summary.
+
+    ``knn``: the kNN graph (``.npz`` / ``.h5ad``); an ``.h5`` file: the matrix streamed in row blocks;
+    anything else: the whole matrix in memory (refused up front when it would not fit).
+    """
+    if knn is not None:
+        graph = dv.knn(knn)
+        vectors = None if Path(path).suffix.lower() != ".h5ad" else dv.vectors_for_obsm(store_vectors)
+        write_knn(path, graph, dict(graph.params, **meta), key_added=key_added, adata=adata, vectors=vectors)
+        return f"wrote {path}: {knn} neighbours per sample (the sample itself included)"
+    rows, cols = dv.shape
+    if path != "-" and fmt is None and Path(path).suffix.lower() in (".h5", ".hdf5"):
+        block = dv.block_rows()
+        with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:
+            write_distances_blocked(path, dv.blocks(block), (rows, cols), row_names, col_names, meta, dv.dtype, adv)
+        return f"wrote {path} ({rows} x {cols} {dv.dtype}, in blocks of {block} rows)"
+    write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)
+    return f"wrote {path} ({rows} x {cols} {dv.dtype})"
+
+
+def write_tree_file(path: str, tree: Tree, meta: dict) -> None:
+    """Write ``tree`` by suffix: HDF5 (``tree.metadata`` as its parameters, ``meta`` as file attributes) or Newick."""
+    suffix = Path(path).suffix.lower()
+    if suffix in (".h5", ".hdf5"):
+        with atomic_path(path) as tmp:
+            write_tree(tmp, tree, tree.metadata, meta)
+    elif suffix in TREE_SUFFIXES:
+        write_newick_file(path, tree)
+    else:
+        raise OutputError(f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of "
+                          f"{', '.join(TREE_SUFFIXES)}", path)
 
 
 def write_newick_file(path: str, tree: Tree) -> None:
@@ -156,7 +194,7 @@ def write_newick_file(path: str, tree: Tree) -> None:
     written without them, with a warning (the ``.h5`` tree keeps them).
     """
     if tree.feature_weights is not None:
-        warnings.warn(f"{path}: the Newick file carries no feature weights (idf); give the .h5 tree to --tree "
+        warnings.warn(f"{path}: the Newick file carries no feature weights (idf); write the .h5 tree "
                       "to reproduce these distances", HdtwdWarning, stacklevel=2)
     text = write_newick(tree)
     with atomic_path(path) as tmp:
