@@ -678,13 +678,16 @@ class FeatureEmbedding:
     space: FeatureSpace
     params: TreeParams
 
-    def write(self, path: str, meta: dict[str, Any] | None = None) -> None:
-        """Write the HDF5 embedding file (layout: :mod:`hdtwd_cli.io.hdf5`) atomically."""
+    def write(self, path: str, meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> None:
+        """Write the HDF5 embedding file (layout: :mod:`hdtwd_cli.io.hdf5`) atomically.
+
+        ``meta``: file attributes (the input's record); ``extra``: more entries of ``/params``.
+        """
         from .io import atomic_path, write_embedding
 
         s = self.space
         weights = None if s.weights is None else [s.weights[n] for n in s.names + s.unplaced]
-        record = {**self.params.as_dict(), "feature_source": s.source, "latent_energy": s.shared}
+        record = {**self.params.as_dict(), "feature_source": s.source, "latent_energy": s.shared, **(extra or {})}
         with atomic_path(path) as tmp:
             write_embedding(tmp, self.embedding, self.operator, s.names, s.unplaced, record,
                             {"hdtwd_version": __version__, **(meta or {})}, weights)
@@ -740,8 +743,8 @@ def decode_tree(
 
     rep = _reporter(progress)
     cfg = PRESETS.get(str(stored.params.get("preset", "default")), PRESETS["default"])
-    rule = linkage or cfg["linkage"]
-    weights = edge_weights or cfg["edge_weights"]
+    rule = linkage or str(stored.params.get("linkage", cfg["linkage"]))  # the embedding's configuration
+    weights = edge_weights or str(stored.params.get("edge_weights", cfg["edge_weights"]))
     n_landmarks = int(stored.diffusion.get("n_landmarks", 0))
     tp = TreeParams(scales=stored.embedding.n_scales - 1, linkage=rule, edge_weights=weights, landmarks=n_landmarks)
     if check_memory:

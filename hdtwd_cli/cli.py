@@ -9,7 +9,6 @@ documented in :mod:`hdtwd_cli.errors`.
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -18,7 +17,7 @@ import typer
 
 from . import __version__
 from .cli_options import (EDGE_WEIGHTS_CHOICE, INPUT, LINKAGE, OUTPUT, THREADS, TREE, Choice, command, feature_vectors,
-                          read_input, tree_params)
+                          read_input, set_threads, tree_params)
 from .errors import OutputError, ParameterError
 from .evaluation import BASELINES, DEFAULT_K
 from .progress import Reporter
@@ -45,24 +44,6 @@ def _out(help: str) -> Any:
     return typer.Option("--output", "-o", help=help, show_default=False)
 
 
-def _meta(md: Any) -> dict[str, Any]:
-    """What every output records about its input (file, fingerprint, how it was read)."""
-    from .io import fingerprint
-
-    return {"hdtwd_version": __version__, "input_path": os.path.basename(md.path),
-            "input_fingerprint": fingerprint(md.X, md.feature_names), "n_samples": md.shape[0],
-            "n_features": md.shape[1], **md.options}
-
-
-def _set_threads(threads: int | None) -> None:
-    if threads:
-        import numba
-        from threadpoolctl import threadpool_limits
-
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
-        threadpool_limits(threads)
-
-
 @app.command()
 @command(TREE, INPUT, OUTPUT, exclude=("linkage", "edge_weights"))
 def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (.h5).")], o: Any = None) -> None:
@@ -78,7 +59,7 @@ def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (
     md = read_input(data, o, rep)
     fe = api_embed(md.X, md.feature_names, params=params, feature_embedding=feature_vectors(o), progress=rep)
     with rep.stage(f"writing {output.name}"):
-        fe.write(str(output), {**_meta(md), "preset": o.preset.value})
+        fe.write(str(output), md.record(), {"preset": o.preset.value})
     rep.info(f"wrote {output}")
 
 
@@ -157,7 +138,7 @@ def distance(
     from .io.output import KNN_SUFFIXES, distance_suffix, new_adata, write_result
 
     rep = Reporter(o.quiet, o.verbose)
-    _set_threads(o.threads)
+    set_threads(o.threads)
     check_output_path(output, [data, tree, reference])
     h5ad_out = knn is not None and str(output).lower().endswith(".h5ad")
     if knn is not None and (str(output) == "-" or Path(str(output)).suffix.lower() not in KNN_SUFFIXES):
@@ -177,7 +158,7 @@ def distance(
                           reference_feature_names=None if ref is None else ref.feature_names, params=params,
                           feature_embedding=feature_vectors(o), transform=o.transform and o.transform.value,
                           unseen=unseen.value, n_neighbors=knn, dtype=dtype.value, progress=rep)
-    meta = {**_meta(md), **dv.record, "preset": o.preset.value}
+    meta = {**md.record(), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
         if path is not None:
             dv.tree.write(str(path), meta)
@@ -235,7 +216,7 @@ def classify(
     ks, eps_grid = _parse_list(k, int, "k"), _parse_list(eps, float, "eps")
     scales_grid, chosen = _parse_list(scales, int, "scales"), _parse_list(methods, str, "methods")
     params = tree_params(o)
-    _set_threads(o.threads)
+    set_threads(o.threads)
     md = read_input(data, o, rep, (labels[4:],) if labels.startswith("obs:") else ())
     y = read_labels(labels, md)
     chosen = classify_methods(md.X, chosen)
@@ -244,7 +225,7 @@ def classify(
         report = api_classify(md.X, y, md.feature_names, methods=chosen, k=ks, splits=splits, test_size=test_size,
                               eps=eps_grid, scales=scales_grid, params=params, feature_embedding=feature_vectors(o),
                               seed=o.seed, progress=adv)
-    report.update({"preset": o.preset.value, "input_fingerprint": _meta(md)["input_fingerprint"]})
+    report.update({"preset": o.preset.value, "input_fingerprint": md.record()["input_fingerprint"]})
     _print_report(report, per_k)
     if json_out is not None:
         with atomic_path(json_out) as tmp:

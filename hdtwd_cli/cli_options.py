@@ -28,7 +28,7 @@ from .pipeline import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS,
 from .progress import Reporter
 from .tree import EDGE_WEIGHTS, LINKAGES
 
-__all__ = ["command", "flag", "tree_params", "read_input", "feature_vectors", "Choice", "LINKAGE",
+__all__ = ["command", "flag", "tree_params", "read_input", "feature_vectors", "set_threads", "Choice", "LINKAGE",
            "EDGE_WEIGHTS_CHOICE", "TREE", "INPUT", "OUTPUT", "THREADS"]
 
 _D = PRESETS["default"]
@@ -161,6 +161,16 @@ def read_input(data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[st
             md = read_matrix(data, **kw)
     rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features" + (" (sparse)" if md.is_sparse else ""))
     return md
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: cap numba's and BLAS's threads."""
+    if threads:
+        import numba
+        from threadpoolctl import threadpool_limits
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        threadpool_limits(threads)
 
 
 def _warn_to_stderr(message: Any, category: type, filename: str, lineno: int, file: Any = None,

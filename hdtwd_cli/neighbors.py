@@ -126,8 +126,13 @@ def umap_connectivities(indices: np.ndarray, distances: np.ndarray) -> sp.csr_ma
 
 
 def scanpy_keys(key_added: str | None) -> tuple[str, str, str]:
-    """``(uns key, distances key, connectivities key)`` exactly as ``sc.pp.neighbors(key_added=...)`` names them."""
-    if key_added is None:
+    """``(uns key, distances key, connectivities key)`` where scanpy's tools look for them.
+
+    ``None`` and ``"neighbors"`` are scanpy's default graph: its tools read ``obsp["distances"]``
+    and ``obsp["connectivities"]`` for the key ``"neighbors"`` whatever ``uns`` says; any other
+    key ``K`` is ``sc.pp.neighbors(key_added=K)``'s ``obsp[K + "_distances"]``, ``obsp[K + "_connectivities"]``.
+    """
+    if key_added is None or key_added == "neighbors":
         return "neighbors", "distances", "connectivities"
     return key_added, f"{key_added}_distances", f"{key_added}_connectivities"
 

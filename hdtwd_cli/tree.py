@@ -129,7 +129,7 @@ class Tree:
         >>> tree.write(os.path.join(d, "t.h5"))
         >>> hd.Tree.read(os.path.join(d, "t.h5")).parent.tolist() == tree.parent.tolist()
         True
-        >>> tree.to_newick().endswith(";")
+        >>> tree.to_newick().rstrip().endswith(";")
         True
         """
         from .io.output import write_tree_file

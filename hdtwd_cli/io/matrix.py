@@ -82,6 +82,14 @@ class MatrixData:
     def is_sparse(self) -> bool:
         return sp.issparse(self.X)
 
+    def record(self) -> dict[str, Any]:
+        """What every output records about its input: file name, fingerprint, shape, how it was read."""
+        from .. import __version__
+
+        return {"hdtwd_version": __version__, "input_path": os.path.basename(self.path),
+                "input_fingerprint": fingerprint(self.X, self.feature_names), "n_samples": self.shape[0],
+                "n_features": self.shape[1], **self.options}
+
 
 def make_unique(names: list[str], what: str = "feature", path: str | None = None) -> list[str]:
     """Make names unique as AnnData does (``g``, ``g-1``, ``g-2``, ...), warning when needed.
