@@ -646,7 +646,7 @@ def classify(
     chosen = classify_methods(Xm, methods)
     n_train = Xm.shape[0] - int(round(test_size * Xm.shape[0]))
     if ks[-1] > n_train:
-        raise ParameterError(f"= {ks[-1]} exceeds the {n_train} training samples per split", "k")
+        raise ParameterError(f"the largest {{arg}} ({ks[-1]}) exceeds the {n_train} training samples per split", "k")
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
     results = _data_errors(lambda: evaluate(apply_transform(Xm, base.transform), names, y, chosen, eps_grid,
                                             scales_grid, base, ks, splits, test_size, seed, progress=progress,
