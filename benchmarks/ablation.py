@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from datasets import cache_dir  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py)
 from sets import load_set  # noqa: E402
 
 from hdtwd_cli.distance import query_distances  # noqa: E402
@@ -159,8 +159,7 @@ def main() -> None:
     ap.add_argument("--few", default="classic", help="sets that run only the rows in FEW (costly TWDs)")
     ap.add_argument("--only", default="", help="';'-separated row labels to (re)run, merged into the cached JSON")
     args = ap.parse_args()
-    out = cache_dir() / "ablation"
-    out.mkdir(parents=True, exist_ok=True)
+    out = harness.work_dir("ablation")
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from datasets import cache_dir  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py)
 from sets import load_set  # noqa: E402
 
 from hdtwd_cli.evaluation import evaluate, summarise  # noqa: E402
@@ -96,8 +96,7 @@ def main() -> None:
     ap.add_argument("--configs", default="defaults,paper",
                     help="configurations to (re)run; the others are kept from the cached JSON")
     args = ap.parse_args()
-    out_dir = cache_dir() / "classify-issue11"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = harness.work_dir("classify-issue11")
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:

@@ -4,7 +4,7 @@ Workloads: CLASSIC (7,095 x 23,423 word counts, ``../shared/data/text/classic.h5
 synthetic corpus of the size of the kept-back one (8,000 documents x 39,184 words, 4 top-level
 topics, :func:`hdtwd_cli.synthetic.planted_corpus`, Zipf word frequencies). Each is run as
 ``hdtwd classify FILE --labels obs:label -q`` under ``/usr/bin/time -v`` after waiting for an idle
-machine (``bench_end_to_end.wait_quiet``); wall time, peak RSS and the printed table are recorded.
+machine (``harness.wait_quiet``); wall time, peak RSS and the printed table are recorded.
 
     python benchmarks/bench_classify_time.py               # both workloads, JSON into the cache
     python benchmarks/bench_classify_time.py --markdown    # the table from the cache
@@ -19,8 +19,7 @@ from pathlib import Path
 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_end_to_end import _machine_facts, _run_timed  # noqa: E402
-from datasets import cache_dir  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py)
 from sets import TEXT_DIR  # noqa: E402
 
 WORKLOADS = ("classic", "corpus39k")
@@ -49,7 +48,7 @@ def run(name: str, work: Path) -> dict:
     data = TEXT_DIR / "classic.h5ad" if name == "classic" else corpus_h5ad(work / "corpus39k.h5ad")
     hdtwd = str(Path(sys.executable).with_name("hdtwd"))
     cmd = [hdtwd, "classify", str(data), "--labels", "obs:label", "-q", "--json", str(work / f"{name}.report.json")]
-    rec = _run_timed(cmd, work / f"{name}.log", max_tries=2, max_wait_s=300)
+    rec = harness.run_timed(cmd, work / f"{name}.log", max_tries=2, max_wait_s=300)
     rec["report"] = json.loads((work / f"{name}.report.json").read_text())
     return rec
 
@@ -71,15 +70,14 @@ def main() -> None:
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
     ap.add_argument("--markdown", action="store_true")
     args = ap.parse_args()
-    work = cache_dir() / "classify-time"
-    work.mkdir(parents=True, exist_ok=True)
+    work = harness.work_dir("classify-time")
     out = work / "results.json"
     recs = json.loads(out.read_text()) if out.exists() else {}
     if not args.markdown:
         for name in args.workloads.split(","):
             r = run(name, work)
             r.pop("stderr", None)
-            r["machine"] = _machine_facts()
+            r["machine"] = harness.machine_facts()
             recs[name] = r
             out.write_text(json.dumps(recs, indent=1, default=str))
             print(f"{name}: {r['wall_s']:.0f} s, {r['max_rss_MB']:.0f} MB", file=sys.stderr, flush=True)

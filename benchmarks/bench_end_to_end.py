@@ -27,12 +27,8 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
-import platform
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -42,10 +38,10 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (benchmarks/datasets.py)
+import harness  # noqa: E402  (benchmarks/harness.py)
 
 SECTION_TITLE = "## Issue 2: end-to-end `hdtwd distance` vs the same pipeline with scipy pdist"
 CONFIGS = {
@@ -53,101 +49,9 @@ CONFIGS = {
     "zeisel": ("zeisel7", "Zeisel (log1p, as stored)"),
     "cbmc": ("cbmc", "CBMC (raw counts)"),
 }
-TIME_BIN = "/usr/bin/time"
 
 
 # ------------------------------------------------------------------ helpers
-#: A run counts as clean when other processes used less than this many cores on average.
-BACKGROUND_LIMIT_CORES = 0.10
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_busy_s() -> float:
-    """System-wide busy CPU seconds since boot, all cores (``/proc/stat``, idle and iowait excluded)."""
-    with open("/proc/stat") as fh:
-        f = [int(x) for x in fh.readline().split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (f + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / _CLK_TCK
-
-
-def wait_quiet(max_wait_s: float, window_s: float = 3.0, needed: int = 2) -> float:
-    """Wait until the machine is idle (other load < BACKGROUND_LIMIT_CORES for ``needed``
-    consecutive windows) or ``max_wait_s`` passed. Returns the seconds waited."""
-    t0 = time.perf_counter()
-    ok = 0
-    while time.perf_counter() - t0 < max_wait_s:
-        b0 = _cpu_busy_s()
-        time.sleep(window_s)
-        load = (_cpu_busy_s() - b0) / window_s
-        ok = ok + 1 if load < BACKGROUND_LIMIT_CORES else 0
-        if ok >= needed:
-            break
-    waited = time.perf_counter() - t0
-    if waited > 2 * needed * window_s:
-        print(f"  (waited {waited:.0f} s for other processes to finish)", file=sys.stderr, flush=True)
-    return waited
-
-
-def _run_timed(cmd: list[str], log: Path, max_tries: int = 1, max_wait_s: float = 0.0) -> dict[str, Any]:
-    """:func:`_run_timed_once` up to ``max_tries`` times until a run is not disturbed by other
-    processes; returns the least disturbed run with every attempt's figures under ``attempts``."""
-    attempts: list[dict[str, Any]] = []
-    for _ in range(max(1, max_tries)):
-        if max_wait_s > 0:
-            wait_quiet(max_wait_s)
-        r = _run_timed_once(cmd, log)
-        attempts.append(r)
-        if r["background_cores"] < BACKGROUND_LIMIT_CORES:
-            break
-        print(f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; "
-              "retrying", file=sys.stderr, flush=True)
-    best = dict(min(attempts, key=lambda a: a["background_cores"]))
-    best["attempts"] = [{k: a[k] for k in ("wall_s", "user_s", "sys_s", "max_rss_MB", "background_cores")}
-                        for a in attempts]
-    return best
-
-
-def _run_timed_once(cmd: list[str], log: Path) -> dict[str, Any]:
-    """Run ``cmd`` under ``/usr/bin/time -v``; return wall s, peak RSS, CPU s and stderr."""
-    tfile = log.with_suffix(".time")
-    full = [TIME_BIN, "-v", "-o", str(tfile), *cmd]
-    print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
-    busy0 = _cpu_busy_s()
-    t0 = time.perf_counter()
-    proc = subprocess.run(full, capture_output=True, text=True, cwd=REPO)
-    wall_py = time.perf_counter() - t0
-    busy = _cpu_busy_s() - busy0
-    log.write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    tv = tfile.read_text()
-    m_wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", tv)
-    m_rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", tv)
-    m_user = re.search(r"User time \(seconds\): ([\d.]+)", tv)
-    m_sys = re.search(r"System time \(seconds\): ([\d.]+)", tv)
-    m_cpu = re.search(r"Percent of CPU this job got: (\d+)%", tv)
-    if not (m_wall and m_rss and m_user and m_sys):
-        raise RuntimeError(f"could not parse /usr/bin/time output:\n{tv}")
-    secs = 0.0
-    for part in m_wall.group(1).split(":"):
-        secs = secs * 60 + float(part)
-    rss_kb = int(m_rss.group(1))
-    own = float(m_user.group(1)) + float(m_sys.group(1))
-    return {
-        "background_cpu_s": max(0.0, busy - own),
-        "background_cores": max(0.0, busy - own) / max(wall_py, 1e-9),
-        "cmd": cmd,
-        "wall_s": secs,
-        "wall_s_perf_counter": wall_py,
-        "max_rss_kb": rss_kb,
-        "max_rss_MB": rss_kb * 1024 / 1e6,
-        "user_s": float(m_user.group(1)),
-        "sys_s": float(m_sys.group(1)),
-        "cpu_percent": int(m_cpu.group(1)) if m_cpu else None,
-        "stderr": proc.stderr,
-    }
-
-
 def _pdist_stages(stderr: str) -> dict[str, float]:
     return {m.group(1): float(m.group(2))
             for m in re.finditer(r"^pdist_pipeline: stage (\S+) ([\d.]+)$", stderr, re.M)}
@@ -171,48 +75,6 @@ def _compare(path_a: Path, path_b: Path) -> dict[str, float]:
         "bitwise_equal": bool(np.array_equal(A, B)),
         "diag_max_abs": float(max(np.abs(np.diag(A)).max(), np.abs(np.diag(B)).max())),
     }
-
-
-def _machine_facts() -> dict[str, Any]:
-    import numba
-    import scipy
-
-    def sh(cmd: list[str]) -> str:
-        try:
-            return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip()
-        except Exception as e:  # pragma: no cover
-            return f"({e})"
-
-    lscpu = sh(["lscpu"])
-    model = re.search(r"^Model name:\s*(.+)$", lscpu, re.M)
-    mem = sh(["free", "-g"]).splitlines()
-    facts = {
-        "date_utc": sh(["date", "-u"]),
-        "git_commit": sh(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]),
-        "git_dirty": bool(sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no",
-                              "--", "hdtwd_cli"])),
-        "nproc": sh(["nproc"]),
-        "cpu_model": model.group(1).strip() if model else "?",
-        "memory": mem[1] if len(mem) > 1 else "?",
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "scipy": scipy.__version__,
-        "numba": numba.__version__,
-        "numba_threads": numba.config.NUMBA_NUM_THREADS,
-        "blas": _blas_name(),
-        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
-                                                "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")},
-    }
-    return facts
-
-
-def _blas_name() -> str:
-    try:
-        cfg = np.show_config(mode="dicts")  # numpy >= 1.25
-        b = cfg["Build Dependencies"]["blas"]
-        return f"{b.get('name')} {b.get('version')}"
-    except Exception:
-        return "?"
 
 
 # ------------------------------------------------------------------ in-process stages
@@ -347,37 +209,25 @@ def _run_stages_once(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
            "--stages-out", str(out), "--compare-to", str(compare_to)]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    busy0 = _cpu_busy_s()
+    busy0 = harness.cpu_busy_s()
     t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=harness.REPO)
     wall = time.perf_counter() - t0
-    busy = _cpu_busy_s() - busy0
+    busy = harness.cpu_busy_s() - busy0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise RuntimeError(f"stage timing failed:\n{proc.stderr[-3000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
     res = json.loads(line[len("STAGES_JSON "):])
     own = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
-    res["background_cores"] = max(0.0, busy - own) / wall
+    res["background_cores"] = harness.background_cores(busy, own, wall)
     return res
 
 
 def _run_stages(data: Path, out: Path, compare_to: Path, max_tries: int = 1,
                 max_wait_s: float = 0.0) -> dict[str, Any]:
-    attempts = []
-    for _ in range(max(1, max_tries)):
-        if max_wait_s > 0:
-            wait_quiet(max_wait_s)
-        r = _run_stages_once(data, out, compare_to)
-        attempts.append(r)
-        if r["background_cores"] < BACKGROUND_LIMIT_CORES:
-            break
-        print(f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; "
-              "retrying", file=sys.stderr, flush=True)
-    best = dict(min(attempts, key=lambda a: a["background_cores"]))
-    best["attempts"] = [{"total_s": a["total_s"], "background_cores": a["background_cores"]}
-                        for a in attempts]
-    return best
+    return harness.least_disturbed(lambda: _run_stages_once(data, out, compare_to), max_tries, max_wait_s,
+                                   keep=("total_s", "background_cores"))
 
 
 # ------------------------------------------------------------------ report
@@ -396,11 +246,6 @@ def _group_sums(rows: list[dict[str, Any]]) -> dict[str, float]:
             sums[row["group"]] = sums.get(row["group"], 0.0) + row["s"]
         stack.append((row["depth"], row["group"]))
     return sums
-
-
-def _mem(free_line: str) -> str:
-    parts = free_line.split()
-    return f"{parts[1]} GiB" if len(parts) > 1 and parts[0] == "Mem:" else free_line
 
 
 def _first_params(record: dict[str, Any]) -> str:
@@ -427,13 +272,9 @@ def render(record: dict[str, Any]) -> str:
     f = record["machine"]
     env = ", ".join(f"{k}={'unset' if v is None else v}" for k, v in f["env"].items())
     out: list[str] = [SECTION_TITLE, ""]
-    out.append(
-        f"Run {f['date_utc']} at commit `{f['git_commit']}`"
-        + (" (hdtwd_cli/ had uncommitted changes)" if f["git_dirty"] else "")
-        + f". Machine: {f['cpu_model']} (lscpu model name), nproc = {f['nproc']}, {_mem(f['memory'])} RAM. "
-        f"Python {f['python']}, numpy {f['numpy']}, scipy {f['scipy']}, numba {f['numba']} "
-        f"(NUMBA_NUM_THREADS = {f['numba_threads']}), BLAS {f['blas']}. Environment: {env}."
-    )
+    out.append(harness.machine_line(f, [f"scipy {f['scipy']}",
+                                        f"numba {f['numba']} (NUMBA_NUM_THREADS = {f['numba_threads']})",
+                                        f"BLAS {f['blas']}"]) + f" Environment: {env}.")
     out.append("")
     out.append(
         "Each configuration ran as a fresh process under `/usr/bin/time -v` (wall = "
@@ -444,7 +285,7 @@ def render(record: dict[str, Any]) -> str:
         "was warm (one untimed small run first). The machine is shared: before each run the script "
         f"waits for it to be idle, \"other load\" is the CPU used by other processes during the run "
         f"(system busy time from `/proc/stat` minus the run's own, in cores), and a run with other load "
-        f">= {BACKGROUND_LIMIT_CORES} cores is repeated (\"runs\" = attempts; the least disturbed is "
+        f">= {harness.BACKGROUND_LIMIT_CORES} cores is repeated (\"runs\" = attempts; the least disturbed is "
         "reported)."
     )
     out.append("")
@@ -539,20 +380,6 @@ def render(record: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def write_section(results_md: Path, section: str) -> None:
-    """Replace (or append) the issue-2 section of RESULTS.md, leaving the rest untouched."""
-    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == SECTION_TITLE), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    results_md.write_text(new.rstrip("\n") + "\n")
-
-
 # ------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Issue 2 end-to-end benchmark.")
@@ -562,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--note", action="append", default=[], help="extra note for the report")
     ap.add_argument("--max-tries", type=int, default=3,
                     help="rerun a timed command (up to this many runs in all) while other processes "
-                         f"used >= {BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept")
+                         f"used >= {harness.BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept")
     ap.add_argument("--max-wait", type=float, default=900.0,
                     help="before each timed run, wait up to this many seconds for the machine to be idle")
     ap.add_argument("--render", metavar="JSON", help="only re-render a stored record (and update RESULTS.md)")
@@ -583,27 +410,20 @@ def main(argv: list[str] | None = None) -> int:
         section = render(record)
         print(section)
         if not args.no_results:
-            write_section(Path(args.results), section)
+            harness.write_section(Path(args.results), section, SECTION_TITLE)
         return 0
 
-    if not Path(TIME_BIN).exists():
-        sys.exit(f"{TIME_BIN} not found; install it: apt-get update && apt-get install -y time")
-    hdtwd = shutil.which("hdtwd")
-    if hdtwd is None:
-        sys.exit("hdtwd not on PATH; pip install -e . first")
-
-    work = datasets.cache_dir() / "e2e"
-    datasets._check_outside_repo(work)
-    work.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {"machine": _machine_facts(), "datasets": {}, "notes": list(args.note)}
+    hdtwd = harness.require_tools()
+    work = harness.work_dir("e2e")
+    record: dict[str, Any] = {"machine": harness.machine_facts(), "datasets": {}, "notes": list(args.note)}
 
     # Warm numba's on-disk cache (untimed) so no timed run pays JIT compilation.
     rng = np.random.default_rng(0)
     tiny = work / "warmup.npy"
     np.save(tiny, rng.poisson(2.0, (40, 30)).astype(np.float64) + 1.0)
     subprocess.run([hdtwd, "distance", str(tiny), "-o", str(work / "warmup_D.npy"), "-q"],
-                   check=True, cwd=REPO)
-    record["startup"] = _run_timed([hdtwd, "--version"], work / "startup.log", args.max_tries, args.max_wait)
+                   check=True, cwd=harness.REPO)
+    record["startup"] = harness.run_timed([hdtwd, "--version"], work / "startup.log", args.max_tries, args.max_wait)
 
     for name in args.datasets:
         key, label = CONFIGS[name]
@@ -616,10 +436,10 @@ def main(argv: list[str] | None = None) -> int:
         d_h = work / f"{name}_D_hdtwd.npy"
         d_p = work / f"{name}_D_pdist.npy"
         tw = {"max_tries": args.max_tries, "max_wait_s": args.max_wait}
-        r_h = _run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log", **tw)
+        r_h = harness.run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log", **tw)
         print(f"[{name}] hdtwd: {r_h['wall_s']:.2f} s, {r_h['max_rss_MB']:.0f} MB", file=sys.stderr)
-        r_p = _run_timed([sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
-                         work / f"{name}_pdist.log", **tw)
+        r_p = harness.run_timed([sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
+                                work / f"{name}_pdist.log", **tw)
         print(f"[{name}] pdist: {r_p['wall_s']:.2f} s, {r_p['max_rss_MB']:.0f} MB", file=sys.stderr)
         agree = _compare(d_h, d_p)
         print(f"[{name}] agreement: {agree}", file=sys.stderr, flush=True)
@@ -638,21 +458,19 @@ def main(argv: list[str] | None = None) -> int:
         for p in (d_p, work / f"{name}_D_stages.npy"):
             p.unlink(missing_ok=True)
 
-    end_commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True).stdout.strip()
+    end_commit = harness.git_commit()
     record["machine"]["git_commit_end"] = end_commit
     if end_commit != record["machine"]["git_commit"]:
         record["notes"].append(
             f"HEAD moved from `{record['machine']['git_commit']}` to `{end_commit}` during the run "
             "(another engineer was committing); the figures may mix the two versions.")
-    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    rec_path = work / f"issue2_{stamp}.json"
+    rec_path = work / f"issue2_{harness.utc_stamp()}.json"
     rec_path.write_text(json.dumps(record, indent=1, default=str))
     print(f"record: {rec_path}", file=sys.stderr)
     section = render(record)
     print(section)
     if not args.no_results:
-        write_section(Path(args.results), section)
+        harness.write_section(Path(args.results), section, SECTION_TITLE)
         print(f"updated {args.results}", file=sys.stderr)
     return 0
 

@@ -38,8 +38,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench_end_to_end import _machine_facts, _run_timed, wait_quiet  # noqa: E402
-from datasets import cache_dir, load  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py)
+from datasets import load  # noqa: E402
 
 from hdtwd_cli.evaluation import evaluate, summarise  # noqa: E402
 from hdtwd_cli.pipeline import resolve_params  # noqa: E402
@@ -58,9 +58,7 @@ CORPORA = {"5,000 x 24,000": (5000, 24000, 100.0, 300.0, 16.0), "5,600 x 42,000"
 
 
 def work_dir() -> Path:
-    d = cache_dir() / "large_m"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return harness.work_dir("large_m")
 
 
 def _landmark_args(opts: list[str]) -> dict[str, Any]:
@@ -109,8 +107,8 @@ def part_zeisel(args) -> dict[str, Any]:
         mats["exact"] = _upper(np.load(wd / "zeisel_D_exact.npy"))
     for name, opts in configs.items():
         out = wd / f"zeisel_D_{name.replace(' ', '_')}.npy"
-        r = _run_timed(["hdtwd", "distance", str(data), "-o", str(out), "-q", *opts], wd / f"zeisel_{name}.log",
-                       max_tries=args.max_tries, max_wait_s=args.max_wait)
+        r = harness.run_timed(["hdtwd", "distance", str(data), "-o", str(out), "-q", *opts],
+                              wd / f"zeisel_{name}.log", max_tries=args.max_tries, max_wait_s=args.max_wait)
         r.pop("stderr", None)
         rec["runs"][name] = r
         mats[name] = _upper(np.load(out))
@@ -123,7 +121,7 @@ def part_zeisel(args) -> dict[str, Any]:
         rec["accuracy"].setdefault(label, {})
         for name, opts in configs.items():
             params, _ = resolve_params("default", 0, **_landmark_args(opts))
-            wait_quiet(args.max_wait)
+            harness.wait_quiet(args.max_wait)
             t = time.perf_counter()
             res = evaluate(X, names, y, ["hdtwd"], [params.eps], [params.scales], params, n_splits=args.splits)
             s = summarise(res, {})["methods"]["hdtwd"]
@@ -145,8 +143,8 @@ def part_corpus(args) -> dict[str, Any]:
             sp.save_npz(data, X)
         out = wd / f"corpus_{n}x{m}_D.npy"
         tree = wd / f"corpus_{n}x{m}_tree.h5"
-        r = _run_timed(["hdtwd", "distance", str(data), "-o", str(out), "--save-tree", str(tree), "-v"],
-                       wd / f"corpus_{n}x{m}.log", max_tries=1, max_wait_s=args.max_wait)
+        r = harness.run_timed(["hdtwd", "distance", str(data), "-o", str(out), "--save-tree", str(tree), "-v"],
+                              wd / f"corpus_{n}x{m}.log", max_tries=1, max_wait_s=args.max_wait)
         r["log"] = [" ".join(r.pop("stderr", "").split())]
         D = np.load(out)
         Xn = sp.csr_matrix(X / np.sqrt(X.multiply(X).sum(axis=1)).A)
@@ -251,17 +249,6 @@ def render(rec: dict[str, Any]) -> str:
     return "\n".join(o).rstrip() + "\n"
 
 
-def write_section(results_md: Path, section: str) -> None:
-    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
-    if SECTION_TITLE in text:
-        start = text.index(SECTION_TITLE)
-        nxt = text.find("\n## ", start + 1)
-        text = text[:start] + section + ("\n" + text[nxt + 1:] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    results_md.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--parts", nargs="+", default=["zeisel", "corpus"], choices=["zeisel", "corpus"])
@@ -281,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
         wd = work_dir()
         for name in args.retime:
             out = wd / "retime_D.npy"
-            r = _run_timed(["hdtwd", "distance", str(wd / "zeisel_counts.npy"), "-o", str(out), "-q",
-                            *ZEISEL_CONFIGS[name]], wd / f"zeisel_{name}_retime.log", max_tries=3,
-                           max_wait_s=args.max_wait)
+            r = harness.run_timed(["hdtwd", "distance", str(wd / "zeisel_counts.npy"), "-o", str(out), "-q",
+                                   *ZEISEL_CONFIGS[name]], wd / f"zeisel_{name}_retime.log", max_tries=3,
+                                  max_wait_s=args.max_wait)
             r.pop("stderr", None)
             r["spearman_vs_exact"] = rec["zeisel"]["runs"][name]["spearman_vs_exact"]
             r["retimed"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -292,13 +279,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"zeisel {name}: {r['wall_s']:.1f} s, {r['max_rss_MB']:.0f} MB", file=sys.stderr, flush=True)
         store.write_text(json.dumps(rec, indent=1, default=str))
     elif not args.render:
-        rec["machine"] = _machine_facts()
+        rec["machine"] = harness.machine_facts()
         rec["date"] = time.strftime("%Y-%m-%d", time.gmtime())
         for part in args.parts:
             rec[part] = part_zeisel(args) if part == "zeisel" else part_corpus(args)
             store.write_text(json.dumps(rec, indent=1, default=str))
     if not args.no_results:
-        write_section(HERE / "RESULTS.md", render(rec))
+        harness.write_section(HERE / "RESULTS.md", render(rec), SECTION_TITLE)
     print(render(rec))
     return 0
 

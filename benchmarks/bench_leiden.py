@@ -49,7 +49,6 @@ import argparse
 import importlib.metadata
 import inspect
 import json
-import os
 import platform
 import subprocess
 import sys
@@ -62,7 +61,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from datasets import cache_dir, load  # noqa: E402
+import harness  # noqa: E402  (benchmarks/harness.py)
+from datasets import load  # noqa: E402
 
 #: Label sets, in table order, and the group of cells (one pair of graphs) each belongs to.
 SETS = {"pbmc": "pbmc", "zeisel7": "zeisel", "zeisel48": "zeisel", "cbmc": "cbmc"}
@@ -248,18 +248,6 @@ def _plain(obj):
     return obj
 
 
-def machine() -> str:
-    """One line describing this machine: processor, cores and total memory."""
-    mem = "?"
-    try:
-        with open("/proc/meminfo") as fh:
-            kb = next(int(line.split()[1]) for line in fh if line.startswith("MemTotal:"))
-        mem = f"{kb / 2**20:.1f} GiB"
-    except (OSError, StopIteration):
-        pass
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {mem} RAM"
-
-
 def versions() -> dict:
     """Versions of the packages that shape the result."""
     out = {"python": platform.python_version()}
@@ -290,7 +278,7 @@ def run_group(group: str, workdir: Path) -> list[dict]:
     common = {"group": group, "cells": int(g.X.shape[0]), "genes": int(g.X.shape[1]),
               "values": g.values, "seeds": list(SEEDS), "resolution": RESOLUTION,
               "n_neighbors": N_NEIGHBORS, "n_pcs": N_PCS, "leiden": leiden_kwargs(),
-              "versions": versions(), "machine": machine(),
+              "versions": versions(), "machine": harness.machine_summary(),
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     reports = []
     for name, labels in g.labels.items():
@@ -344,8 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         ap.error(f"unknown sets {unknown}; choose from {list(SETS)}")
 
-    out_dir = cache_dir() / "leiden"
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = harness.work_dir("leiden")
     if not args.markdown:
         for group in dict.fromkeys(SETS[s] for s in sets):
             for rep in run_group(group, out_dir):

@@ -50,7 +50,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import io
 import json
 import os
@@ -66,18 +65,10 @@ import numpy as np
 import scipy.sparse as sp
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import datasets  # noqa: E402  (benchmarks/datasets.py)
-from bench_end_to_end import (  # noqa: E402  (idle-machine waiting and /usr/bin/time parsing)
-    BACKGROUND_LIMIT_CORES,
-    TIME_BIN,
-    _cpu_busy_s,
-    _machine_facts,
-    _run_timed_once,
-    wait_quiet,
-)
+import harness  # noqa: E402  (benchmarks/harness.py)
 
 SECTION_TITLE = "## Issue 5: the pairwise distance step vs pdist, scikit-bio and Striped UniFrac"
 PARTS = ("roofline", "zeisel", "cbmc", "corpus", "memory")
@@ -94,10 +85,7 @@ SLOW_S = 60.0  # a method whose run takes longer than this is timed once, not ``
 
 
 def work_dir() -> Path:
-    d = datasets.cache_dir() / "pairwise"
-    datasets._check_outside_repo(d)
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    return harness.work_dir("pairwise")
 
 
 def log(msg: str) -> None:
@@ -114,19 +102,19 @@ def timed(fn: Callable[[], Any], max_wait_s: float, max_tries: int | None = None
           split: Callable[[], dict[str, float]] | None = None) -> tuple[Any, dict[str, Any]]:
     """One timed call of ``fn`` in this process, after waiting for the machine to be idle.
 
-    Retried (up to ``max_tries`` calls) while other processes used >= BACKGROUND_LIMIT_CORES
+    Retried (up to ``max_tries`` calls) while other processes used >= harness.BACKGROUND_LIMIT_CORES
     during it; the least disturbed call is kept. Returns (result, figures).
     """
     best: tuple[Any, dict[str, Any]] | None = None
     for _ in range(max(1, MAX_TRIES if max_tries is None else max_tries)):
         if max_wait_s > 0:
-            wait_quiet(max_wait_s)
-        busy0, own0 = _cpu_busy_s(), _own_cpu_s()
+            harness.wait_quiet(max_wait_s)
+        busy0, own0 = harness.cpu_busy_s(), _own_cpu_s()
         t0 = time.perf_counter()
         out = fn()
         wall = time.perf_counter() - t0
         own = _own_cpu_s() - own0
-        bg = max(0.0, (_cpu_busy_s() - busy0) - own) / max(wall, 1e-9)
+        bg = harness.background_cores(harness.cpu_busy_s() - busy0, own, wall)
         fig = {"s": wall, "cpu_s": own, "background_cores": bg}
         if split is not None:  # per-call figures recorded by fn itself
             fig.update(split())
@@ -134,7 +122,7 @@ def timed(fn: Callable[[], Any], max_wait_s: float, max_tries: int | None = None
             best = (out, fig)
         else:
             del out
-        if bg < BACKGROUND_LIMIT_CORES or wall > RETRY_MAX_S:
+        if bg < harness.BACKGROUND_LIMIT_CORES or wall > RETRY_MAX_S:
             break
         if _ + 1 < max(1, MAX_TRIES if max_tries is None else max_tries):
             log(f"  disturbed: other processes used {bg:.2f} cores; retrying")
@@ -408,7 +396,7 @@ def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, r
     cmd = [sys.executable, str(Path(__file__).resolve()), "--skbio-worker", name, "--engine", eng,
            "--rows-file", str(rows_file), "--out-npy", str(out_npy), "--reps", str(reps),
            "--max-wait", str(args.max_wait), "--max-tries", str(MAX_TRIES)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=harness.REPO)
     q: queue.Queue = queue.Queue()
 
     def reader():
@@ -628,22 +616,16 @@ def mem_data(wd: Path, n: int, seed: int, m: int = 2000) -> Path:
 
 def _cli_run(cmd: list[str], log_path: Path, max_wait_s: float) -> dict[str, Any]:
     if max_wait_s > 0:
-        wait_quiet(max_wait_s)
-    r = _run_timed_once(cmd, log_path)
+        harness.wait_quiet(max_wait_s)
+    r = harness.run_timed_once(cmd, log_path)
     r.pop("stderr", None)
     return r
 
 
 def memory_runs(args) -> dict[str, Any]:
-    import shutil
-
     from hdtwd_cli.io.newick import write_newick
 
-    hdtwd = shutil.which("hdtwd")
-    if hdtwd is None:
-        sys.exit("hdtwd not on PATH; pip install -e . first")
-    if not Path(TIME_BIN).exists():
-        sys.exit(f"{TIME_BIN} not found")
+    hdtwd = harness.require_tools()
     wd = work_dir() / "mem"
     wd.mkdir(exist_ok=True)
     m = 2000
@@ -664,7 +646,7 @@ def memory_runs(args) -> dict[str, Any]:
     # warm numba's on-disk cache (untimed)
     tiny = data(200, 99)
     subprocess.run([hdtwd, "distance", str(tiny), "--tree", str(tpath), "-o", str(wd / "tiny.h5"), "-q"],
-                   check=True, cwd=REPO)
+                   check=True, cwd=harness.REPO)
 
     # (1) all pairs, blocked HDF5 output
     p = data(n_block, 1)
@@ -710,26 +692,18 @@ def memory_runs(args) -> dict[str, Any]:
         slope = (r["max_rss_MB"] - out["knn_probe"]["max_rss_MB"]) / ((n_run - n_probe) or 1)
         predicted = r["max_rss_MB"] + slope * (n_knn - n_run)
         out["knn_rss_linear_MB"] = {"slope_MB_per_sample": slope, "predicted_MB": predicted}
-        cap = min(args.knn_partial_cap_GB * 1e9, 0.6 * _mem_available())
+        cap = min(args.knn_partial_cap_GB * 1e9, 0.6 * harness.meminfo_bytes("MemAvailable"))
         p = data(n_knn, 4)
         cmd = [hdtwd, "distance", str(p), "--tree", str(tpath), "--knn", "15", "-o", str(wd / "G_partial.npz"), "-q"]
         log(f"[memory] kNN, n = {n_knn}, stopped after {args.knn_partial_s} s or at {cap / 1e9:.1f} GB RSS "
             f"(linear prediction {predicted:.0f} MB)")
         if args.max_wait > 0:
-            wait_quiet(args.max_wait)
+            harness.wait_quiet(args.max_wait)
         q = run_capped(cmd, args.knn_partial_s, cap)
         q.update({"n": n_knn, "cmd": cmd, "time_limit_s": args.knn_partial_s, "rss_cap_MB": cap / 1e6})
         out["knn_partial"] = q
         log(f"  stopped by {q['stopped_by']} after {q['wall_s']:.0f} s, peak {q['max_rss_MB']:.0f} MB")
     return out
-
-
-def _mem_available() -> float:
-    with open("/proc/meminfo") as fh:
-        for line in fh:
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024.0
-    return 0.0
 
 
 def run_capped(cmd: list[str], max_s: float, cap_bytes: float) -> dict[str, Any]:
@@ -749,7 +723,7 @@ def run_capped(cmd: list[str], max_s: float, cap_bytes: float) -> dict[str, Any]
 
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=harness.REPO)
     hwm_kb, stopped = 0, "exit"
     while proc.poll() is None:
         st = status()
@@ -794,17 +768,15 @@ def render(rec: dict[str, Any]) -> str:
     mach = rec["machine"]
     v = rec["versions"]
     o = [SECTION_TITLE, ""]
-    o.append(f"Run {mach['date_utc']} at commit `{mach['git_commit']}`"
-             + (" (hdtwd_cli had uncommitted changes)" if mach.get("git_dirty") else "")
-             + f". Machine: {mach['cpu_model']} (lscpu model name), nproc = {mach['nproc']}, "
-             f"{mach['mem_total_GiB']:.0f} GiB RAM. Python {v['python']}, numpy {v['numpy']}, scipy {v['scipy']}, "
-             f"numba {v['numba']} (threads {v['numba_threads']}), scikit-bio {v['skbio']}, hdtwd {v['hdtwd']}.")
+    o.append(harness.machine_line(mach, [f"scipy {v['scipy']}", f"numba {v['numba']} (threads {v['numba_threads']})",
+                                         f"scikit-bio {v['skbio']}", f"hdtwd {v['hdtwd']}"]))
     o.append("")
     o.append("Only the distance step is timed: all pairs of samples on a fixed tree, in one Python process, "
              "each figure the median of 3 runs (numba caches warm, untimed warm-up calls first; a method whose run "
              f"took over {SLOW_S:.0f} s was timed once). Every method "
              "gets the same tree and the same integer counts. Before each run the script waits for the machine "
-             f"to be idle; a run during which other processes used >= {BACKGROUND_LIMIT_CORES} cores is repeated "
+             "to be idle; a run during which other processes used >= "
+             f"{harness.BACKGROUND_LIMIT_CORES} cores is repeated "
              f"(up to 3 tries, the least disturbed kept; calls over {RETRY_MAX_S:.0f} s are not repeated); "
              "\"load\" is the largest such background load among the "
              "3 kept runs, in cores. Ratio = median / median of hdtwd on the same samples. Max rel diff = "
@@ -1017,20 +989,6 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
     return out
 
 
-def write_section(results_md: Path, section: str) -> None:
-    """Replace (or append) the issue-5 section of RESULTS.md, leaving the rest untouched."""
-    text = results_md.read_text() if results_md.exists() else "# Benchmark results\n"
-    lines = text.splitlines(keepends=True)
-    start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == SECTION_TITLE), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        tail = "".join(lines[end:])
-        new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
-    results_md.write_text(new.rstrip("\n") + "\n")
-
-
 # ------------------------------------------------------------------ main
 def versions() -> dict[str, Any]:
     import numba
@@ -1042,14 +1000,6 @@ def versions() -> dict[str, Any]:
     return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
             "numba": numba.__version__, "numba_threads": numba.config.NUMBA_NUM_THREADS,
             "skbio": skbio.__version__, "hdtwd": getattr(hdtwd_cli, "__version__", "?")}
-
-
-def machine() -> dict[str, Any]:
-    f = _machine_facts()
-    with open("/proc/meminfo") as fh:
-        kb = int(fh.readline().split()[1])
-    f["mem_total_GiB"] = kb / 2**20
-    return f
 
 
 def wait_gate(path: str, max_wait_s: float) -> dict[str, Any]:
@@ -1123,7 +1073,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.render:
         gate = wait_gate(args.gate, args.gate_max_wait) if args.gate else None
         for part in args.parts:
-            rec: dict[str, Any] = {"part": part, "tag": tag, "machine": machine(), "versions": versions(),
+            rec: dict[str, Any] = {"part": part, "tag": tag, "machine": harness.machine_facts(), "versions": versions(),
                                    "args": vars(args), "gate": gate, "loadavg_start": os.getloadavg()}
             log(f"=== part {part} ({tag}); load average {rec['loadavg_start']}")
             if part == "roofline":
@@ -1133,8 +1083,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 rec["result"] = run_dataset(part, args)
             rec["loadavg_end"] = os.getloadavg()
-            stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-            p = wd / f"issue5_{part}_{tag}_{stamp}.json"
+            p = wd / f"issue5_{part}_{tag}_{harness.utc_stamp()}.json"
             p.write_text(json.dumps(rec, indent=1, default=str))
             log(f"record: {p}")
         if args.small:
@@ -1146,7 +1095,7 @@ def main(argv: list[str] | None = None) -> int:
     section = render(merged)
     print(section)
     if not args.no_results:
-        write_section(Path(args.results), section)
+        harness.write_section(Path(args.results), section, SECTION_TITLE)
         log(f"updated {args.results}")
     return 0
 
