@@ -4,11 +4,9 @@ Usage::
 
     python benchmarks/pdist_pipeline.py DATA.npy -o D.npy
 
-Same method and the same library stages as ``hdtwd distance DATA.npy -o D.npy`` with default
-parameters (``hdtwd_cli.io.read_matrix``; the ``default`` preset from
-``pipeline.resolve_params`` and its ``apply_transform``; ``pipeline.learn_tree``,
-``pipeline.align_to_tree``, ``distance.normalize_rows`` and ``distance.tree_embedding``); only the
-all-pairs L1 distance between the tree-embedding rows is computed with
+Same method and the same library calls as ``hdtwd distance DATA.npy -o D.npy`` with default
+parameters, through the public API (``hdtwd_cli.io.read_matrix``, ``hdtwd_cli.learn_tree``,
+``hdtwd_cli.tree_vectors``); only the all-pairs L1 distance between the tree vectors is computed with
 ``scipy.spatial.distance.pdist(Y, "cityblock")`` + ``squareform`` instead of the library's
 compiled kernel. The matrix is written with ``numpy.save``. Per-stage wall times go to stderr as
 ``pdist_pipeline: stage NAME SECONDS`` lines (machine-readable for ``bench_end_to_end.py``).
@@ -25,9 +23,8 @@ from collections.abc import Iterator
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
 
-from hdtwd_cli.distance import normalize_rows, tree_embedding
+import hdtwd_cli as hd
 from hdtwd_cli.io import read_matrix
-from hdtwd_cli.pipeline import align_to_tree, apply_transform, learn_tree, resolve_params
 
 
 @contextmanager
@@ -49,15 +46,12 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     with _stage("read", times):
         md = read_matrix(args.data)
-    params, transform = resolve_params("default", seed=0)  # what `hdtwd distance` uses by default
-    print(f"pdist_pipeline: params {params} transform={transform}", file=sys.stderr, flush=True)
-    with _stage("learn_tree", times):  # transform, drop empty features, diffusion, embedding, decode
-        X = apply_transform(md.X, transform)
-        T = learn_tree(X, md.feature_names, params, None, args.data)
+    params = hd.TreeParams()  # what `hdtwd distance` uses by default
+    print(f"pdist_pipeline: params {params}", file=sys.stderr, flush=True)
+    with _stage("learn_tree", times):  # transform, feature space, diffusion, embedding, decode
+        T = hd.learn_tree(md.X, md.feature_names, params=params)
     with _stage("align_normalize_embed", times):
-        X = align_to_tree(X, md.feature_names, T, args.data)
-        Y = tree_embedding(T, normalize_rows(X), "float64")
-        del X
+        Y = hd.tree_vectors(T, md.X, md.feature_names)
     with _stage("pdist", times):
         d = pdist(Y, "cityblock")
     with _stage("squareform", times):
