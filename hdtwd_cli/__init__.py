@@ -41,7 +41,8 @@ from .api import (  # noqa: E402
     neighbors,
     tree_vectors,
 )
-from .errors import HdtwdError, HdtwdWarning, InputError, OutputError, ParameterError, ResourceError  # noqa: E402
+from .errors import (  # noqa: E402
+    ClusterError, HdtwdError, HdtwdWarning, InputError, OutputError, ParameterError, ResourceError)
 from .pipeline import PRESETS, TreeParams  # noqa: E402
 from .tree import Tree  # noqa: E402
 
@@ -67,5 +68,6 @@ __all__ = [
     "ParameterError",
     "OutputError",
     "ResourceError",
+    "ClusterError",
     "HdtwdWarning",
 ]

@@ -227,6 +227,24 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def l1_gather(A, B, cand, out):  # pragma: no cover - compiled
+    """``out[i, t] = L1(A[i], B[cand[i, t]])``, each sum in the tiled kernel's order (chunks of ``_TK``
+    columns summed sequentially, then added up), so the values are bit for bit :func:`l1_distances`'."""
+    n, c = cand.shape
+    d = A.shape[1]
+    for i in prange(n):
+        for t in range(c):
+            j = cand[i, t]
+            tot = 0.0
+            for k0 in range(0, d, _TK):
+                acc = 0.0
+                for k in range(k0, min(k0 + _TK, d)):
+                    acc += abs(np.float64(A[i, k]) - np.float64(B[j, k]))
+                tot += acc
+            out[i, t] = tot
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def lca_factor_block(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
     """``acc[r, c] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` for ``c >= r``.
 

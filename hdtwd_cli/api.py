@@ -42,8 +42,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._memory import available_memory, human_bytes
-from .distance import TreeVectors, check_histograms, dense_output_bytes, distance_blocks, nearest_neighbours, \
-    pairwise_l1
+from .distance import TreeVectors, check_histograms, dense_output_bytes, distance_blocks, pairwise_l1
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
 from .hyperbolic import HyperbolicEmbedding
@@ -62,6 +61,7 @@ from .pipeline import (
     learn_trees,
 )
 from .progress import Reporter
+from .search import choose_method, neighbours
 from .tree import Tree
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -293,6 +293,16 @@ class DistanceVectors:
         Y, Yq = self._vectors()
         return distance_blocks(Y, Yq, block or self.block_rows(), self.dtype)
 
+    def to_zarr(self, path: str, row_names: Sequence[str] | None = None, col_names: Sequence[str] | None = None,
+                meta: dict | None = None, client: Any = None) -> None:
+        """Write the (cross) distance matrix as a chunked Zarr store, by the workers of ``client``
+        (a ``dask.distributed.Client``) when given; the same bits either way (:mod:`hdtwd_cli.cluster`)."""
+        from .cluster import write_zarr
+
+        rows, cols = self.shape
+        write_zarr(path, self, [f"s{i}" for i in range(rows)] if row_names is None else list(row_names),
+                   [f"s{i}" for i in range(cols)] if col_names is None else list(col_names), meta or {}, client)
+
     def vectors_for_obsm(self, store: bool | None = None) -> np.ndarray | None:
         """The TWD vectors to store as ``obsm["X_hdtwd"]``: always (``True``), never (``False``), or
         when they take at most :data:`VECTORS_MAX_BYTES` (``None``; a warning says when they do not)."""
@@ -305,15 +315,27 @@ class DistanceVectors:
                               HdtwdWarning, stacklevel=3)
         return self.base.rows() if store else None
 
-    def knn(self, n_neighbors: int) -> KnnGraph:
-        """The kNN graph without an n x n matrix (vectors computed per row block: memory O(n k))."""
+    def knn(self, n_neighbors: int, method: str = "exact", seed: int = 0, client: Any = None) -> KnnGraph:
+        """The kNN graph without an n x n matrix (vectors computed per row block: memory O(n k)).
+
+        ``method``: ``exact``, ``nndescent`` (approximate candidates, exact distances) or ``auto``
+        (:mod:`hdtwd_cli.search`); ``client``: a ``dask.distributed.Client`` that runs the exact
+        search as tasks (:mod:`hdtwd_cli.cluster`), with the same bits.
+        """
         if self.queries is not None:
             raise ParameterError("a kNN graph is of one set of samples: give no {arg}", "reference")
         _check_k(n_neighbors, self.base.n)
-        with self.progress.stage(f"{n_neighbors} nearest neighbours of {self.base.n} samples", self.base.n) as adv:
-            idx, dist = nearest_neighbours(self.base, n_neighbors - 1, 2048, adv)
+        chosen = choose_method(method, self.base.n)
+        with self.progress.stage(f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})",
+                                 self.base.n) as adv:
+            if client is not None and chosen == "exact":
+                from .cluster import nearest_neighbours_dask
+
+                idx, dist = nearest_neighbours_dask(client, self.base, n_neighbors - 1, progress=adv)
+            else:
+                idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv)
         idx, dist = with_self(idx, dist)
-        return KnnGraph(idx, dist, dict(self.record, n_neighbors=int(n_neighbors)))
+        return KnnGraph(idx, dist, dict(self.record, n_neighbors=int(n_neighbors), knn_method=chosen, seed=int(seed)))
 
 
 def distance_vectors(
@@ -460,14 +482,22 @@ def knn_graph(
     params: TreeParams | None = None,
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
     unseen: Unseen = "error",
+    method: str = "exact",
+    seed: int = 0,
+    client: Any = None,
     progress: Reporter | bool | None = None,
 ) -> KnnGraph:
-    """Each sample's nearest neighbours under the TWD (exact; no n x n matrix is formed).
+    """Each sample's nearest neighbours under the TWD (no n x n matrix is formed).
 
     ``n_neighbors`` counts the sample itself, as scanpy's does: ``n_neighbors - 1`` other samples.
+    ``method``: ``exact``, ``nndescent`` (NN-descent candidates re-ranked by the exact TWD: the
+    distances are exact, the neighbour set approximate) or ``auto`` (NN-descent above
+    :data:`hdtwd_cli.search.AUTO_NNDESCENT_ABOVE` samples); ``seed`` makes NN-descent
+    deterministic; ``client`` (a ``dask.distributed.Client``) runs the exact search on a cluster.
     """
     return distance_vectors(X, tree, feature_names=feature_names, params=params, feature_embedding=feature_embedding,
-                            unseen=unseen, n_neighbors=n_neighbors, progress=progress).knn(n_neighbors)
+                            unseen=unseen, n_neighbors=n_neighbors, progress=progress).knn(n_neighbors, method, seed,
+                                                                                           client)
 
 
 def _adata_matrix(adata: "anndata.AnnData", layer: str | None, use_raw: bool | None) -> tuple[Any, list[str], str]:
@@ -502,6 +532,9 @@ def neighbors(
     store_vectors: bool | None = None,
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
     unseen: Unseen = "error",
+    method: str = "exact",
+    seed: int = 0,
+    client: Any = None,
     progress: Reporter | bool | None = None,
 ) -> "anndata.AnnData | None":
     """The TWD kNN graph of the cells, written into ``adata`` exactly as ``sc.pp.neighbors`` writes its graph.
@@ -529,6 +562,8 @@ def neighbors(
         ``obsp[key_added + "_distances"]``, ``obsp[key_added + "_connectivities"]``, ``uns[key_added]``.
     copy : bool
         Return a modified copy instead of writing into ``adata``.
+    method, seed, client
+        The neighbour search (:func:`knn_graph`).
     store_vectors : bool, optional
         Store the TWD vectors (:func:`tree_vectors`) as ``obsm["X_hdtwd"]`` and record
         ``use_rep="X_hdtwd"``, ``metric="manhattan"`` so that scanpy's tools that recompute distances
@@ -560,7 +595,7 @@ def neighbors(
         raise ParameterError("adata has no X", "adata")
     dv = distance_vectors(X, tree, feature_names=names, params=params, feature_embedding=feature_embedding,
                           unseen=unseen, n_neighbors=n_neighbors, progress=progress)
-    graph = dv.knn(n_neighbors)
+    graph = dv.knn(n_neighbors, method, seed, client)
     write_graph(ad, graph, key_added, dv.vectors_for_obsm(store_vectors), dict(graph.params, input=source))
     return ad if copy else None
 
@@ -573,7 +608,7 @@ def write_graph(adata: "anndata.AnnData", graph: KnnGraph, key_added: str | None
         adata.obsm["X_hdtwd"] = vectors
     adata.obsp[dkey] = graph.distance_matrix()
     adata.obsp[ckey] = graph.connectivities()
-    adata.uns[key] = scanpy_neighbors_uns(key_added, graph.n_neighbors,
+    adata.uns[key] = scanpy_neighbors_uns(key_added, graph.n_neighbors, int(record.get("seed", 0)),
                                           use_rep="X_hdtwd" if vectors is not None else None,
                                           extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)})
 

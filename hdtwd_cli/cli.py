@@ -127,6 +127,14 @@ def distance(
     output_format: Annotated[Optional[Choice("OutputFormat", ("npy", "csv", "tsv", "h5"))], typer.Option(  # type: ignore
         "--output-format", help="Format of the result [default: from the suffix of -o; tsv for -o -].",
         show_default=False)] = None,
+    knn_method: Annotated[Choice("KnnMethod", ("exact", "nndescent", "auto")), typer.Option(  # type: ignore
+        "--knn-method", help="With --knn: exact search, nndescent (pynndescent candidates re-ranked by the exact "
+                             "TWD: exact distances, approximate neighbour sets; deterministic for --seed), or auto "
+                             "(nndescent above 20,000 samples).")] = "exact",
+    scheduler: Annotated[Optional[str], typer.Option(
+        "--scheduler", envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
+        help="Run the exact --knn search, or all pairs into -o FILE.zarr, as tasks on this dask.distributed "
+             "scheduler (e.g. tcp://10.0.0.1:8786) [env: DASK_SCHEDULER_ADDRESS].", show_default=False)] = None,
     unseen: Annotated[Choice("Unseen", ("error", "root")), typer.Option(  # type: ignore[valid-type]
         "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "
                          "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).")] = "error",
@@ -134,6 +142,7 @@ def distance(
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
     from .api import distance_vectors
+    from .cluster import connect
     from .io import check_output_path, read_matrix, read_tree_file
     from .io.output import KNN_SUFFIXES, distance_suffix, new_adata, write_result
 
@@ -154,6 +163,7 @@ def distance(
     md = read_input(data, o, rep, keep_adata=h5ad_out)
     ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
     T = None if tree is None else read_tree_file(str(tree))
+    client = connect(scheduler)
     dv = distance_vectors(md.X, T, None if ref is None else ref.X, feature_names=md.feature_names,
                           reference_feature_names=None if ref is None else ref.feature_names, params=params,
                           feature_embedding=feature_vectors(o), transform=o.transform and o.transform.value,
@@ -166,7 +176,8 @@ def distance(
         if h5ad_out else None
     rep.info(write_result(str(output), dv, md.sample_names, md.sample_names if ref is None else ref.sample_names,
                           meta, fmt=output_format and output_format.value, knn=knn, key_added=key_added, adata=adata,
-                          store_vectors=store_vectors, reporter=rep))
+                          store_vectors=store_vectors, reporter=rep, knn_method=knn_method.value, seed=o.seed,
+                          client=client))
 
 
 def _parse_list(text: str | None, kind: type, argument: str) -> list | None:

@@ -235,6 +235,10 @@ class TreeVectors:
         """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
         return _fill_vectors(self.tree, self.x[i0:i1], self.cols, self.dim, self.dtype)
 
+    def of_rows(self, idx: np.ndarray) -> np.ndarray:
+        """``y`` of the rows ``idx`` (any order, repeats allowed)."""
+        return _fill_vectors(self.tree, self.x[np.asarray(idx)], self.cols, self.dim, self.dtype)
+
     def of(self, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
         """``y`` of other samples ``Xq`` on the same columns (pass them as ``extra`` so none is dropped)."""
         xq = normalize_rows(Xq)
@@ -295,25 +299,39 @@ def distance_blocks(
         yield i0, D
 
 
+def smallest_k(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``k`` entries smallest in the order (distance, index), whatever their order in the row.
+
+    ``argpartition`` on the distances, then rows with a tie across the k-th place (duplicates) are
+    settled by index with a full sort of those rows only: the kept SET is a function of the
+    candidates alone, so blocked, approximate and distributed searches agree on it.
+    """
+    part = np.argpartition(d, k - 1, axis=1)[:, :k]
+    kth = np.take_along_axis(d, part, axis=1).max(axis=1)
+    tied = np.flatnonzero((d <= kth[:, None]).sum(axis=1) > k)
+    if tied.size:
+        order = np.lexsort((i[tied], d[tied]), axis=1)[:, :k]
+        part[tied] = order
+    return np.take_along_axis(d, part, axis=1), np.take_along_axis(i, part, axis=1)
+
+
 def _merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray,
                       col0: int) -> None:
     """Fold block ``D`` (columns ``col0 ..``) into the running k best of ``rows``, in place.
 
-    Only rows with an entry below their current k-th best are touched; among them the k
-    smallest distances of (current best, block) are kept (``argpartition``).
+    Only rows with an entry at or below their current k-th best are touched; among them the k
+    smallest of (current best, block) by (distance, index) are kept (:func:`smallest_k`).
     """
     k = best_d.shape[1]
     worst = best_d[rows].max(axis=1)
-    need = np.flatnonzero(D.min(axis=1) < worst)
+    need = np.flatnonzero(D.min(axis=1) <= worst)
     if need.size == 0:
         return
     r = rows[need]
     cd = np.concatenate([best_d[r], D[need]], axis=1)
     ci = np.concatenate([best_i[r], np.broadcast_to(np.arange(col0, col0 + D.shape[1]), (need.size, D.shape[1]))],
                         axis=1)
-    part = np.argpartition(cd, k - 1, axis=1)[:, :k]
-    best_d[r] = np.take_along_axis(cd, part, axis=1)
-    best_i[r] = np.take_along_axis(ci, part, axis=1)
+    best_d[r], best_i[r] = smallest_k(cd, ci, k)
 
 
 def nearest_neighbours(

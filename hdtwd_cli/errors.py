@@ -15,6 +15,7 @@ code  meaning
 2     bad usage or bad input (unreadable file, malformed matrix, mismatch)
 3     output cannot be written (unwritable path, would overwrite an input)
 4     not enough memory for the requested computation (refused up front)
+5     the Dask cluster failed the work (workers died repeatedly, scheduler lost)
 130   interrupted (Ctrl-C); no partial output is left behind
 141   the reader of standard output went away (``| head``)
 ====  =====================================================================
@@ -28,7 +29,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HdtwdError", "InputError", "ParameterError", "OutputError", "ResourceError", "HdtwdWarning"]
+__all__ = ["HdtwdError", "InputError", "ParameterError", "OutputError", "ResourceError", "ClusterError",
+           "HdtwdWarning"]
 
 
 class HdtwdWarning(UserWarning):
@@ -86,6 +88,12 @@ class OutputError(HdtwdError):
     """An output file cannot be written."""
 
     exit_code = 3
+
+
+class ClusterError(HdtwdError):
+    """The Dask cluster could not finish the work; nothing was written."""
+
+    exit_code = 5
 
 
 class ResourceError(HdtwdError):

@@ -35,7 +35,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import ParameterError
+from .errors import InputError, ParameterError
 
 from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, column_scale
 
@@ -359,8 +359,8 @@ def landmark_operator(
     low = float(rows.min())
     if not low > MIN_AFFINITY:
         j = int(np.argmin(rows))
-        raise ValueError(f"feature {j} has affinity {low:.3g} to every landmark (below {MIN_AFFINITY:g}): "
-                         "raise --eps or use more --landmarks")
+        raise InputError(f"feature {j} has affinity {low:.3g} to every landmark (below {MIN_AFFINITY:g}): "
+                         "raise {a} or use more {b}", a="eps", b="landmarks")
     if progress is not None:
         progress(1)
     B, b, dt = _normalise(W)

@@ -292,11 +292,12 @@ def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, avail
     if params.linkage != "single":
         tries += [dict(t, linkage="single") for t in tries if "landmarks" in t]
     way = next((t for t in tries if fits(params.replace(**t))), None)
-    hint = ("use " + " ".join(f"--{k} {v}" for k, v in way.items()) if way is not None
+    names = {f"h{i}": k for i, k in enumerate(way or {})}
+    hint = ("use " + " ".join(f"{{h{i}}} {v}" for i, v in enumerate((way or {}).values())) if way is not None
             else "keep fewer features (e.g. drop rare ones) or use a bigger machine")
     raise ResourceError(
         f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about {need / 1e9:.1f} GB but "
-        f"{available / 1e9:.1f} GB are available; {hint}", path)
+        f"{available / 1e9:.1f} GB are available; {hint}", path, **names)
 
 
 def embed(
@@ -621,12 +622,12 @@ def align_to_tree(
             mass = np.abs(X[:, missing]).sum(axis=0)
         bad = missing[mass > 0]
         if bad.size:
-            shown = ", ".join(repr(feature_names[j]) for j in bad[:5])
+            shown = ", ".join(repr(feature_names[j]) for j in bad[:5]).replace("{", "{{").replace("}", "}}")
             raise InputError(
                 f"{bad.size} feature(s) with mass are not leaves of the tree: {shown}"
                 + (" ..." if bad.size > 5 else "")
-                + " (--unseen root hangs them from the tree's root)",
-                path,
+                + " ({a} root hangs them from the tree's root)",
+                path, a="unseen",
             )
     n, L = X.shape[0], tree.n_leaves
     if len(set(dest[dest >= 0].tolist())) != int((dest >= 0).sum()):

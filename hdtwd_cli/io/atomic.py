@@ -28,7 +28,8 @@ def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLik
         raise OutputError("empty output path")
     if p == "-":
         return p
-    if os.path.isdir(p):
+    if os.path.isdir(p) and not (p.rstrip("/").lower().endswith(".zarr")
+                                 and os.path.exists(os.path.join(p, "zarr.json"))):  # a store is replaced whole
         raise OutputError("is a directory", p)
     d = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(d):

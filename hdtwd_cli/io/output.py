@@ -34,7 +34,7 @@ from .newick import NewickError, read_newick, write_newick
 
 __all__ = ["DISTANCE_SUFFIXES", "TREE_SUFFIXES", "write_distances", "write_newick_file", "read_tree_file"]
 
-DISTANCE_SUFFIXES = (".npy", ".h5", ".hdf5", ".csv", ".tsv")
+DISTANCE_SUFFIXES = (".npy", ".h5", ".hdf5", ".csv", ".tsv", ".zarr")
 TREE_SUFFIXES = (".h5", ".hdf5", ".nwk", ".newick", ".tree", ".tre")
 
 
@@ -66,7 +66,7 @@ def write_distances(
         distance_suffix("stdout" + suffix)
         if suffix in (".npy", ".h5", ".hdf5") and sys.stdout.isatty():
             raise OutputError(f"refusing to write binary {suffix} data to a terminal; "
-                              "redirect it or use --output-format tsv", "<stdout>")
+                              "redirect it or use {a} tsv", "<stdout>", a="output_format")
         with tempfile.TemporaryDirectory(prefix="hdtwd-out-") as d:
             tmp = os.path.join(d, "out" + suffix)
             write_distances(tmp, D, row_names, col_names, meta)
@@ -153,18 +153,34 @@ def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
 
 def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
                  fmt: str | None = None, knn: int | None = None, key_added: str | None = None, adata: Any = None,
-                 store_vectors: bool | None = None, reporter: Any = None) -> str:
+                 store_vectors: bool | None = None, reporter: Any = None, knn_method: str = "exact", seed: int = 0,
+                 client: Any = None) -> str:
     """Write what ``-o`` asks of a :class:`hdtwd_cli.api.DistanceVectors`; returns a one-line summary.
 
-    ``knn``: the kNN graph (``.npz`` / ``.h5ad``); an ``.h5`` file: the matrix streamed in row blocks;
-    anything else: the whole matrix in memory (refused up front when it would not fit).
+    ``knn``: the kNN graph (``.npz`` / ``.h5ad``; searched by ``knn_method``, on the cluster of
+    ``client`` when given); a ``.zarr`` store: the matrix in row blocks (written by the cluster's
+    workers with ``client``); an ``.h5`` file: the matrix streamed in row blocks; anything else:
+    the whole matrix in memory (refused up front when it would not fit).
     """
+    zarr_out = path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
+    if client is not None and not (zarr_out or (knn is not None and knn_method != "nndescent")):
+        from ..errors import ParameterError
+
+        raise ParameterError("runs the exact kNN search (--knn) or writes all pairs into a Zarr store "
+                             "(-o FILE.zarr); {b} and in-memory outputs are single-process", "scheduler", path,
+                             b="knn_method")
     if knn is not None:
-        graph = dv.knn(knn)
+        graph = dv.knn(knn, knn_method, seed, client)
         vectors = None if Path(path).suffix.lower() != ".h5ad" else dv.vectors_for_obsm(store_vectors)
         write_knn(path, graph, dict(graph.params, **meta), key_added=key_added, adata=adata, vectors=vectors)
         return f"wrote {path}: {knn} neighbours per sample (the sample itself included)"
     rows, cols = dv.shape
+    if zarr_out:
+        from ..cluster import write_zarr
+
+        with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, Zarr)", rows) as adv:
+            write_zarr(path, dv, row_names, col_names, meta, client, adv)
+        return f"wrote {path} ({rows} x {cols} {dv.dtype}, Zarr)"
     if path != "-" and fmt is None and Path(path).suffix.lower() in (".h5", ".hdf5"):
         block = dv.block_rows()
         with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:

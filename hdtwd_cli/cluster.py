@@ -1,0 +1,222 @@
+"""The exact work on a Dask cluster: the kNN search and the all-pairs matrix as tasks.
+
+Given a ``dask.distributed.Client`` (``--scheduler ADDRESS`` or ``DASK_SCHEDULER_ADDRESS``), the
+samples' normalised histograms and the tree are shipped to every worker ONCE
+(one task holds them and every worker copies them once); each task takes one block of rows, computes the tree
+vectors it needs on the worker and
+
+- kNN: compares its rows with every column block and keeps their ``k`` nearest by
+  (distance, index) (:func:`hdtwd_cli.distance.smallest_k`); the client concatenates the blocks;
+- all pairs: writes its rows of the matrix straight into a chunked Zarr store (one chunk row per
+  task, so tasks never write the same chunk).
+
+Every distance is computed by the same kernel with the same order of additions as on one
+machine, and the neighbour sets are defined by (distance, index) alone, so the results are the
+same bits as the single-process path. A task whose worker dies is run again by Dask (writes are
+idempotent); the store is built under a temporary name and renamed only when every block is
+written and its ``complete`` attribute set, so a failed run leaves no store at the output path.
+dask, distributed and zarr are imported only here, only when a cluster or a Zarr output is used.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .distance import TreeVectors, _fill_vectors, normalize_rows, smallest_k
+from ._kernels import l1_distances
+from .errors import ClusterError, InputError, OutputError
+
+__all__ = ["connect", "nearest_neighbours_dask", "write_zarr", "ZARR_SUFFIX"]
+
+ZARR_SUFFIX = ".zarr"
+#: Rows per task.
+TASK_ROWS = 2048
+
+
+def connect(address: str | None) -> Any:
+    """A ``dask.distributed.Client`` for ``address`` (or ``DASK_SCHEDULER_ADDRESS``); ``None`` if neither."""
+    address = address or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
+    if address is None:
+        return None
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover - an optional dependency
+        raise InputError("a Dask scheduler needs the 'distributed' package: pip install 'hdtwd[scale]'") from None
+    try:
+        return Client(address, timeout="20s")
+    except (OSError, TimeoutError) as e:
+        raise InputError(f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {e})") from None
+
+
+def _fault_hook() -> None:
+    """Testing hook: with ``HDTWD_FAULT_DIR`` set, a file ``kill-once`` there kills the worker running
+    the next task (the file is removed first), ``kill-always`` kills every one."""
+    d = os.environ.get("HDTWD_FAULT_DIR")
+    if not d:
+        return
+    if os.path.exists(os.path.join(d, "kill-always")):
+        os._exit(17)
+    try:
+        os.remove(os.path.join(d, "kill-once"))
+    except FileNotFoundError:
+        return
+    os._exit(17)
+
+
+def _vectors(payload: tuple, i0: int, i1: int) -> np.ndarray:
+    tree, x, cols, dim, dtype = payload
+    return _fill_vectors(tree, x[i0:i1], cols, dim, dtype)
+
+
+def _knn_task(payload: tuple, i0: int, i1: int, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other samples of rows ``i0 .. i1-1``: one kernel call per column block."""
+    _fault_hook()
+    n = payload[1].shape[0]
+    YI = _vectors(payload, i0, i1)
+    best_d = np.full((i1 - i0, k), np.inf)
+    best_i = np.full((i1 - i0, k), -1, dtype=np.int64)
+    for j0 in range(0, n, block):
+        j1 = min(j0 + block, n)
+        D = l1_distances(YI, YI if j0 == i0 else _vectors(payload, j0, j1)).astype(np.float64, copy=False)
+        if j0 < i1 and i0 < j1:  # not one's own neighbour
+            r = np.arange(max(i0, j0), min(i1, j1))
+            D[r - i0, r - j0] = np.inf
+        cd = np.concatenate([best_d, D], axis=1)
+        ci = np.concatenate([best_i, np.broadcast_to(np.arange(j0, j1), D.shape)], axis=1)
+        best_d, best_i = smallest_k(cd, ci, k)
+    return best_i, best_d
+
+
+def _progress_of(futures: list, sizes: dict, progress: Callable[[int], None] | None) -> None:
+    from distributed import as_completed
+
+    for fut in as_completed(futures):
+        if fut.status != "finished":
+            try:
+                fut.result()  # raises the task's exception (KilledWorker after the retries)
+            except Exception as e:
+                for f in futures:
+                    f.cancel()
+                raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+        if progress is not None:
+            progress(sizes[fut.key])
+
+
+def _hold(data: Any) -> Any:
+    return data
+
+
+def _ship(client: Any, data: Any, name: str) -> Any:
+    """``data`` as a future the tasks depend on: sent once to the scheduler inside a task, copied to
+    each worker that needs it; unlike scattered data, the scheduler recomputes it if its holder dies."""
+    return client.submit(_hold, data, key=f"hdtwd-{name}-{uuid.uuid4().hex[:8]}", pure=False)
+
+
+def _payload(client: Any, tv: TreeVectors) -> Any:
+    return _ship(client, (tv.tree, tv.x, tv.cols, tv.dim, tv.dtype), "data")
+
+
+def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS,
+                            progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hdtwd_cli.distance.nearest_neighbours` as one task per block of rows, same bits."""
+    n = tv.n
+    payload = _payload(client, tv)
+    token = uuid.uuid4().hex[:8]
+    futures, sizes = [], {}
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        f = client.submit(_knn_task, payload, i0, i1, k, block, key=f"hdtwd-knn-{token}-{i0}", retries=2)
+        futures.append(f)
+        sizes[f.key] = i1 - i0
+    _progress_of(futures, sizes, progress)
+    parts = client.gather(futures)
+    idx = np.concatenate([p[0] for p in parts])
+    dist = np.concatenate([p[1] for p in parts])
+    order = np.lexsort((idx, dist), axis=1)
+    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(dist, order, axis=1)
+
+
+def _zarr_task(payload: tuple, store: str, i0: int, i1: int, block: int, queries: Any) -> int:
+    """Rows ``i0 .. i1-1`` of the (cross) distance matrix into the Zarr store; the chunk row is this task's."""
+    import zarr
+
+    _fault_hook()
+    n = payload[1].shape[0]
+    YI = (_vectors(payload, i0, i1) if queries is None
+          else _fill_vectors(payload[0], queries[i0:i1], payload[2], payload[3], payload[4]))
+    out = np.empty((i1 - i0, n), dtype=np.dtype(payload[4]))
+    for j0 in range(0, n, block):
+        j1 = min(j0 + block, n)
+        out[:, j0:j1] = l1_distances(YI, _vectors(payload, j0, j1), np.dtype(payload[4]))
+    if queries is None:  # exact zeros on the diagonal, as the single-process path
+        r = np.arange(i0, i1)
+        out[r - i0, r] = 0.0
+    zarr.open_array(store, path="distances", mode="r+")[i0:i1] = out
+    return i1 - i0
+
+
+def write_zarr(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, client: Any = None,
+               progress: Callable[[int], None] | None = None, block: int | None = None) -> None:
+    """Write the (cross) distance matrix of ``dv`` (:class:`hdtwd_cli.api.DistanceVectors`) as a Zarr store.
+
+    Layout: group with ``distances`` (rows x cols, chunks of whole row blocks), ``row_names``,
+    ``col_names`` and the attributes ``meta`` plus ``complete = True`` (set last). Readable with
+    ``zarr.open_group(path)``, ``dask.array.from_zarr(path, component="distances")`` or xarray.
+    With ``client`` the row blocks are tasks on the cluster, written by the workers.
+    """
+    import zarr
+
+    rows, cols = dv.shape
+    block = block or min(TASK_ROWS, max(1, (64 << 20) // max(1, cols * 8)))
+    parent = os.path.dirname(os.path.abspath(path)) or "."
+    tmp = os.path.join(parent, f".{os.path.basename(path)}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        g = zarr.open_group(tmp, mode="w")
+        g.create_array("distances", shape=(rows, cols), chunks=(block, cols), dtype=dv.dtype, fill_value=np.nan)
+        for name, values in (("row_names", row_names), ("col_names", col_names)):
+            g.create_array(name, shape=(len(values),), dtype=str)[:] = np.asarray(values, dtype=str)
+        g.attrs.update({k: (v.item() if hasattr(v, "item") else v) for k, v in meta.items()})
+        g.attrs["complete"] = False
+        starts = [(i0, min(i0 + block, rows)) for i0 in range(0, rows, block)]
+        queries = None if dv.queries is None else normalize_rows(dv.queries)  # as TreeVectors.of
+        if queries is not None and sp.issparse(queries):
+            queries = sp.csr_matrix(queries)
+        if client is None:
+            payload = (dv.tree, dv.base.x, dv.base.cols, dv.base.dim, dv.dtype)
+            for i0, i1 in starts:
+                n = _zarr_task(payload, tmp, i0, i1, block, queries)
+                if progress is not None:
+                    progress(n)
+        else:
+            payload = _payload(client, dv.base)
+            q = None if queries is None else _ship(client, queries, "queries")
+            token = uuid.uuid4().hex[:8]
+            futures = [client.submit(_zarr_task, payload, tmp, i0, i1, block, q, key=f"hdtwd-zarr-{token}-{i0}",
+                                     retries=2) for i0, i1 in starts]
+            _progress_of(futures, {f.key: i1 - i0 for f, (i0, i1) in zip(futures, starts)}, progress)
+        g.attrs["complete"] = True
+        _replace_dir(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _replace_dir(tmp: str, path: str) -> None:
+    """Move the finished store ``tmp`` to ``path``, replacing an earlier store there."""
+    if os.path.isdir(path):
+        if not os.path.exists(os.path.join(path, "zarr.json")) and not os.path.exists(os.path.join(path, ".zgroup")):
+            raise OutputError("is a directory that is not a Zarr store; refusing to replace it", path)
+        old = f"{path}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(path, old)
+        os.rename(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, path)

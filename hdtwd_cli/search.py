@@ -1,0 +1,155 @@
+r"""Nearest-neighbour search under the TWD: exact, or approximate candidates re-ranked exactly.
+
+The TWD between two samples is the L1 distance between their tree vectors
+:math:`y_i = (\alpha_v \mu_i(\Gamma_v))_v` (docs/method.md section 4), so any L1 nearest-neighbour
+index finds TWD neighbours. ``exact`` is the blocked all-pairs search
+(:func:`hdtwd_cli.distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` builds pynndescent's
+NN-descent graph (the library scanpy and UMAP use) with the Manhattan metric on float32 vectors
+(sparse when the vectors are), takes each sample's :data:`CANDIDATE_FACTOR` x k approximate
+neighbours as candidates and re-ranks them with the exact TWD (float64, bit for bit the exact
+kernel's values). Only the neighbour SET may differ from the exact one; every stored distance
+is an exact TWD. Deterministic for a fixed seed (pynndescent's ``random_state``, one thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._kernels import l1_gather, tree_vectors_sparse
+from .distance import TreeVectors, nearest_neighbours, smallest_k
+from .errors import ParameterError
+
+__all__ = ["KNN_METHODS", "AUTO_NNDESCENT_ABOVE", "CANDIDATE_FACTOR", "choose_method", "approximate_neighbours",
+           "neighbours"]
+
+KnnMethod = Literal["exact", "nndescent", "auto"]
+KNN_METHODS = ("exact", "nndescent", "auto")
+#: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
+#: operations: 977 s for 100,000 samples x 2,000 features on 2 cores (benchmarks/RESULTS.md,
+#: issue 5), so about 40 s at 20,000 and 90 s at 30,000, growing as n^2; NN-descent grows as about
+#: n log n but pays about 35 s of pynndescent's numba compilation in every new process. Below
+#: 30,000 samples the exact search is about as fast and has no recall to lose.
+AUTO_NNDESCENT_ABOVE = 30_000
+#: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
+CANDIDATE_FACTOR = 2
+#: Bytes of float64 vectors gathered per re-ranking block.
+_RERANK_BYTES = 1 << 28
+
+
+def choose_method(method: str, n: int) -> str:
+    """``exact`` or ``nndescent``: ``auto`` picks by the number of samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
+    if method not in KNN_METHODS:
+        raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
+    if method == "auto":
+        method = "nndescent" if n > AUTO_NNDESCENT_ABOVE else "exact"
+        if method == "nndescent" and not _have_pynndescent():
+            import warnings
+
+            from .errors import HdtwdWarning
+
+            warnings.warn(f"{n} samples: the exact search is slow at this size and pynndescent is not installed "
+                          "(pip install 'hdtwd[scale]')", HdtwdWarning, stacklevel=2)
+            method = "exact"
+    elif method == "nndescent" and not _have_pynndescent():
+        raise ParameterError("nndescent needs pynndescent: pip install 'hdtwd[scale]'", "knn_method")
+    return method
+
+
+def _have_pynndescent() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pynndescent") is not None
+
+
+def _search_vectors(tv: TreeVectors) -> np.ndarray | sp.csr_matrix:
+    """float32 tree vectors for the index: sparse CSR when fewer than a third of the entries are non-zero."""
+    if sp.issparse(tv.x):
+        Y = tree_vectors_sparse(tv.x, tv.tree.parent, tv.cols, tv.tree.length, tv.dim)
+        if Y.nnz < Y.shape[0] * max(tv.dim, 1) / 3:
+            Y = Y.astype(np.float32)
+            Y.sort_indices()
+            return Y
+        del Y
+    out = np.empty((tv.n, tv.dim), dtype=np.float32)
+    step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+    for i0 in range(0, tv.n, step):
+        out[i0:i0 + step] = tv.rows(i0, i0 + step)
+    return out
+
+
+def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
+           progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples), by exact TWD.
+
+    Vectors are gathered per block of rows (memory bounded by a fixed budget); distances come
+    from :func:`_kernels.l1_gather`, bit for bit the exact kernel's.
+    """
+    n, c = candidates.shape
+    out_d = np.empty((n, k))
+    out_i = np.empty((n, k), dtype=np.int64)
+    block = max(1, min(n, _RERANK_BYTES // max(1, 8 * tv.dim * (c + 1))))
+    for i0 in range(0, n, block):
+        i1 = min(i0 + block, n)
+        cand = candidates[i0:i1]
+        uniq, local = np.unique(cand, return_inverse=True)
+        local = local.reshape(cand.shape)
+        A = tv.rows(i0, i1)
+        B = tv.of_rows(uniq)
+        D = np.empty(cand.shape)
+        l1_gather(A, B, np.ascontiguousarray(local, dtype=np.int64), D)
+        out_d[i0:i1], out_i[i0:i1] = smallest_k(D, cand, k)
+        if progress is not None:
+            progress(i1 - i0)
+    order = np.lexsort((out_i, out_d), axis=1)
+    return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
+
+
+def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
+                           progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, k)
+    distances : ndarray of float64, shape (n, k)
+        Exact TWDs, ordered by (distance, index).
+    """
+    from pynndescent import NNDescent
+
+    n = tv.n
+    if not 1 <= k < n:
+        raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
+    c = min(n - 1, CANDIDATE_FACTOR * k + 1)
+    Y = _search_vectors(tv)
+    index = NNDescent(Y, metric="manhattan", n_neighbors=c + 1, random_state=int(seed), n_jobs=1,
+                      low_memory=True, compressed=True, verbose=False)
+    cand, _ = index.neighbor_graph
+    del index, Y
+    cand = _drop_self(np.asarray(cand, dtype=np.int64), c)
+    return rerank(tv, cand, k, progress)
+
+
+def _drop_self(cand: np.ndarray, c: int) -> np.ndarray:
+    """The first ``c`` candidates of each row other than the row itself (missing ones: -1 filled in)."""
+    n = cand.shape[0]
+    rows = np.arange(n)[:, None]
+    bad = (cand == rows) | (cand < 0)
+    order = np.argsort(bad, axis=1, kind="stable")  # valid candidates first, in their order
+    out = np.take_along_axis(cand, order, axis=1)[:, :c]
+    short = np.take_along_axis(bad, order, axis=1)[:, :c]
+    if short.any():  # too few distinct candidates: fill with other rows (never the row itself)
+        r, t = np.nonzero(short)
+        out[r, t] = (r + 1 + t) % n
+    return out
+
+
+def neighbours(tv: TreeVectors, k: int, method: str = "exact", seed: int = 0,
+               progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`)."""
+    if choose_method(method, tv.n) == "nndescent":
+        return approximate_neighbours(tv, k, seed, progress)
+    return nearest_neighbours(tv, k, 2048, progress)

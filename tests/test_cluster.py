@@ -1,0 +1,142 @@
+"""Issue 13: approximate neighbours (NN-descent + exact re-ranking) and the exact work on a Dask cluster.
+
+A ``distributed.LocalCluster`` with two worker processes stands in for a real cluster: the kNN
+graph and the Zarr all-pairs store must be the single-process bits, and a worker killed during a
+run must end in a correct, complete result or a clean failure that leaves no store behind.
+"""
+
+import os
+
+import anndata
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import hdtwd_cli as hd
+from conftest import SAMPLE, run_hdtwd
+from hdtwd_cli.search import AUTO_NNDESCENT_ABOVE, choose_method
+
+distributed = pytest.importorskip("distributed")
+zarr = pytest.importorskip("zarr")
+
+
+@pytest.fixture(scope="module")
+def fault_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.fixture(scope="module")
+def cluster(fault_dir):
+    old = os.environ.get("HDTWD_FAULT_DIR")
+    os.environ["HDTWD_FAULT_DIR"] = str(fault_dir)  # inherited by the worker processes
+    try:
+        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      silence_logs=50) as c, distributed.Client(c) as client:
+            yield c, client
+    finally:
+        if old is None:
+            del os.environ["HDTWD_FAULT_DIR"]
+        else:
+            os.environ["HDTWD_FAULT_DIR"] = old
+
+
+def cells_X():
+    ad = anndata.read_h5ad(SAMPLE / "cells.h5ad")
+    return ad.X, list(ad.var_names)
+
+
+def test_knn_on_the_cluster_is_the_single_process_bits(cluster, tmp_path):
+    c, client = cluster
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    one, many = dv.knn(15), dv.knn(15, client=client)
+    assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
+    # through the command line: --scheduler, and the same graph as without it
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "-o", tmp_path / "a.npz")
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--scheduler", c.scheduler_address,
+              "-o", tmp_path / "b.npz")
+    A, B = sp.load_npz(tmp_path / "a.npz"), sp.load_npz(tmp_path / "b.npz")
+    assert (A != B).nnz == 0 and A.nnz == 300 * 14
+
+
+def test_all_pairs_into_zarr_on_the_cluster(cluster, tmp_path):
+    c, client = cluster
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", tmp_path / "D.npy")
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--scheduler", c.scheduler_address, "-o", tmp_path / "D.zarr")
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "-o", tmp_path / "L.zarr")  # the same store without a cluster
+    D = np.load(tmp_path / "D.npy")
+    for store in ("D.zarr", "L.zarr"):
+        g = zarr.open_group(str(tmp_path / store), mode="r")
+        assert g.attrs["complete"] is True and np.array_equal(g["distances"][:], D)
+        assert list(g["row_names"][:3]) == list(anndata.read_h5ad(SAMPLE / "cells.h5ad").obs_names[:3])
+    import dask.array as da
+
+    assert np.array_equal(da.from_zarr(str(tmp_path / "D.zarr"), component="distances").compute(), D)
+    assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def test_a_worker_killed_once_still_gives_the_complete_result(cluster, fault_dir, tmp_path):
+    c, client = cluster
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    (fault_dir / "kill-once").write_text("")
+    dv.to_zarr(str(tmp_path / "D.zarr"), client=client)
+    assert not (fault_dir / "kill-once").exists()  # the fault happened: a worker died mid-run
+    g = zarr.open_group(str(tmp_path / "D.zarr"), mode="r")
+    assert g.attrs["complete"] is True and np.array_equal(g["distances"][:], dv.matrix())
+    (fault_dir / "kill-once").write_text("")
+    graph = dv.knn(10, client=client)
+    assert not (fault_dir / "kill-once").exists()
+    assert np.array_equal(graph.indices, dv.knn(10).indices)
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_workers_dying_every_time_fail_cleanly_without_a_store(cluster, fault_dir, tmp_path):
+    c, client = cluster
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    (fault_dir / "kill-always").write_text("")
+    try:
+        with pytest.raises(hd.ClusterError, match="nothing was written"):
+            dv.to_zarr(str(tmp_path / "D.zarr"), client=client)
+        client.wait_for_workers(2, timeout=60)
+        proc = run_hdtwd("distance", SAMPLE / "cells.h5ad", "--scheduler", c.scheduler_address, "-o",
+                         tmp_path / "C.zarr", check=False)
+    finally:
+        (fault_dir / "kill-always").unlink()
+    err = proc.stderr.decode()
+    assert proc.returncode == 5 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []  # no store, no temporary store
+    client.wait_for_workers(2, timeout=60)
+
+
+def test_nndescent_recall_exact_distances_and_determinism():
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    exact = dv.knn(15)
+    a, b = dv.knn(15, "nndescent", seed=3), dv.knn(15, "nndescent", seed=3)
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
+    recall = np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])])
+    assert recall >= 0.95, recall
+    D = dv.matrix()
+    assert np.array_equal(a.distances[:, 1:], np.take_along_axis(D, a.indices[:, 1:], axis=1))  # exact TWDs
+    assert np.all(np.diff(a.distances, axis=1) >= 0)
+
+
+def test_auto_picks_by_the_number_of_samples():
+    assert choose_method("auto", AUTO_NNDESCENT_ABOVE) == "exact"
+    assert choose_method("auto", AUTO_NNDESCENT_ABOVE + 1) == "nndescent"
+    with pytest.raises(hd.ParameterError, match="knn_method"):
+        choose_method("annoy", 10)
+
+
+def test_ties_are_settled_by_index_whatever_the_block_order():
+    from hdtwd_cli.distance import nearest_neighbours
+
+    X = np.repeat(np.eye(6)[:, :5] + 0.1, 5, axis=0)  # groups of identical rows: many tied distances
+    tree = hd.learn_tree(X + 1e-3)
+    dv = hd.distance_vectors(X, tree)
+    ref = nearest_neighbours(dv.base, 7, block=1000)
+    for block in (1, 3, 7):
+        got = nearest_neighbours(dv.base, 7, block=block)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
