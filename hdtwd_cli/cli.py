@@ -144,7 +144,7 @@ def distance(
     from .api import distance_vectors
     from .cluster import connect
     from .io import check_output_path, read_matrix, read_tree_file
-    from .io.output import KNN_SUFFIXES, distance_suffix, new_adata, write_result
+    from .io.output import KNN_SUFFIXES, check_result_options, distance_suffix, new_adata, write_result
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
@@ -154,6 +154,7 @@ def distance(
         raise ParameterError("writes a sparse graph: use -o FILE.npz or -o FILE.h5ad", "n_neighbors", output)
     if knn is None and str(output) != "-" and output_format is None:
         distance_suffix(str(output))
+    check_result_options(str(output), knn, knn_method.value, scheduler)
     for extra in (save_tree, newick):
         if extra is not None:
             check_output_path(extra, [data, tree, output])
@@ -293,7 +294,3 @@ def main() -> None:
         sys.stderr.write(f"hdtwd: error: {e.format_message()} (see '{hint}')\n")
         sys.exit(int(e.exit_code))
     sys.exit(rc if isinstance(rc, int) else 0)
-
-
-if __name__ == "__main__":  # pragma: no cover
-    main()

@@ -4,11 +4,13 @@ The TWD between two samples is the L1 distance between their tree vectors
 :math:`y_i = (\alpha_v \mu_i(\Gamma_v))_v` (docs/method.md section 4), so any L1 nearest-neighbour
 index finds TWD neighbours. ``exact`` is the blocked all-pairs search
 (:func:`hdtwd_cli.distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` builds pynndescent's
-NN-descent graph (the library scanpy and UMAP use) with the Manhattan metric on float32 vectors
-(sparse when the vectors are), takes each sample's :data:`CANDIDATE_FACTOR` x k approximate
+NN-descent graph (the library scanpy and UMAP use) with the Manhattan metric on dense float32
+vectors, takes each sample's :data:`CANDIDATE_FACTOR` x k approximate
 neighbours as candidates and re-ranks them with the exact TWD (float64, bit for bit the exact
 kernel's values). Only the neighbour SET may differ from the exact one; every stored distance
-is an exact TWD. Deterministic for a fixed seed (pynndescent's ``random_state``, one thread).
+is an exact TWD. Deterministic for a fixed seed (pynndescent's ``random_state``; tested across
+processes). All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that
+carry most of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 """
 
 from __future__ import annotations
@@ -17,9 +19,8 @@ from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
 
-from ._kernels import l1_gather, tree_vectors_sparse
+from ._kernels import l1_gather
 from .distance import TreeVectors, nearest_neighbours, smallest_k
 from .errors import ParameterError
 
@@ -65,15 +66,13 @@ def _have_pynndescent() -> bool:
     return importlib.util.find_spec("pynndescent") is not None
 
 
-def _search_vectors(tv: TreeVectors) -> np.ndarray | sp.csr_matrix:
-    """float32 tree vectors for the index: sparse CSR when fewer than a third of the entries are non-zero."""
-    if sp.issparse(tv.x):
-        Y = tree_vectors_sparse(tv.x, tv.tree.parent, tv.cols, tv.tree.length, tv.dim)
-        if Y.nnz < Y.shape[0] * max(tv.dim, 1) / 3:
-            Y = Y.astype(np.float32)
-            Y.sort_indices()
-            return Y
-        del Y
+def _search_vectors(tv: TreeVectors) -> np.ndarray:
+    """Dense float32 tree vectors for the index, computed per row block.
+
+    Dense even for sparse data: UMI-like counts give tree vectors with about a quarter of their
+    entries non-zero, where pynndescent's sparse NN-descent was several times slower than the
+    dense one (100,000 x 2,000 synthetic cells: > 5 min against 2 min). Memory: n x d x 4 bytes.
+    """
     out = np.empty((tv.n, tv.dim), dtype=np.float32)
     step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
     for i0 in range(0, tv.n, step):
@@ -125,8 +124,8 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
         raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
     c = min(n - 1, CANDIDATE_FACTOR * k + 1)
     Y = _search_vectors(tv)
-    index = NNDescent(Y, metric="manhattan", n_neighbors=c + 1, random_state=int(seed), n_jobs=1,
-                      low_memory=True, compressed=True, verbose=False)
+    index = NNDescent(Y, metric="manhattan", n_neighbors=c + 1, random_state=int(seed), n_jobs=-1,
+                      low_memory=True, verbose=False)
     cand, _ = index.neighbor_graph
     del index, Y
     cand = _drop_self(np.asarray(cand, dtype=np.int64), c)

@@ -48,6 +48,16 @@ def _truncated(tmp: Path) -> Path:
 
 Case = tuple[str, str, Callable[[Path], list], int, str]
 
+def _scaled_h5ad(t):
+    import anndata
+
+    a = anndata.AnnData(np.arange(12, dtype=np.float64).reshape(4, 3))
+    a.raw = a.copy()
+    a.X = a.X - a.X.mean(axis=0)
+    a.write_h5ad(t / "scaled.h5ad")
+    return t / "scaled.h5ad"
+
+
 CASES: list[Case] = [
     ("negative", "a negative value", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,-2\n3,4\n"), "-o", t / "D.npy"],
      2, "negative values"),
@@ -157,6 +167,21 @@ CASES: list[Case] = [
     ("tree-with-learning-option", "--leaf-length with --tree",
      lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree(t), "--leaf-length", "2", "-o", t / "D.npy"], 2,
      "--leaf-length only apply when the tree is learned"),
+    ("knn-beyond-n", "--knn larger than the number of samples",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--knn", "101", "-o", t / "G.npz"], 2,
+     "--knn must be an integer between 2 and the number of samples (100)"),
+    ("knn-method-without-knn", "--knn-method without --knn",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--knn-method", "nndescent", "-o", t / "D.npy"], 2,
+     "--knn-method applies to the kNN graph (--knn)"),
+    ("scheduler-unreachable", "a Dask scheduler address nobody listens on",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.zarr"], 2,
+     "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
+    ("scheduler-h5", "--scheduler with an in-memory output",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.npy"], 2,
+     "--scheduler runs the exact kNN search (--knn) or writes all pairs into a Zarr store"),
+    ("neg-h5ad-hint", "an .h5ad with negative (scaled) X and raw counts",
+     lambda t: ["distance", _scaled_h5ad(t), "-o", t / "D.npy"], 2,
+     "the file also holds raw.X (--use-raw)"),
 ]
 
 

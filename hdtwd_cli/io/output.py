@@ -151,6 +151,22 @@ def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
     return anndata.AnnData(X=X, obs=pd.DataFrame(index=sample_names), var=pd.DataFrame(index=feature_names))
 
 
+def _is_zarr(path: str) -> bool:
+    return path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
+
+
+def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
+    """Refuse, before any work, the combinations :func:`write_result` cannot honour."""
+    from ..errors import ParameterError
+
+    if knn is None and knn_method != "exact":
+        raise ParameterError("applies to the kNN graph ({b})", "knn_method", b="n_neighbors")
+    if scheduler and not (_is_zarr(path) or (knn is not None and knn_method != "nndescent")):
+        raise ParameterError("runs the exact kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
+                             "{b} and in-memory outputs are single-process", "scheduler", a="n_neighbors",
+                             b="knn_method")
+
+
 def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
                  fmt: str | None = None, knn: int | None = None, key_added: str | None = None, adata: Any = None,
                  store_vectors: bool | None = None, reporter: Any = None, knn_method: str = "exact", seed: int = 0,
@@ -162,13 +178,7 @@ def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str],
     workers with ``client``); an ``.h5`` file: the matrix streamed in row blocks; anything else:
     the whole matrix in memory (refused up front when it would not fit).
     """
-    zarr_out = path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
-    if client is not None and not (zarr_out or (knn is not None and knn_method != "nndescent")):
-        from ..errors import ParameterError
-
-        raise ParameterError("runs the exact kNN search (--knn) or writes all pairs into a Zarr store "
-                             "(-o FILE.zarr); {b} and in-memory outputs are single-process", "scheduler", path,
-                             b="knn_method")
+    zarr_out = _is_zarr(path)
     if knn is not None:
         graph = dv.knn(knn, knn_method, seed, client)
         vectors = None if Path(path).suffix.lower() != ".h5ad" else dv.vectors_for_obsm(store_vectors)
