@@ -117,7 +117,11 @@ def _hold(data: Any) -> Any:
 def _ship(client: Any, data: Any, name: str) -> Any:
     """``data`` as a future the tasks depend on: sent once to the scheduler inside a task, copied to
     each worker that needs it; unlike scattered data, the scheduler recomputes it if its holder dies."""
-    return client.submit(_hold, data, key=f"hdtwd-{name}-{uuid.uuid4().hex[:8]}", pure=False)
+    import warnings
+
+    with warnings.catch_warnings():  # "Sending large graph": once, on purpose (see above)
+        warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
+        return client.submit(_hold, data, key=f"hdtwd-{name}-{uuid.uuid4().hex[:8]}", pure=False)
 
 
 def _payload(client: Any, tv: TreeVectors) -> Any:
