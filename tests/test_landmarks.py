@@ -113,8 +113,11 @@ def test_sparse_input_is_never_densified():
 
 def test_affinity_floor_is_a_clear_error():
     X = _counts(n=100, m=50, seed=1)
-    with pytest.raises(ValueError, match="raise --eps or use more --landmarks"):
+    from hdtwd_cli.cli_options import flag
+
+    with pytest.raises(ValueError, match="raise eps or use more landmarks") as e:
         landmark_operator(X, 5, eps=1e-6, metric="euclidean")
+    assert "raise --eps or use more --landmarks" in e.value.worded(flag)  # as the command line says it
 
 
 def _landmark_embedding(m=90, n_landmarks=30, seed=0):
@@ -170,9 +173,12 @@ def test_automatic_switch_and_bounds():
 
 def test_memory_refusal_names_an_option_that_fits():
     p = TreeParams.from_preset("paper", landmarks=0, linkage="complete")
-    with pytest.raises(ResourceError, match="--landmarks 500"):
+    from hdtwd_cli.cli_options import flag
+
+    with pytest.raises(ResourceError, match="use landmarks 500") as e:
         check_tree_memory(1000, 20000, None, p, available=int(8e9))
-    with pytest.raises(ResourceError, match="--linkage single"):
+    assert "use --landmarks 500" in e.value.worded(flag)
+    with pytest.raises(ResourceError, match="linkage single"):
         check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(12e9))
     assert check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="single"), available=int(12e9)) > 7e9
 
