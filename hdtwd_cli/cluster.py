@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .distance import TreeVectors, _fill_vectors, normalize_rows, smallest_k
+from .distance import TreeVectors, smallest_k
 from ._kernels import l1_distances
 from .errors import ClusterError, InputError, OutputError
 
@@ -70,21 +70,16 @@ def _fault_hook() -> None:
     os._exit(17)
 
 
-def _vectors(payload: tuple, i0: int, i1: int) -> np.ndarray:
-    tree, x, cols, dim, dtype = payload
-    return _fill_vectors(tree, x[i0:i1], cols, dim, dtype)
-
-
-def _knn_task(payload: tuple, i0: int, i1: int, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
+def _knn_task(tv: TreeVectors, i0: int, i1: int, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest other samples of rows ``i0 .. i1-1``: one kernel call per column block."""
     _fault_hook()
-    n = payload[1].shape[0]
-    YI = _vectors(payload, i0, i1)
+    n = tv.n
+    YI = tv.rows(i0, i1)
     best_d = np.full((i1 - i0, k), np.inf)
     best_i = np.full((i1 - i0, k), -1, dtype=np.int64)
     for j0 in range(0, n, block):
         j1 = min(j0 + block, n)
-        D = l1_distances(YI, YI if j0 == i0 else _vectors(payload, j0, j1)).astype(np.float64, copy=False)
+        D = l1_distances(YI, YI if j0 == i0 else tv.rows(j0, j1)).astype(np.float64, copy=False)
         if j0 < i1 and i0 < j1:  # not one's own neighbour
             r = np.arange(max(i0, j0), min(i1, j1))
             D[r - i0, r - j0] = np.inf
@@ -125,7 +120,7 @@ def _ship(client: Any, data: Any, name: str) -> Any:
 
 
 def _payload(client: Any, tv: TreeVectors) -> Any:
-    return _ship(client, (tv.tree, tv.x, tv.cols, tv.dim, tv.dtype), "data")
+    return _ship(client, tv, "data")
 
 
 def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS,
@@ -148,18 +143,19 @@ def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = T
     return np.take_along_axis(idx, order, axis=1), np.take_along_axis(dist, order, axis=1)
 
 
-def _zarr_task(payload: tuple, store: str, i0: int, i1: int, block: int, queries: Any) -> int:
-    """Rows ``i0 .. i1-1`` of the (cross) distance matrix into the Zarr store; the chunk row is this task's."""
+def _zarr_task(tv: TreeVectors, store: str, i0: int, i1: int, block: int, queries: Any) -> int:
+    """Rows ``i0 .. i1-1`` of the (cross) distance matrix into the Zarr store; the chunk row is this task's.
+
+    ``queries``: the raw query rows of a cross-distance matrix (:meth:`TreeVectors.of` normalises them)."""
     import zarr
 
     _fault_hook()
-    n = payload[1].shape[0]
-    YI = (_vectors(payload, i0, i1) if queries is None
-          else _fill_vectors(payload[0], queries[i0:i1], payload[2], payload[3], payload[4]))
-    out = np.empty((i1 - i0, n), dtype=np.dtype(payload[4]))
+    n = tv.n
+    YI = tv.rows(i0, i1) if queries is None else tv.of(queries[i0:i1])
+    out = np.empty((i1 - i0, n), dtype=np.dtype(tv.dtype))
     for j0 in range(0, n, block):
         j1 = min(j0 + block, n)
-        out[:, j0:j1] = l1_distances(YI, _vectors(payload, j0, j1), np.dtype(payload[4]))
+        out[:, j0:j1] = l1_distances(YI, tv.rows(j0, j1), np.dtype(tv.dtype))
     if queries is None:  # exact zeros on the diagonal, as the single-process path
         r = np.arange(i0, i1)
         out[r - i0, r] = 0.0
@@ -190,13 +186,11 @@ def write_zarr(path: str, dv: Any, row_names: list[str], col_names: list[str], m
         g.attrs.update({k: (v.item() if hasattr(v, "item") else v) for k, v in meta.items()})
         g.attrs["complete"] = False
         starts = [(i0, min(i0 + block, rows)) for i0 in range(0, rows, block)]
-        queries = None if dv.queries is None else normalize_rows(dv.queries)  # as TreeVectors.of
-        if queries is not None and sp.issparse(queries):
-            queries = sp.csr_matrix(queries)
+        queries = None if dv.queries is None else (sp.csr_matrix(dv.queries) if sp.issparse(dv.queries)
+                                                   else dv.queries)
         if client is None:
-            payload = (dv.tree, dv.base.x, dv.base.cols, dv.base.dim, dv.dtype)
             for i0, i1 in starts:
-                n = _zarr_task(payload, tmp, i0, i1, block, queries)
+                n = _zarr_task(dv.base, tmp, i0, i1, block, queries)
                 if progress is not None:
                     progress(n)
         else:
