@@ -173,11 +173,17 @@ def learn_tree(
     """
     params = params or TreeParams()
     Xm = apply_transform(_matrix(X), params.transform)
-    names = _names(feature_names, Xm.shape[1])
-    _data_errors(lambda: check_histograms(Xm))
+    return _learn(Xm, _names(feature_names, Xm.shape[1]), params, feature_embedding, check_memory, progress)
+
+
+def _learn(Xt: np.ndarray | sp.csr_matrix, names: list[str], params: TreeParams,
+           feature_embedding: tuple[np.ndarray, Sequence[str]] | None, check_memory: bool,
+           progress: Reporter | bool | None) -> Tree:
+    """:func:`learn_tree` on data already checked and transformed by ``params.transform``."""
+    _data_errors(lambda: check_histograms(Xt))
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
     have = available_memory() if check_memory else None
-    return _data_errors(lambda: learn_trees(Xm, names, params, [params.scales], _reporter(progress), None, have,
+    return _data_errors(lambda: learn_trees(Xt, names, params, [params.scales], _reporter(progress), None, have,
                                             vectors)[params.scales])
 
 
@@ -185,8 +191,9 @@ def _tree_for(
     X: np.ndarray | sp.csr_matrix, names: list[str], tree: Tree | None, params: TreeParams | None,
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None, unseen: str, transform: str | None,
     more_names: Sequence[str], progress: Reporter | bool | None,
-) -> tuple[Tree, str, dict[str, Any]]:
-    """The tree to use (learned from ``X`` or the given one) and the data transform that goes with it."""
+) -> tuple[Tree, str, dict[str, Any], np.ndarray | sp.csr_matrix]:
+    """The tree to use (learned from ``X`` or the given one), its data transform, a record, and
+    ``X`` transformed (once)."""
     if unseen not in ("error", "root"):
         raise ParameterError(f"must be 'error' or 'root', not {unseen!r}", "unseen")
     if tree is None:
@@ -195,8 +202,9 @@ def _tree_for(
         params = (params or TreeParams())
         if transform is not None:
             params = params.replace(transform=transform)
-        T = learn_tree(X, names, params=params, feature_embedding=feature_embedding, progress=progress)
-        return T, params.transform, {"tree_source": "learned", "params": dict(T.metadata)}
+        Xt = apply_transform(X, params.transform)
+        T = _learn(Xt, names, params, feature_embedding, True, progress)
+        return T, params.transform, {"tree_source": "learned", "params": dict(T.metadata)}, Xt
     if params is not None or feature_embedding is not None:
         raise ParameterError("{arg} only applies when the tree is learned (tree=None)",
                              "params" if params is not None else "feature_embedding")
@@ -205,7 +213,7 @@ def _tree_for(
         raise ParameterError(f"is {transform!r} but the tree was learned with {stored!r}", "transform")
     if unseen == "root":
         tree = extend_tree(tree, list(names) + list(more_names))
-    return tree, stored, {"tree_source": "given", "transform": stored, "unseen": unseen}
+    return tree, stored, {"tree_source": "given", "transform": stored, "unseen": unseen}, apply_transform(X, stored)
 
 
 def _check_k(n_neighbors: int, n: int) -> None:
@@ -373,8 +381,8 @@ def distance_vectors(
             raise ParameterError("maps both sets onto one given tree: give {b} too", "reference", b="tree")
         R = _matrix(reference, "reference")
         rnames = _names(reference_feature_names, R.shape[1], "reference_feature_names")
-    T, tf, record = _tree_for(Xm, names, tree, params, feature_embedding, unseen, transform, rnames or (), rep)
-    Xt = align_to_tree(apply_transform(Xm, tf), names, T)
+    T, tf, record, Xt = _tree_for(Xm, names, tree, params, feature_embedding, unseen, transform, rnames or (), rep)
+    Xt = align_to_tree(Xt, names, T)
     record = {"hdtwd_version": __version__, **record, "dtype": dtype}
     if R is None:
         base = _data_errors(lambda: TreeVectors(T, Xt, dtype))
