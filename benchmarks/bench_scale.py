@@ -117,13 +117,46 @@ def part_big(sizes: list[int]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for n in sizes:
         data = synth(n)
-        cmd = [harness.require_tools(), "distance", str(data), "--knn", "16", "--knn-method", "nndescent", "-o",
+        cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-o",
                str(WD / f"G{n}.npz"), "-q"]
         harness.wait_quiet(120)
         rec = harness.run_timed_once(cmd, WD / f"big_{n}.log")
         rec["n"] = n
         out[str(n)] = rec
         print(n, {k: rec[k] for k in ("wall_s", "max_rss_MB")}, flush=True)
+    return out
+
+
+def part_stages(n: int) -> dict[str, Any]:
+    """Seconds of each stage of ``--knn 15 --knn-method nndescent`` on ``n`` synthetic cells, in one process."""
+    import hdtwd_cli as hd
+    from hdtwd_cli import search
+    from pynndescent import NNDescent
+
+    out: dict[str, Any] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        t = time.perf_counter()
+        r = fn()
+        out[name] = time.perf_counter() - t
+        print(name, f"{out[name]:.1f} s", flush=True)
+        return r
+
+    X = timed("read the .npz", lambda: sp.load_npz(synth(n)).tocsr())
+    tree = timed("learn the tree", lambda: hd.learn_tree(X))
+    tv = timed("tree vectors (kept columns)", lambda: hd.distance_vectors(X, tree).base)
+    Y = timed("dense float32 search vectors", lambda: search._search_vectors(tv))
+    Z = np.random.default_rng(0).random((300, 20)).astype(np.float32)
+    timed("pynndescent compilation (tiny index)",
+          lambda: NNDescent(Z, metric="manhattan", n_neighbors=10, random_state=0, n_jobs=-1).neighbor_graph)
+    k = 14
+    c = int(np.ceil(search.CANDIDATE_FACTOR * k))
+    cand = timed(f"NN-descent ({c} candidates)", lambda: NNDescent(
+        Y, metric="manhattan", n_neighbors=c + 1, random_state=0, n_jobs=-1, low_memory=True).neighbor_graph[0])
+    del Y
+    cand = search._drop_self(np.asarray(cand, dtype=np.int64), c)
+    timed("exact re-ranking", lambda: search.rerank(tv, cand, k))
+    out["n"], out["dim"] = n, tv.dim
     return out
 
 
@@ -219,7 +252,7 @@ def markdown() -> str:
     rec = _load("recall")
     if rec:
         o += ["### Recall of `--knn-method nndescent` (exact distances, approximate sets)", "",
-              "| data | samples x features | recall@15 | exact search | nndescent (incl. ~35 s numba compile) |",
+              "| data | samples x features | recall@15 | exact search | nndescent (incl. ~40 s numba compile) |",
               "|---|---|---|---|---|"]
         for name, r in rec.items():
             ex = f"{r['exact_s']:.1f} s" if "exact_s" in r else "(1,000 sampled rows)"
@@ -228,11 +261,18 @@ def markdown() -> str:
         o.append("")
     big = _load("big")
     if big:
-        o += ["### `hdtwd distance SYNTH.npz --knn 16 --knn-method nndescent` (whole process, /usr/bin/time -v)", "",
+        o += ["### `hdtwd distance SYNTH.npz --knn 15 --knn-method nndescent` (whole process, /usr/bin/time -v)", "",
               "| samples x features | wall | peak RSS | CPU |", "|---|---|---|---|"]
         for n, r in big.items():
             o.append(f"| {int(n):,} x 2,000 (UMI-like, 10.6 % non-zero) | {r['wall_s']:.0f} s | {r['max_rss_MB'] / 1000:.2f} GB | "
                      f"{r['user_s'] + r['sys_s']:.0f} s |")
+        o.append("")
+    st = _load("stages")
+    if st:
+        o += [f"### Where the time goes: {st['n']:,} x 2,000, `--knn 15`, in one process ({st['dim']} tree-vector columns)",
+              "", "| stage | seconds |", "|---|---|"]
+        o += [f"| {k} | {v:.1f} |" for k, v in st.items() if k not in ("n", "dim")]
+        o.append(f"| total | {sum(v for k, v in st.items() if k not in ('n', 'dim')):.1f} |")
         o.append("")
     dk = _load("dask")
     if dk:
@@ -252,7 +292,7 @@ def markdown() -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("parts", nargs="*", help="recall, big and/or dask")
+    ap.add_argument("parts", nargs="*", help="recall, big, stages and/or dask")
     ap.add_argument("--sizes", default="100000,1000000", help="sample counts of the 'big' part")
     ap.add_argument("--dask-n", type=int, default=20000, help="samples of the Dask comparison")
     ap.add_argument("--markdown", action="store_true")
@@ -260,7 +300,8 @@ def main() -> None:
     args = ap.parse_args()
     for part in args.parts:
         res = (part_recall() if part == "recall" else
-               part_big([int(s) for s in args.sizes.split(",")]) if part == "big" else part_dask(args.dask_n))
+               part_big([int(s) for s in args.sizes.split(",")]) if part == "big" else
+               part_stages(int(args.sizes.split(",")[0])) if part == "stages" else part_dask(args.dask_n))
         (WD / f"bench_scale_{part}.json").write_text(json.dumps(res, indent=1, default=str))
     if args.markdown:
         text = markdown()

@@ -36,7 +36,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["l1_distances", "l1_distances_sparse", "tree_vectors_sparse"]
+__all__ = ["l1_distances", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -457,4 +457,59 @@ def row_sums(X) -> np.ndarray:
         _row_sums_csr(X.indptr.astype(np.int64), X.data, out)
     else:
         _row_sums_dense(np.ascontiguousarray(X, dtype=np.float64), out)
+    return out
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _gram_csr(indptr, indices, data, m, rows_per_block, order, out):  # pragma: no cover - compiled
+    """Upper triangle of ``out = X^T X`` for CSR ``X`` (sorted indices), one block of output rows per task.
+
+    Each task owns ``rows_per_block`` rows ``a`` of ``out`` (a block small enough to stay in L2)
+    and scans every row of ``X``: ``out[a, b] += x_a x_b`` for ``b >= a``. A value is thus
+    summed over the samples in their order, by one thread, whatever the thread count.
+    """
+    n = indptr.shape[0] - 1
+    for t in prange(order.shape[0]):
+        a0 = order[t] * rows_per_block
+        a1 = min(a0 + rows_per_block, m)
+        for i in range(n):
+            p0 = indptr[i]
+            p1 = indptr[i + 1]
+            if p0 == p1 or indices[p1 - 1] < a0 or indices[p0] >= a1:
+                continue
+            s = p0 + np.searchsorted(indices[p0:p1], a0)
+            for p in range(s, p1):
+                a = indices[p]
+                if a >= a1:
+                    break
+                va = data[p]
+                for q in range(p, p1):
+                    out[a, indices[q]] += va * data[q]
+
+
+def column_gram_csr(X) -> np.ndarray:
+    """Dense ``X^T X`` (m x m, float64) of a CSR matrix without the sparse product's m x m CSR result.
+
+    About ``sum_i nnz_i^2 / 2`` multiply-adds, in parallel over blocks of output rows; each entry
+    is summed over the rows of ``X`` in order (deterministic for any thread count; exact, hence
+    equal to any other order, for integer counts divided by powers of two). scipy's sparse
+    product took 33 s on 100,000 x 2,000 UMI-like counts (two passes, one thread).
+    """
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X, dtype=np.float64)
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    m = X.shape[1]
+    out = np.zeros((m, m))
+    rows_per_block = max(1, (1 << 15) // max(1, m))  # 256 KiB of output rows per task
+    nb = -(-m // rows_per_block)
+    # blocks in the order 0, nb-1, 1, nb-2, ...: the triangle's long and short rows alternate, so
+    # prange's static chunks get about the same work
+    order = np.empty(nb, dtype=np.int64)
+    order[0::2] = np.arange((nb + 1) // 2)
+    order[1::2] = np.arange(nb - 1, (nb + 1) // 2 - 1, -1)[: nb // 2]
+    _gram_csr(X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data, m, rows_per_block, order, out)
+    out += np.triu(out, 1).T  # mirror (adds to exact zeros)
     return out

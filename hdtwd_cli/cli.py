@@ -18,7 +18,7 @@ import typer
 from . import __version__
 from .cli_options import (EDGE_WEIGHTS_CHOICE, INPUT, LINKAGE, OUTPUT, THREADS, TREE, Choice, command, feature_vectors,
                           read_input, set_threads, tree_params)
-from .errors import OutputError, ParameterError
+from .errors import OutputError, ParameterError, Terminated
 from .evaluation import BASELINES, DEFAULT_K
 from .progress import Reporter
 
@@ -276,13 +276,33 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version_c
 _COMMANDS = ("embed", "decode-tree", "distance", "classify")
 
 
+def _install_signal_handlers() -> None:
+    import signal
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated(signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, terminate)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
 def main() -> None:
-    """Console entry point: usage errors become one line on stderr, like every other error."""
+    """Console entry point: usage errors become one line on stderr, like every other error.
+
+    SIGTERM and SIGHUP raise :class:`~hdtwd_cli.errors.Terminated` (temporary files are removed,
+    exit 143 / 129); SIGXFSZ is ignored so that a file-size limit makes the write fail cleanly
+    (an OutputError, the earlier output kept) instead of killing the process.
+    """
+    _install_signal_handlers()
     try:
         rc = app(standalone_mode=False)
     except KeyboardInterrupt:
         sys.stderr.write("hdtwd: interrupted; no output written\n")
         sys.exit(130)
+    except Terminated as e:
+        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
+        sys.exit(e.exit_code)
     except Exception as e:  # typer's bundled click raises its usage errors here
         if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
             raise

@@ -21,7 +21,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from .errors import HdtwdError, InputError, ParameterError
+from .errors import HdtwdError, InputError, ParameterError, Terminated
 from .features import FEATURE_SPACES, WEIGHTINGS
 from .landmarks import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .pipeline import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS, TreeParams
@@ -96,8 +96,10 @@ INPUT = {p.name: p for p in (
     _opt(bool, "--transpose", default=False, help="The file stores features x samples."),
     _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
     _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
-    _opt(Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad")), "--format",
-         help="Format of DATA read from standard input (-) [default: sniffed from its bytes]."),
+    _opt(Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
+         "--format", help="Format of DATA read from standard input (-) [default: sniffed from its bytes]."),
+    _opt(Choice("VarNames", ("gene_symbols", "gene_ids")), "--var-names",
+         help="10x inputs (matrix directory, Cell Ranger .h5): feature names [default: gene_symbols]."),
 )}
 
 OUTPUT = {p.name: p for p in (
@@ -110,7 +112,7 @@ THREADS = {p.name: p for p in (
 )}
 
 #: Flags whose name is not the Python argument's (``--flag`` for ``flag``, ``_`` as ``-``, otherwise).
-_FLAGS = {"n_neighbors": "--knn", "format": "--format", "X": "DATA", "params": "the tree options",
+_FLAGS = {"n_neighbors": "--knn", "format": "--format", "var_names": "--var-names", "X": "DATA", "params": "the tree options",
           "feature_names": "the feature names", "reference_feature_names": "the reference's feature names",
           "adata": "DATA", "methods": "--methods"}
 
@@ -151,7 +153,7 @@ def read_input(data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[st
     from .io import read_matrix, read_stdin_matrix
 
     kw = {"transpose": o.transpose, "layer": o.layer, "use_raw": o.use_raw, "obs_keys": obs_keys,
-          "keep_adata": keep_adata}
+          "keep_adata": keep_adata, "var_names": _value(getattr(o, "var_names", None))}
     with rep.stage(f"reading {data.name or 'standard input'}"):
         if str(data) == "-":
             md = read_stdin_matrix(sys.stdin.buffer, _value(getattr(o, "format", None)), **kw)
@@ -199,6 +201,9 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_p
     except KeyboardInterrupt:
         sys.stderr.write("hdtwd: interrupted; no output written\n")
         raise typer.Exit(130) from None
+    except Terminated as e:
+        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
+        raise typer.Exit(e.exit_code) from None
     except MemoryError:
         sys.stderr.write("hdtwd: error: out of memory; try fewer features or a smaller --scales\n")
         raise typer.Exit(4) from None

@@ -84,15 +84,16 @@ class DiffusionOperator:
 
 
 def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -> np.ndarray:
-    """Dense m x m Gram matrix of the columns of ``X / scale`` (sparse products when X is sparse).
+    """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse).
 
     Dividing by a per-column (cosine) or global (euclidean) scale first keeps huge counts from
     overflowing the products; the distances are unchanged (cosine) or rescaled back (euclidean).
     """
     if sp.issparse(X):
-        X = sp.csc_matrix(X, dtype=np.float64)
-        X = X @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],)))
-        return np.asarray((X.T @ X).toarray(), dtype=np.float64)
+        from ._kernels import column_gram_csr
+
+        X = sp.csr_matrix(X, dtype=np.float64) @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],)))
+        return column_gram_csr(X)
     X = np.asarray(X, dtype=np.float64) / scale
     return X.T @ X
 

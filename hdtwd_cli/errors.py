@@ -18,6 +18,7 @@ code  meaning
 5     the Dask cluster failed the work (workers died repeatedly, scheduler lost)
 130   interrupted (Ctrl-C); no partial output is left behind
 141   the reader of standard output went away (``| head``)
+143   terminated (SIGTERM, e.g. ``kill`` or a batch scheduler); no partial output is left behind
 ====  =====================================================================
 
 Every warning is a :class:`HdtwdWarning` (filter them with
@@ -30,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 __all__ = ["HdtwdError", "InputError", "ParameterError", "OutputError", "ResourceError", "ClusterError",
-           "HdtwdWarning"]
+           "HdtwdWarning", "Terminated"]
 
 
 class HdtwdWarning(UserWarning):
@@ -100,3 +101,15 @@ class ResourceError(HdtwdError):
     """The computation would not fit in memory; refused before it starts."""
 
     exit_code = 4
+
+
+class Terminated(BaseException):
+    """The process received SIGTERM or SIGHUP (raised by the command line's handler, so that every
+    temporary file is removed on the way out, as for Ctrl-C). Exit code 128 + the signal number."""
+
+    def __init__(self, signum: int) -> None:
+        import signal
+
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+        self.exit_code = 128 + signum

@@ -144,8 +144,8 @@ def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SA
 
     Estimated on ``sample`` columns drawn with ``numpy.random.default_rng(seed)`` (all columns when
     there are fewer), from the co-occurrence counts :math:`B^\top B` of the 0/1 presence matrix
-    ``B`` (a sparse product for sparse data, a float32 BLAS product otherwise; counts below
-    :math:`2^{24}` are exact either way).
+    ``B`` (:func:`_kernels.column_gram_csr` for sparse data, a float32 BLAS product otherwise;
+    counts below :math:`2^{24}` are exact either way).
     """
     df = document_frequency(X)
     cols = np.flatnonzero(df > 0)
@@ -155,11 +155,12 @@ def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SA
         cols = np.sort(np.random.default_rng(seed).choice(cols, size=sample, replace=False))
     s = cols.size
     if sp.issparse(X):
-        B = sp.csc_matrix(X)[:, cols]
-        B = sp.csc_matrix((np.ones_like(B.data, dtype=np.float32), B.indices, B.indptr), shape=B.shape)
+        from ._kernels import column_gram_csr
+
+        B = sp.csr_matrix(X)[:, cols]
         B.eliminate_zeros()
-        G = (B.T @ B).tocoo()
-        together = int(np.count_nonzero(G.data)) - s  # the diagonal (df > 0) is non-zero
+        B = sp.csr_matrix((np.ones_like(B.data, dtype=np.float64), B.indices, B.indptr), shape=B.shape)
+        together = int(np.count_nonzero(column_gram_csr(B))) - s  # the diagonal (df > 0) is non-zero
     else:
         B = (np.asarray(X)[:, cols] != 0).astype(np.float32)
         together = int(np.count_nonzero(B.T @ B)) - s

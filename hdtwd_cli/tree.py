@@ -93,8 +93,14 @@ class Tree:
         if p[-1] != -1 or np.any(p[:-1] < 0):
             raise ValueError("the last node must be the only root")
         idx = np.arange(n - 1)
-        if np.any(p[:-1] <= idx) or np.any(p[:-1] >= n):
-            raise ValueError("every node must precede its parent")
+        out = np.flatnonzero(p[:-1] >= n)
+        if out.size:
+            raise ValueError(f"node {int(out[0])} has parent {int(p[out[0]])}, outside the {n} nodes")
+        back = np.flatnonzero(p[:-1] <= idx)
+        if back.size:
+            i = int(back[0])
+            raise ValueError(f"node {i} has parent {int(p[i])}, which does not come after it "
+                             "(a cycle, or nodes not numbered children first)")
         if np.any(~np.isfinite(self.length)) or np.any(self.length < 0):
             raise ValueError("edge lengths must be finite and non-negative")
         has_child = np.zeros(n, dtype=bool)

@@ -46,6 +46,65 @@ def _truncated(tmp: Path) -> Path:
     return p
 
 
+
+def _tree_edit(tmp: Path, node: int, parent: int) -> Path:
+    """hdtwd's HDF5 tree with one parent index changed."""
+    import h5py
+
+    t = _tree(tmp)
+    with h5py.File(t, "r+") as f:
+        f["tree/parent"][node] = parent
+    return t
+
+
+def _truncated_embedding(tmp: Path) -> Path:
+    from conftest import run_hdtwd
+    e = tmp / "E.h5"
+    run_hdtwd("embed", SAMPLE / "produce.csv", "-o", e)
+    data = e.read_bytes()
+    e.write_bytes(data[: len(data) // 2])
+    return e
+
+
+def _string_h5ad(tmp: Path) -> Path:
+    import anndata
+
+    p = tmp / "s.h5ad"
+    anndata.AnnData(np.array([["1", "2"], ["3", "x"]], dtype=object)).write_h5ad(p)
+    return p
+
+
+def _gz(tmp: Path, name: str, raw: bytes) -> Path:
+    p = tmp / name
+    p.write_bytes(raw)
+    return p
+
+
+def _ten_x(tmp: Path, drop: str | None = None) -> Path:
+    import gzip
+
+    d = tmp / "filtered_feature_bc_matrix"
+    d.mkdir()
+    with gzip.open(d / "matrix.mtx.gz", "wt") as fh:
+        fh.write("%%MatrixMarket matrix coordinate integer general\n3 2 3\n1 1 4\n2 2 1\n3 1 2\n")
+    with gzip.open(d / "features.tsv.gz", "wt") as fh:
+        fh.write("E1\tA\tGene Expression\nE2\tB\tGene Expression\nE3\tC\tGene Expression\n")
+    with gzip.open(d / "barcodes.tsv.gz", "wt") as fh:
+        fh.write("c1\nc2\n")
+    if drop:
+        (d / drop).unlink()
+    return d
+
+
+def _npy_variant(tmp: Path, name: str, kind: str) -> Path:
+    X = np.array([[1, 2, 0, 3], [0, 3, 1, 1], [2, 2, 2, 0], [1, 0, 4, 1]], dtype=np.float64)
+    arr = {"f16": X.astype(np.float16), "be": X.astype(">f8"), "fortran": np.asfortranarray(X),
+           "big-int": (X * 2**54).astype(np.int64)}[kind]
+    p = tmp / name
+    np.save(p, arr)
+    return p
+
+
 Case = tuple[str, str, Callable[[Path], list], int, str]
 
 def _scaled_h5ad(t):
@@ -182,6 +241,75 @@ CASES: list[Case] = [
     ("neg-h5ad-hint", "an .h5ad with negative (scaled) X and raw counts",
      lambda t: ["distance", _scaled_h5ad(t), "-o", t / "D.npy"], 2,
      "the file also holds raw.X (--use-raw)"),
+    # --- issue 15: trees, embeddings, matrix files and names that real users hand over -----------
+    ("nwk-no-length", "a Newick tree without branch lengths",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple,orange);"), "-o", t / "D.npy"], 2,
+     "leaf 'apple' has no branch length"),
+    ("nwk-negative", "a Newick tree with a negative branch length",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:-2);"), "-o", t / "D.npy"], 2,
+     "edge lengths must be finite and non-negative"),
+    ("nwk-nan", "a Newick tree with a NaN branch length",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:nan);"), "-o", t / "D.npy"], 2,
+     "edge lengths must be finite and non-negative"),
+    ("nwk-empty-tip", "a Newick tree with an empty tip name",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,:2);"), "-o", t / "D.npy"], 2,
+     "leaf 2 has no name"),
+    ("nwk-unbalanced", "a Newick tree with one ')' too many",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:2)):1;"), "-o", t / "D.npy"], 2,
+     "unbalanced ')'"),
+    ("nwk-huge", "a 200 MB single-line file given as a Newick tree",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(" + "a" * (200 << 20)), "-o", t / "D.npy"], 2,
+     "missing the closing ';'"),
+    ("h5-cycle", "an HDF5 tree whose parent array has a cycle",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 9, 2), "-o", t / "D.npy"], 2,
+     "node 9 has parent 2, which does not come after it"),
+    ("h5-parent-range", "an HDF5 tree with a parent index out of range",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 5, 10**6), "-o", t / "D.npy"], 2,
+     "node 5 has parent 1000000, outside the"),
+    ("emb-truncated", "a truncated embedding file",
+     lambda t: ["decode-tree", _truncated_embedding(t), "-o", t / "T.h5"], 2, "not an HDF5 file"),
+    ("h5ad-strings", "an .h5ad whose X holds strings",
+     lambda t: ["distance", _string_h5ad(t), "-o", t / "D.npy"], 2, "non-numeric"),
+    ("mtx-range", "a Matrix Market entry beyond the declared size",
+     lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n3 2 1\n"),
+                "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
+    ("mtx-nnz", "a Matrix Market file with fewer entries than declared",
+     lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n2 2 1\n"),
+                "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
+    ("int-2-53", "int64 counts above 2^53 (not exact in float64)",
+     lambda t: ["distance", _npy_variant(t, "x.npy", "big-int"), "-o", t / "D.npy"], 2,
+     "integer values above 2^53"),
+    ("f16", "a float16 .npy (read as float64)",
+     lambda t: ["distance", _npy_variant(t, "x.npy", "f16"), "-o", t / "D.npy", "-q"], 0, ""),
+    ("big-endian", "a big-endian .npy (read as float64)",
+     lambda t: ["distance", _npy_variant(t, "x.npy", "be"), "-o", t / "D.npy", "-q"], 0, ""),
+    ("fortran", "a Fortran-order .npy",
+     lambda t: ["distance", _npy_variant(t, "x.npy", "fortran"), "-o", t / "D.npy", "-q"], 0, ""),
+    ("latin1", "feature names in Latin-1, not UTF-8",
+     lambda t: ["distance", _gz(t, "x.csv", "caf\xe9,b\n1,2\n3,4\n".encode("latin-1")), "-o", t / "D.npy"], 2,
+     "not a readable ','-delimited text file"),
+    ("csv-typo-col1", "a typo in the first column of a table with a full header",
+     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\nx,1,2\n4,1,1\n"), "-o", t / "D.npy"], 2,
+     "line 3, column 1: 'x' is not a number, but the column holds numbers in 2 of 3 rows"),
+    ("csv-typo-row1", "a typo in the first row of a table without header",
+     lambda t: ["distance", _w(t, "x.csv", "1,2,x,4\n1,2,3,4\n"), "-o", t / "D.npy"], 2,
+     "line 1, column 3: 'x' is not a number"),
+    ("csv-number-name", "a number among the header's names",
+     lambda t: ["distance", _w(t, "x.csv", "a,b,3\n1,2,3\n"), "-o", t / "D.npy"], 2,
+     "'3' is a number among the header's 2 names"),
+    ("gz-not-gzip", "a .csv.gz that is not gzip-compressed",
+     lambda t: ["distance", _w(t, "x.csv.gz", OK_CSV), "-o", t / "D.npy"], 2, "not a readable compressed file"),
+    ("10x-no-barcodes", "a 10x directory without barcodes.tsv.gz",
+     lambda t: ["distance", _ten_x(t, "barcodes.tsv.gz"), "-o", t / "D.npy"], 2,
+     "10x matrix directory without barcodes.tsv[.gz]"),
+    ("var-names-npy", "--var-names on a file that is not 10x",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--var-names", "gene_ids", "-o", t / "D.npy"], 2,
+     "--var-names applies to 10x inputs only"),
+    ("h5-not-10x", "an hdtwd tree .h5 given as the data",
+     lambda t: ["distance", _tree(t), "-o", t / "D.npy"], 2, "not a 10x .h5 file"),
+    ("out-fifo", "an output path that is a FIFO",
+     lambda t: (__import__("os").mkfifo(t / "D.npy"), ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy"])[1], 3,
+     "is not a regular file"),
 ]
 
 
@@ -206,5 +334,11 @@ if __name__ == "__main__":
     print("# What hdtwd says to malformed input\n\nGenerated by `python tests/bad_inputs.py`; every row is "
           "checked by `tests/test_bad_input.py` through a real subprocess. Exit codes: 0 success (warnings "
           "only), 2 bad input or usage, 3 output cannot be written. No row leaves an output file behind.\n")
+    print("Names in .csv/.tsv tables: the first row is a header of feature names when every cell of it (the "
+          "corner cell aside) is text; a first row mixing numbers and text is an error naming the cell. The "
+          "first column holds sample names only when it can be nothing else: the header's corner cell is "
+          "empty, or the header has one name fewer than the rows have fields, or every cell of the column is "
+          "text. A first column with numbers in some rows and text in others is an error naming the line, "
+          "the column and the cell, never a silently dropped feature.\n")
     print(markdown())
     _ = shutil, sp

@@ -1,13 +1,27 @@
 """Every malformed input of bad_inputs.CASES through a real subprocess: one stderr line, exit code, no output."""
 
+import hashlib
+import os
+from pathlib import Path
+
 import pytest
 
 from bad_inputs import CASES
 from conftest import run_hdtwd
 
 
+def _digests(paths: list) -> dict:
+    """SHA-256 of every regular file among ``paths`` (directories: every file below them)."""
+    out = {}
+    for p in map(Path, paths):
+        files = [p] if p.is_file() else sorted(q for q in p.rglob("*") if q.is_file()) if p.is_dir() else []
+        for f in files:
+            out[str(f)] = hashlib.sha256(f.read_bytes()).hexdigest()
+    return out
+
+
 def test_the_table_is_big_enough():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 70
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
@@ -15,6 +29,7 @@ def test_bad_input(tmp_path, case):
     cid, what, setup, code, needle = case
     argv = setup(tmp_path)
     before = {p.name for p in tmp_path.rglob("*")}
+    inputs = _digests([a for a in argv if isinstance(a, Path) or (isinstance(a, str) and os.path.exists(a))])
     proc = run_hdtwd(*argv, input=b"", check=False)
     err = proc.stderr.decode()
     assert proc.returncode == code, err
@@ -24,5 +39,6 @@ def test_bad_input(tmp_path, case):
         assert len(err.strip().splitlines()) == 1, err
         after = {p.name for p in tmp_path.rglob("*")}
         assert after == before, f"left behind: {after - before}"
+    assert _digests(list(inputs)) == inputs, "an input file was changed"
     else:
         assert proc.returncode == 0

@@ -74,3 +74,25 @@ def test_zero_column_is_refused():
 def test_kernel_scale_is_median_of_pairs():
     D = np.array([[0, 1, 4], [1, 0, 2], [4, 2, 0]], dtype=float)
     assert kernel_scale(D) == 2.0
+
+
+@pytest.mark.parametrize("counts", [True, False])
+def test_column_gram_kernel_matches_dense_product(counts):
+    """The blocked CSR Gram kernel equals X^T X: exactly for counts, to rounding for real values."""
+    from hdtwd_cli._kernels import column_gram_csr
+
+    rng = np.random.default_rng(3)
+    X = sp.random(400, 300, density=0.07, random_state=rng, format="csr")
+    if counts:
+        X.data = np.ceil(X.data * 20)
+    X = X[:, rng.permutation(300)]  # unsorted indices are put in canonical form first
+    G = column_gram_csr(X)
+    D = X.toarray()
+    ref = D.T @ D
+    assert G.shape == (300, 300)
+    assert np.array_equal(G, G.T)
+    if counts:
+        assert np.array_equal(G, ref)
+    else:
+        np.testing.assert_allclose(G, ref, rtol=1e-12, atol=1e-15)
+    assert np.count_nonzero(G) == np.count_nonzero(ref)

@@ -6,8 +6,13 @@ suffix     how it is read
 .npy       a 2-D numeric NumPy array (``allow_pickle=False``)
 .npz       a ``scipy.sparse.save_npz`` matrix, or an ``np.savez`` archive holding one 2-D array
 .mtx       Matrix Market (``scipy.io.mmread``); kept sparse
-.csv/.tsv  header row = feature names when any of its cells is not a number; first column =
-           sample names when any of its data cells is not a number
+.csv/.tsv  header row = feature names when all its cells (but the corner) are text; first column =
+           sample names when the corner cell is empty, the header has one name fewer than the
+           rows have fields, or every cell of the column is text; a mix of numbers and text in
+           the first row or column is an error naming the cell. ``.gz`` compressed too
+.mtx.gz    Matrix Market, gzip-compressed
+.h5        Cell Ranger's HDF5 (:mod:`hdtwd_cli.io.tenx`); genes x cells read as cells x genes
+10x dir    ``filtered_feature_bc_matrix/`` (matrix.mtx.gz, features.tsv.gz, barcodes.tsv.gz)
 .h5ad      AnnData: ``X`` by default, ``layer=NAME`` for ``layers[NAME]``, ``use_raw`` for
            ``raw.X``; names from ``obs_names`` / ``var_names``
 =========  ==================================================================================
@@ -32,6 +37,7 @@ import scipy.io
 import scipy.sparse as sp
 
 from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
+from .tenx import read_10x_h5, read_10x_mtx, tenx_files
 
 __all__ = [
     "MatrixData",
@@ -44,7 +50,7 @@ __all__ = [
     "MATRIX_SUFFIXES",
 ]
 
-MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".csv", ".tsv", ".h5ad")
+MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".mtx.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".h5ad", ".h5")
 
 
 @dataclass
@@ -136,6 +142,11 @@ def _is_number(s: str) -> bool:
 
 def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
     """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
+    if X.dtype.kind in "iu":  # beyond 2^53 an integer is not exact in float64: counts would change
+        vals = X.data if sp.issparse(X) else np.asarray(X)
+        if vals.size and int(vals.max()) > 2**53:
+            raise InputError(f"integer values above 2^53 (max {int(vals.max())}) are not exact as float64; "
+                             "scale them down or store them as floating point", path)
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
             raise InputError(f"matrix has non-numeric type {X.dtype}", path)
@@ -201,27 +212,74 @@ def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
     return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
 
 
+def _open_text(path: str) -> Any:
+    """A text stream over ``path``, gunzipped when it ends in ``.gz`` (a UTF-8 BOM is dropped)."""
+    if path.lower().endswith(".gz"):
+        import gzip
+
+        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
+    return open(path, newline="", encoding="utf-8-sig")
+
+
+def _first_text(cells: list[str]) -> int | None:
+    """Index of the first cell that is not a number, or None."""
+    return next((j for j, c in enumerate(cells) if not _is_number(c)), None)
+
+
 def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | None, list[str] | None]:
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        try:
+    """A delimited table; names only where the layout leaves no other reading (nothing is dropped silently).
+
+    Header row = feature names when every cell of the first row (except the corner cell) is text; a
+    first row mixing numbers and text is an error naming the first text cell. First column = sample
+    names when the corner cell is empty, or the header has one name fewer than the rows have fields,
+    or every cell of the column is text; a first column mixing numbers and text otherwise is an
+    error naming the row and the cell (a typo must not turn a feature into names).
+    """
+    try:
+        with _open_text(path) as fh:
             rows = [r for r in csv.reader(fh, delimiter=delimiter)]
-        except (csv.Error, UnicodeDecodeError) as e:
-            raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
+    except (csv.Error, UnicodeDecodeError, EOFError) as e:
+        raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
+    except OSError as e:  # gzip: not a gzip file / truncated stream
+        raise InputError(f"not a readable compressed file ({e})", path) from None
+    lines = [i + 1 for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
     rows = [r for r in rows if r and any(c.strip() for c in r)]
     if not rows:
         raise InputError("file is empty", path)
+    first = [c.strip() for c in rows[0]]
     header: list[str] | None = None
-    if any(not _is_number(c) for c in rows[0]):
-        header, rows = [c.strip() for c in rows[0]], rows[1:]
+    if _first_text(first) is not None:
+        rest = first[1:]
+        text = [j + 1 for j, c in enumerate(rest) if not _is_number(c)]
+        if len(text) == len(rest):
+            header, rows, lines = first, rows[1:], lines[1:]
+        elif text:  # names and numbers mixed in the first row: a typo, or a number among names
+            nums = sum(_is_number(c) for c in first)
+            words = len(first) - nums
+            if nums > len(text):
+                j = text[0]
+                why = f"{first[j]!r} is not a number, but {nums} of the row's other cells are"
+            else:
+                j = next(j + 1 for j, c in enumerate(rest) if _is_number(c))
+                why = f"{first[j]!r} is a number among the header's {words} names"
+            raise InputError(f"line {lines[0]}, column {j + 1}: {why}; a header must name every column "
+                             "and a data row hold only numbers", path)
     if not rows:
         raise InputError("file has a header but no data rows", path)
     width = len(rows[0])
     for i, r in enumerate(rows):
         if len(r) != width:
-            line = i + 1 + (header is not None)
-            raise InputError(f"line {line} has {len(r)} fields, expected {width} (ragged table)", path)
-    index = any(not _is_number(r[0]) for r in rows)
-    sample_names = [r[0].strip() for r in rows] if index else None
+            raise InputError(f"line {lines[i]} has {len(r)} fields, expected {width} (ragged table)", path)
+    col0 = [r[0].strip() for r in rows]
+    text0 = [i for i, c in enumerate(col0) if not _is_number(c)]
+    index = (len(text0) == len(rows)
+             or (header is not None and ((header[0] == "" and len(header) == width) or len(header) == width - 1)))
+    if text0 and not index:
+        i = text0[0]
+        raise InputError(f"line {lines[i]}, column 1: {col0[i]!r} is not a number, but the column holds "
+                         f"numbers in {len(rows) - len(text0)} of {len(rows)} rows (sample names need an empty "
+                         "first header cell or a name in every row)", path)
+    sample_names = col0 if index else None
     start = 1 if index else 0
     if width - start < 1:
         raise InputError("no numeric columns", path)
@@ -236,9 +294,8 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
             vals[i] = [float(c) for c in r[start:]]
         except ValueError:
             j = next(j for j, c in enumerate(r[start:]) if not _is_number(c))
-            line = i + 1 + (header is not None)
             raise InputError(
-                f"line {line}, column {j + 1 + start}: {r[start + j]!r} is not a number", path
+                f"line {lines[i]}, column {j + 1 + start}: {r[start + j]!r} is not a number", path
             ) from None
     return vals, sample_names, header
 
@@ -297,6 +354,15 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
 
 def sniff_format(head: bytes) -> str:
     """The suffix of a matrix file from its first bytes (for standard input, which has no name)."""
+    if head.startswith(b"\x1f\x8b"):  # gzip: sniff what it holds
+        import zlib
+
+        try:
+            inner = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 4096)
+        except zlib.error:
+            inner = b""
+        kind = sniff_format(inner) if inner else ".csv"
+        return kind + ".gz" if kind in (".csv", ".tsv", ".mtx") else ".csv.gz"
     if head.startswith(b"\x93NUMPY"):
         return ".npy"
     if head.startswith(b"PK\x03\x04"):
@@ -309,15 +375,16 @@ def sniff_format(head: bytes) -> str:
     return ".tsv" if b"\t" in first else ".csv"
 
 
-def read_stdin_matrix(stream: Any, fmt: str | None = None, **kw: Any) -> MatrixData:
-    """Read a matrix from a binary stream (standard input): buffered, since pipes are not seekable.
+def read_stdin_matrix(stream: Any, fmt: str | None = None, name: str = "<stdin>", **kw: Any) -> MatrixData:
+    """Read a matrix from a binary stream (standard input, a FIFO): buffered, since pipes are not seekable.
 
     The bytes are spooled to a private temporary file whose suffix is ``fmt`` or sniffed from the
-    content (:func:`sniff_format`), then read like a file; messages name ``<stdin>``.
+    content (:func:`sniff_format`), then read like a file; messages name ``name``. The temporary
+    directory is removed on every way out (errors, Ctrl-C, SIGTERM).
     """
     data = stream.read()
     if not data:
-        raise InputError("standard input is empty", "<stdin>")
+        raise InputError("standard input is empty" if name == "<stdin>" else "stream is empty", name)
     suffix = ("." + fmt.lstrip(".")) if fmt else sniff_format(data[:4096])
     with tempfile.TemporaryDirectory(prefix="hdtwd-stdin-") as d:
         tmp = os.path.join(d, "stdin" + suffix)
@@ -329,12 +396,12 @@ def read_stdin_matrix(stream: Any, fmt: str | None = None, **kw: Any) -> MatrixD
             try:
                 md = read_matrix(tmp, **kw)
             except HdtwdError as e:
-                e.template, e.path = e.template.replace(tmp, "<stdin>"), "<stdin>"
+                e.template, e.path = e.template.replace(tmp, name), name
                 e.message = e.worded(lambda a: a)
                 raise
         for w in caught:
-            warnings.warn(str(w.message).replace(tmp, "<stdin>"), HdtwdWarning, stacklevel=2)
-    md.path = "<stdin>"
+            warnings.warn(str(w.message).replace(tmp, name), HdtwdWarning, stacklevel=2)
+    md.path = name
     return md
 
 
@@ -345,6 +412,7 @@ def read_matrix(
     use_raw: bool = False,
     obs_keys: tuple[str, ...] = (),
     keep_adata: bool = False,
+    var_names: str | None = None,
 ) -> MatrixData:
     """Read a samples x features matrix from ``path`` (format from the suffix).
 
@@ -359,6 +427,8 @@ def read_matrix(
         ``.h5ad`` only: obs columns to read along (as strings).
     keep_adata : bool
         ``.h5ad`` only: keep the whole AnnData in :attr:`MatrixData.adata`.
+    var_names : {"gene_symbols", "gene_ids"}, optional
+        10x inputs only (:mod:`hdtwd_cli.io.tenx`): feature names from gene symbols (default) or ids.
 
     Raises
     ------
@@ -368,33 +438,49 @@ def read_matrix(
     p = str(path)
     if not os.path.exists(p):
         raise InputError("no such file", p)
-    if os.path.isdir(p):
-        raise InputError("is a directory, not a matrix file", p)
     if not os.access(p, os.R_OK):
         raise InputError("permission denied", p)
-    suffix = Path(p).suffix.lower()
+    tenx = tenx_files(p)
+    if os.path.isdir(p) and tenx is None:
+        raise InputError("is a directory, not a matrix file or a 10x matrix directory", p)
+    suffix = format_suffix(p)
+    if tenx is None and not os.path.isfile(p):  # a FIFO, e.g. <(zcat x.csv.gz): read it like standard input
+        with open(p, "rb") as stream:
+            return read_stdin_matrix(stream, suffix if suffix in MATRIX_SUFFIXES else None, name=p,
+                                     transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys,
+                                     keep_adata=keep_adata, var_names=var_names)
     if (layer or use_raw) and suffix != ".h5ad":
         raise ParameterError("{arg} and {b} apply to .h5ad files only", "layer" if layer else "use_raw", p, b="use_raw" if layer else "layer")
     if obs_keys and suffix != ".h5ad":
         raise InputError("obs columns can only be read from .h5ad files", p)
-    if os.path.getsize(p) == 0:
+    if var_names is not None and tenx is None and suffix != ".h5":
+        raise ParameterError("applies to 10x inputs only (a matrix directory or a Cell Ranger .h5)", "var_names", p)
+    if tenx is None and os.path.getsize(p) == 0:
         raise InputError("file is empty", p)
+    before = _file_state(tenx or (p,))
     obs: dict = {}
     ad = None
-    if suffix == ".npy":
+    if tenx is not None:
+        X, rows, cols = read_10x_mtx(p, var_names or "gene_symbols")
+    elif suffix == ".npy":
         X, rows, cols = _read_npy(p)
     elif suffix == ".npz":
         X, rows, cols = _read_npz(p)
-    elif suffix == ".mtx":
+    elif suffix in (".mtx", ".mtx.gz"):
         X, rows, cols = _read_mtx(p)
-    elif suffix in (".csv", ".tsv"):
-        X, rows, cols = _read_delimited(p, "," if suffix == ".csv" else "\t")
+    elif suffix in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
+        X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")
     elif suffix == ".h5ad":
         X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
+    elif suffix == ".h5":
+        X, rows, cols = read_10x_h5(p, var_names or "gene_symbols")
     else:
         raise InputError(
-            f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)}",
-            p)
+            f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)} "
+            "or a 10x matrix directory", p)
+    if _file_state(tenx or (p,)) != before:
+        raise InputError("the file changed while it was being read (size or modification time); "
+                         "read it again once it is complete", p)
     try:
         X = check_values(X, p)
     except InputError as e:
@@ -420,6 +506,24 @@ def read_matrix(
     return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs,
                       adata=ad if keep_adata else None,
                       options={"transpose": bool(transpose), "layer": layer, "use_raw": bool(use_raw)})
+
+
+def format_suffix(path: str) -> str:
+    """The format part of a file name: ``.csv``, or ``.csv.gz`` for a compressed one (lower case)."""
+    name = os.path.basename(path).lower()
+    suffix = Path(name).suffix
+    if suffix == ".gz":
+        suffix = Path(name[:-3]).suffix + ".gz"
+    return suffix
+
+
+def _file_state(paths: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """(inode, size, modification time) of each file: compared before and after reading."""
+    out = []
+    for q in paths:
+        st = os.stat(q)
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return out
 
 
 def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
