@@ -19,7 +19,7 @@ The stages, one module each (the method: docs/method.md):
 - :mod:`hdtwd_cli.evaluation` -- kNN evaluation protocol (App. C; section 5)
 - :mod:`hdtwd_cli.landmarks` -- landmark diffusion for many features (section 6)
 - :mod:`hdtwd_cli.features` -- the features' space and weights (section 7)
-- :mod:`hdtwd_cli.neighbors` -- kNN graphs in scanpy's layout
+- :mod:`hdtwd_cli.graph` -- kNN graphs in scanpy's layout
 
 an I/O layer (:mod:`hdtwd_cli.io`) that owns every file format and the HDF5 layout, and the
 command line (:mod:`hdtwd_cli.cli`), a thin shell over the API.
@@ -27,24 +27,39 @@ command line (:mod:`hdtwd_cli.cli`), a thin shell over the API.
 
 __version__ = "0.1.0"
 
-from .api import (  # noqa: E402
-    DistanceVectors,
-    FeatureEmbedding,
-    KnnGraph,
-    classify,
-    decode_tree,
-    distance_vectors,
-    distances,
-    embed,
-    knn_graph,
-    learn_tree,
-    neighbors,
-    tree_vectors,
-)
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
 from .errors import (  # noqa: E402
     ClusterError, HdtwdError, HdtwdWarning, InputError, OutputError, ParameterError, ResourceError)
-from .pipeline import PRESETS, TreeParams  # noqa: E402
-from .tree import Tree  # noqa: E402
+
+#: Public names and the module each comes from: imported on first use (PEP 562), so that
+#: ``import hdtwd_cli`` and ``hdtwd --version`` do not pay for numba, scipy and anndata.
+_LAZY = {**{name: "api" for name in ("DistanceVectors", "FeatureEmbedding", "KnnGraph", "classify", "decode_tree",
+                                     "distance_vectors", "distances", "embed", "knn_graph", "learn_tree",
+                                     "neighbors", "tree_vectors")},
+         "PRESETS": "pipeline", "TreeParams": "pipeline", "Tree": "tree"}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .api import (DistanceVectors, FeatureEmbedding, KnnGraph, classify, decode_tree, distance_vectors,
+                      distances, embed, knn_graph, learn_tree, neighbors, tree_vectors)
+    from .pipeline import PRESETS, TreeParams
+    from .tree import Tree
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'hdtwd_cli' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __all__ = [
     "__version__",

@@ -46,7 +46,7 @@ from .distance import TreeVectors, check_histograms, dense_output_bytes, distanc
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
 from .hyperbolic import HyperbolicEmbedding
-from .neighbors import knn_distance_matrix, scanpy_keys, scanpy_neighbors_uns, umap_connectivities, with_self
+from .graph import knn_distance_matrix, scanpy_keys, scanpy_neighbors_uns, umap_connectivities, with_self
 from .pipeline import (
     FeatureSpace,
     TreeParams,
@@ -250,7 +250,7 @@ class KnnGraph:
         return knn_distance_matrix(self.indices, self.distances)
 
     def connectivities(self) -> sp.csr_matrix:
-        """``obsp["connectivities"]``: UMAP's fuzzy simplicial set, float32 (:mod:`hdtwd_cli.neighbors`)."""
+        """``obsp["connectivities"]``: UMAP's fuzzy simplicial set, float32 (:mod:`hdtwd_cli.graph`)."""
         return umap_connectivities(self.indices, self.distances)
 
 
