@@ -339,6 +339,8 @@ def main() -> None:
         res = (part_recall() if part == "recall" else
                part_big([int(s) for s in args.sizes.split(",")]) if part == "big" else
                part_stages(int(args.sizes.split(",")[0])) if part == "stages" else part_dask(args.dask_n))
+        if part == "big":  # sizes accumulate: one run per size
+            res = {**(_load("big") or {}), **res}
         (WD / f"bench_scale_{part}.json").write_text(json.dumps(res, indent=1, default=str))
     if args.markdown:
         text = markdown()

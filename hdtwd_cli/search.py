@@ -39,6 +39,13 @@ AUTO_NNDESCENT_ABOVE = 30_000
 #: NN-descent's work grows as the square of its list length: on 100,000 x 2,000 cells (k = 15)
 #: 2k candidates took 160 s for recall@15 0.995, 1.5k 93 s for 0.980, 1.33k 64 s for 0.961.
 CANDIDATE_FACTOR = 1.5
+#: Bytes of dense float32 search vectors NN-descent holds at once; above it the samples are searched
+#: in overlapping partitions (:func:`partitions`), one at a time.
+SEARCH_BYTES = 4 << 30
+#: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned.
+PARTITION_OVERLAP = 2
+_PROJECTION_DIM = 32
+_KMEANS_ITERATIONS = 10
 #: Bytes of float64 vectors gathered per re-ranking block.
 _RERANK_BYTES = 1 << 28
 
@@ -68,17 +75,18 @@ def _have_pynndescent() -> bool:
     return importlib.util.find_spec("pynndescent") is not None
 
 
-def _search_vectors(tv: TreeVectors) -> np.ndarray:
-    """Dense float32 tree vectors for the index, computed per row block.
+def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarray:
+    """Dense float32 tree vectors for the index (of ``rows``, default all), computed per row block.
 
     Dense even for sparse data: UMI-like counts give tree vectors with about a quarter of their
     entries non-zero, where pynndescent's sparse NN-descent was several times slower than the
     dense one (100,000 x 2,000 synthetic cells: > 5 min against 2 min). Memory: n x d x 4 bytes.
     """
-    out = np.empty((tv.n, tv.dim), dtype=np.float32)
+    n = tv.n if rows is None else rows.size
+    out = np.empty((n, tv.dim), dtype=np.float32)
     step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
-    for i0 in range(0, tv.n, step):
-        out[i0:i0 + step] = tv.rows(i0, i0 + step)
+    for i0 in range(0, n, step):
+        out[i0:i0 + step] = tv.rows(i0, i0 + step) if rows is None else tv.of_rows(rows[i0:i0 + step])
     return out
 
 
@@ -92,13 +100,15 @@ def locality_order(cand: np.ndarray) -> np.ndarray:
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     n, c = cand.shape
-    G = sp.csr_matrix((np.ones(n * c, dtype=np.int8), cand.ravel(), np.arange(0, n * c + 1, c)), shape=(n, n))
+    ok = cand >= 0
+    G = sp.csr_matrix((np.ones(int(ok.sum()), dtype=np.int8), cand[ok], np.concatenate([[0], np.cumsum(ok.sum(1))])),
+                      shape=(n, n))
     return np.asarray(reverse_cuthill_mckee((G + G.T).tocsr(), symmetric_mode=True), dtype=np.int64)
 
 
 def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
            progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples), by exact TWD.
+    """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples; ``-1``: none), by exact TWD.
 
     Rows are taken in :func:`locality_order`, in blocks whose own vectors and their candidates'
     vectors fit a fixed budget (:data:`_RERANK_BYTES`): neighbouring rows share candidates, so each
@@ -124,6 +134,7 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
         B = tv.of_rows(uniq)
         D = np.empty(cand.shape)
         l1_gather(A, B, np.ascontiguousarray(local.reshape(cand.shape), dtype=np.int64), D)
+        D[cand < 0] = np.inf
         out_d[rows], out_i[rows] = smallest_k(D, cand, k)
         i0 += rows.size
         if progress is not None:
@@ -142,19 +153,100 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     distances : ndarray of float64, shape (n, k)
         Exact TWDs, ordered by (distance, index).
     """
-    from pynndescent import NNDescent
-
     n = tv.n
     if not 1 <= k < n:
         raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
-    Y = _search_vectors(tv)
-    index = NNDescent(Y, metric="manhattan", n_neighbors=c + 1, random_state=int(seed), n_jobs=-1,
-                      low_memory=True, verbose=False)
-    cand, _ = index.neighbor_graph
-    del index, Y
-    cand = _drop_self(np.asarray(cand, dtype=np.int64), c)
+    if n * tv.dim * 4 <= SEARCH_BYTES:
+        cand = _drop_self(_nn_descent(_search_vectors(tv), c, seed), c)
+    else:
+        cand = _partitioned_candidates(tv, c, seed)
     return rerank(tv, cand, k, progress)
+
+
+def _nn_descent(Y: np.ndarray, c: int, seed: int) -> np.ndarray:
+    """pynndescent's graph of ``Y`` (L1): each row's ``c + 1`` nearest found, itself included."""
+    from pynndescent import NNDescent
+
+    index = NNDescent(Y, metric="manhattan", n_neighbors=min(c + 1, Y.shape[0]), random_state=int(seed), n_jobs=-1,
+                      low_memory=True, verbose=False)
+    return np.asarray(index.neighbor_graph[0], dtype=np.int64)
+
+
+def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int = PARTITION_OVERLAP) -> list[np.ndarray]:
+    """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
+
+    k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
+    tree vectors to :data:`_PROJECTION_DIM` dimensions, every sample placed in its ``overlap``
+    nearest clusters (so that neighbours across a cluster border share one); a cluster larger than
+    ``max_rows`` is cut into pieces along its first projected coordinate, consecutive pieces
+    overlapping by a quarter.
+    """
+    n = tv.n
+    rng = np.random.default_rng(seed)
+    omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
+    step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+    Z = np.empty((n, _PROJECTION_DIM))
+    for i0 in range(0, n, step):
+        Z[i0:i0 + step] = tv.rows(i0, i0 + step) @ omega
+    n_parts = max(overlap + 1, int(np.ceil(2.0 * overlap * n / max_rows)))
+    centres = Z[np.sort(rng.choice(n, size=n_parts, replace=False))]
+    z2 = np.einsum("ij,ij->i", Z, Z)
+    for _ in range(_KMEANS_ITERATIONS + 1):
+        d2 = z2[:, None] - 2.0 * (Z @ centres.T) + np.einsum("ij,ij->i", centres, centres)[None, :]
+        near = np.argsort(d2, axis=1, kind="stable")[:, :overlap]
+        counts = np.bincount(near[:, 0], minlength=n_parts)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, near[:, 0], Z)
+        moved = counts > 0
+        centres[moved] = sums[moved] / counts[moved, None]
+    groups = []
+    for p in range(n_parts):
+        members = np.flatnonzero((near == p).any(axis=1))
+        if members.size <= max_rows:
+            if members.size > 1:
+                groups.append(members)
+            continue
+        members = members[np.argsort(Z[members, 0], kind="stable")]
+        stride = max(1, (3 * max_rows) // 4)
+        for s0 in range(0, members.size - max_rows // 4, stride):
+            groups.append(np.sort(members[s0:s0 + max_rows]))
+    return groups
+
+
+def _partitioned_candidates(tv: TreeVectors, c: int, seed: int) -> np.ndarray:
+    """``c``-or-more candidates per sample from NN-descent inside each of :func:`partitions` (-1: none).
+
+    For sample counts whose dense float32 vectors exceed :data:`SEARCH_BYTES`: memory is bounded by
+    one partition's vectors. A sample's candidate lists from its partitions are merged (duplicates
+    and itself removed); rows left with fewer than ``c`` get other samples in index order.
+    """
+    n = tv.n
+    groups = partitions(tv, max(c + 2, SEARCH_BYTES // (4 * tv.dim)), seed)
+    width = np.zeros(n, dtype=np.int64)
+    for g in groups:
+        width[g] += min(c, g.size - 1)
+    cand = np.full((n, int(width.max())), -1, dtype=np.int64)
+    fill = np.zeros(n, dtype=np.int64)
+    for g in groups:
+        w = min(c, g.size - 1)
+        found = g[_drop_self(_nn_descent(_search_vectors(tv, g), w, seed), w)]  # local -> global indices
+        rows = np.arange(g.size)
+        cols = fill[g][:, None] + np.arange(w)[None, :]
+        cand[g[rows][:, None], cols] = found
+        fill[g] += w
+    # duplicates (a pair found in two partitions) -> -1
+    cand.sort(axis=1)
+    dup = np.zeros_like(cand, dtype=bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    cand[dup | (cand == np.arange(n)[:, None])] = -1
+    short = np.flatnonzero((cand >= 0).sum(axis=1) < c)
+    for r in short:  # rare: tiny partitions; add other samples in index order
+        have = set(cand[r][cand[r] >= 0].tolist()) | {int(r)}
+        free = np.flatnonzero(cand[r] < 0)
+        extra = np.setdiff1d(np.arange(min(n, free.size + len(have))), np.fromiter(have, dtype=np.int64))[: free.size]
+        cand[r, free[: extra.size]] = extra
+    return cand
 
 
 def _drop_self(cand: np.ndarray, c: int) -> np.ndarray:

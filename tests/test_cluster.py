@@ -118,6 +118,28 @@ def test_nndescent_recall_exact_distances_and_determinism():
     assert np.all(np.diff(a.distances, axis=1) >= 0)
 
 
+def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
+    """Above SEARCH_BYTES the search runs in overlapping k-means partitions: recall kept, distances exact."""
+    from hdtwd_cli import search
+
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    exact = dv.knn(15)
+    budget = X.shape[0] * dv.base.dim * 4 // 4  # a quarter of the vectors fits at once
+    monkeypatch.setattr(search, "SEARCH_BYTES", budget)
+    groups = search.partitions(dv.base, budget // (4 * dv.base.dim), seed=3)
+    assert len(groups) >= 4 and max(g.size for g in groups) <= budget // (4 * dv.base.dim)
+    covered = np.bincount(np.concatenate(groups), minlength=X.shape[0])
+    assert covered.min() >= 1  # every sample is searched
+    a, b = dv.knn(15, "nndescent", seed=3), dv.knn(15, "nndescent", seed=3)
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
+    assert all(len(set(r)) == 15 for r in a.indices)  # no neighbour twice
+    recall = np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])])
+    assert recall >= 0.9, recall
+    D = dv.matrix()
+    assert np.array_equal(a.distances[:, 1:], np.take_along_axis(D, a.indices[:, 1:], axis=1))
+
+
 def test_auto_picks_by_the_number_of_samples():
     assert choose_method("auto", AUTO_NNDESCENT_ABOVE) == "exact"
     assert choose_method("auto", AUTO_NNDESCENT_ABOVE + 1) == "nndescent"
