@@ -70,23 +70,28 @@ def _fault_hook() -> None:
     os._exit(17)
 
 
-def _knn_task(tv: TreeVectors, i0: int, i1: int, k: int, block: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest other samples of rows ``i0 .. i1-1``: one kernel call per column block."""
+def _knn_pair_task(tv: TreeVectors, i0: int, i1: int, j0: int, j1: int,
+                   k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One block pair (rows ``i0 .. i1-1`` x ``j0 .. j1-1``, ``j0 >= i0``), each distance computed once.
+
+    Returns the ``k`` nearest (by (distance, index)) of the I rows among the J rows and of the J
+    rows among the I rows: ``(I indices, I distances, J indices, J distances)``; the diagonal
+    block excludes each sample itself. The kernel gives ``D[i, j] == D[j, i]`` bit for bit, so the
+    transposed block is what a task for rows J would have computed.
+    """
     _fault_hook()
-    n = tv.n
     YI = tv.rows(i0, i1)
-    best_d = np.full((i1 - i0, k), np.inf)
-    best_i = np.full((i1 - i0, k), -1, dtype=np.int64)
-    for j0 in range(0, n, block):
-        j1 = min(j0 + block, n)
-        D = l1_distances(YI, YI if j0 == i0 else tv.rows(j0, j1)).astype(np.float64, copy=False)
-        if j0 < i1 and i0 < j1:  # not one's own neighbour
-            r = np.arange(max(i0, j0), min(i1, j1))
-            D[r - i0, r - j0] = np.inf
-        cd = np.concatenate([best_d, D], axis=1)
-        ci = np.concatenate([best_i, np.broadcast_to(np.arange(j0, j1), D.shape)], axis=1)
-        best_d, best_i = smallest_k(cd, ci, k)
-    return best_i, best_d
+    diagonal = i0 == j0
+    D = l1_distances(YI, YI if diagonal else tv.rows(j0, j1)).astype(np.float64, copy=False)
+    if diagonal:
+        np.fill_diagonal(D, np.inf)  # not one's own neighbour
+    kk = min(k, D.shape[1])
+    di, ii = smallest_k(D, np.broadcast_to(np.arange(j0, j1), D.shape), kk)
+    if diagonal:
+        return ii, di, ii[:0], di[:0]
+    kj = min(k, D.shape[0])
+    dj, ij = smallest_k(np.ascontiguousarray(D.T), np.broadcast_to(np.arange(i0, i1), D.T.shape), kj)
+    return ii, di, ij, dj
 
 
 def _progress_of(futures: list, sizes: dict, progress: Callable[[int], None] | None) -> None:
@@ -125,22 +130,52 @@ def _payload(client: Any, tv: TreeVectors) -> Any:
 
 def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS,
                             progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`hdtwd_cli.distance.nearest_neighbours` as one task per block of rows, same bits."""
+    """:func:`hdtwd_cli.distance.nearest_neighbours` as one task per pair of row blocks, same bits.
+
+    Tasks for the block pairs ``J >= I`` compute every distance once (as the single-process
+    symmetric search does); the client folds each finished task's ``k`` best into the running ``k``
+    best of its rows. Keeping the ``k`` smallest by (distance, index) is a function of the
+    candidates alone, so the order in which tasks finish does not change a bit.
+    """
+    from distributed import as_completed
+
     n = tv.n
     payload = _payload(client, tv)
     token = uuid.uuid4().hex[:8]
-    futures, sizes = [], {}
-    for i0 in range(0, n, block):
-        i1 = min(i0 + block, n)
-        f = client.submit(_knn_task, payload, i0, i1, k, block, key=f"hdtwd-knn-{token}-{i0}", retries=2)
-        futures.append(f)
-        sizes[f.key] = i1 - i0
-    _progress_of(futures, sizes, progress)
-    parts = client.gather(futures)
-    idx = np.concatenate([p[0] for p in parts])
-    dist = np.concatenate([p[1] for p in parts])
-    order = np.lexsort((idx, dist), axis=1)
-    return np.take_along_axis(idx, order, axis=1), np.take_along_axis(dist, order, axis=1)
+    starts = list(range(0, n, block))
+    futures, spans = [], {}
+    for a, i0 in enumerate(starts):
+        for j0 in starts[a:]:
+            i1, j1 = min(i0 + block, n), min(j0 + block, n)
+            f = client.submit(_knn_pair_task, payload, i0, i1, j0, j1, k, key=f"hdtwd-knn-{token}-{i0}-{j0}",
+                              retries=2)
+            futures.append(f)
+            spans[f.key] = (i0, i1, j0, j1)
+    best_d = np.full((n, k), np.inf)
+    best_i = np.full((n, k), -1, dtype=np.int64)
+    total = sum((i1 - i0) * (j1 - j0) for i0, i1, j0, j1 in spans.values())
+    done = reported = 0
+    for fut in as_completed(futures):
+        try:
+            ii, di, ij, dj = fut.result()  # raises the task's exception (KilledWorker after the retries)
+        except Exception as e:
+            for f in futures:
+                f.cancel()
+            raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+        i0, i1, j0, j1 = spans[fut.key]
+        for r0, r1, idx, dist in ((i0, i1, ii, di), (j0, j1, ij, dj)):
+            if idx.size:
+                cd = np.concatenate([best_d[r0:r1], dist], axis=1)
+                ci = np.concatenate([best_i[r0:r1], idx], axis=1)
+                best_d[r0:r1], best_i[r0:r1] = smallest_k(cd, ci, k)
+        done += (i1 - i0) * (j1 - j0)
+        if progress is not None:
+            rows = done * n // total
+            progress(rows - reported)
+            reported = rows
+    order = np.lexsort((best_i, best_d), axis=1)
+    return np.take_along_axis(best_i, order, axis=1), np.take_along_axis(best_d, order, axis=1)
 
 
 def _zarr_task(tv: TreeVectors, store: str, i0: int, i1: int, block: int, queries: Any) -> int:

@@ -51,6 +51,14 @@ def test_knn_on_the_cluster_is_the_single_process_bits(cluster, tmp_path):
     dv = hd.distance_vectors(X, feature_names=names)
     one, many = dv.knn(15), dv.knn(15, client=client)
     assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
+    # many block-pair tasks (each distance computed once, folded as tasks finish): the same bits
+    from hdtwd_cli.cluster import nearest_neighbours_dask
+    from hdtwd_cli.distance import nearest_neighbours
+
+    ref = nearest_neighbours(dv.base, 14, 2048)
+    for block in (37, 64):
+        got = nearest_neighbours_dask(client, dv.base, 14, block=block)
+        assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
     # through the command line: --scheduler, and the same graph as without it
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "-o", tmp_path / "a.npz")
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--scheduler", c.scheduler_address,

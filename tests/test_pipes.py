@@ -84,9 +84,15 @@ def test_ctrl_c_leaves_no_partial_output(tmp_path):
     np.save(tmp_path / "x.npy", X)
     out = tmp_path / "D.npy"
     out.write_bytes(b"previous result")  # an earlier output must survive an interrupted run
+    faults = tmp_path.parent / f"{tmp_path.name}-faults"
+    faults.mkdir()
+    (faults / "pause-before-rename").touch()  # the run waits with its finished temporary file
     proc = subprocess.Popen([sys.executable, "-m", "hdtwd_cli", "distance", str(tmp_path / "x.npy"), "-o", str(out)],
-                            stderr=subprocess.PIPE)
-    time.sleep(2.5)
+                            stderr=subprocess.PIPE, env=dict(os.environ, HDTWD_FAULT_DIR=str(faults)))
+    deadline = time.monotonic() + 240
+    while not (faults / "writing").exists():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err.decode()
