@@ -88,7 +88,10 @@ def test_ctrl_c_leaves_no_partial_output(tmp_path):
     faults.mkdir()
     (faults / "pause-before-rename").touch()  # the run waits with its finished temporary file
     proc = subprocess.Popen([sys.executable, "-m", "hdtwd_cli", "distance", str(tmp_path / "x.npy"), "-o", str(out)],
-                            stderr=subprocess.PIPE, env=dict(os.environ, HDTWD_FAULT_DIR=str(faults)))
+                            stderr=subprocess.PIPE, env=dict(os.environ, HDTWD_FAULT_DIR=str(faults)),
+                            # a shell's background job inherits SIGINT ignored: give the child the
+                            # terminal's default, as Ctrl-C in a foreground shell would find it
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 240
     while not (faults / "writing").exists():
         assert proc.poll() is None and time.monotonic() < deadline
