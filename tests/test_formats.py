@@ -126,6 +126,32 @@ def test_10x_h5_matches_scanpy(tmp_path):
     assert ids == [f"ENSG{j:05d}" for j in range(N_GENES)]
 
 
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_10x_h5_v2_matches_scanpy(tmp_path):
+    """Cell Ranger 2's layout: one group per genome with genes / gene_names, no feature types."""
+    sc = pytest.importorskip("scanpy")
+    import h5py
+
+    X = sp.csr_matrix(_counts()[:, :N_GENES])
+    ids, symbols, _ = _features()
+    path = str(tmp_path / "v2.h5")
+    with h5py.File(path, "w") as f:
+        g = f.create_group("GRCh38")
+        g["data"] = X.data.astype(np.int32)
+        g["indices"] = X.indices.astype(np.int64)
+        g["indptr"] = X.indptr.astype(np.int64)
+        g["shape"] = np.array([N_GENES, N_CELLS], dtype=np.int32)
+        g["barcodes"] = np.array([f"AAAC{i:04d}-1".encode() for i in range(N_CELLS)])
+        g["genes"] = np.array([s.encode() for s in ids[:N_GENES]])
+        g["gene_names"] = np.array([s.encode() for s in symbols[:N_GENES]])
+    ref = sc.read_10x_h5(path)
+    ref.var_names_make_unique()
+    md = read_matrix(path)
+    assert md.is_sparse and np.array_equal(md.X.toarray(), ref.X.toarray())
+    assert md.sample_names == list(ref.obs_names) and md.feature_names == list(ref.var_names)
+    assert read_matrix(path, var_names="gene_ids").feature_names == ids[:N_GENES]
+
+
 def test_10x_errors_name_the_problem(tmp_path):
     folder = write_10x_dir(str(tmp_path / "m"))
     os.unlink(os.path.join(folder, "barcodes.tsv.gz"))
