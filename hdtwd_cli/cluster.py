@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import shutil
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -94,18 +94,23 @@ def _knn_pair_task(tv: TreeVectors, i0: int, i1: int, j0: int, j1: int,
     return ii, di, ij, dj
 
 
-def _progress_of(futures: list, sizes: dict, progress: Callable[[int], None] | None) -> None:
+def _finished(futures: list) -> Iterator[tuple[Any, Any]]:
+    """``(future, result)`` as tasks finish; a task that failed for good cancels the rest (ClusterError)."""
     from distributed import as_completed
 
     for fut in as_completed(futures):
-        if fut.status != "finished":
-            try:
-                fut.result()  # raises the task's exception (KilledWorker after the retries)
-            except Exception as e:
-                for f in futures:
-                    f.cancel()
-                raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
-                                   f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+        try:
+            result = fut.result()  # raises the task's exception (KilledWorker after the retries)
+        except Exception as e:
+            for f in futures:
+                f.cancel()
+            raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
+                               f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+        yield fut, result
+
+
+def _progress_of(futures: list, sizes: dict, progress: Callable[[int], None] | None) -> None:
+    for fut, _ in _finished(futures):
         if progress is not None:
             progress(sizes[fut.key])
 
@@ -137,8 +142,6 @@ def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = T
     best of its rows. Keeping the ``k`` smallest by (distance, index) is a function of the
     candidates alone, so the order in which tasks finish does not change a bit.
     """
-    from distributed import as_completed
-
     n = tv.n
     payload = _payload(client, tv)
     token = uuid.uuid4().hex[:8]
@@ -155,14 +158,7 @@ def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = T
     best_i = np.full((n, k), -1, dtype=np.int64)
     total = sum((i1 - i0) * (j1 - j0) for i0, i1, j0, j1 in spans.values())
     done = reported = 0
-    for fut in as_completed(futures):
-        try:
-            ii, di, ij, dj = fut.result()  # raises the task's exception (KilledWorker after the retries)
-        except Exception as e:
-            for f in futures:
-                f.cancel()
-            raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+    for fut, (ii, di, ij, dj) in _finished(futures):
         i0, i1, j0, j1 = spans[fut.key]
         for r0, r1, idx, dist in ((i0, i1, ii, di), (j0, j1, ij, dj)):
             if idx.size:

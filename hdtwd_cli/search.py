@@ -75,6 +75,11 @@ def _have_pynndescent() -> bool:
     return importlib.util.find_spec("pynndescent") is not None
 
 
+def _rows_per_block(tv: TreeVectors) -> int:
+    """Rows of float64 tree vectors that fit :data:`_RERANK_BYTES`."""
+    return max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+
+
 def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarray:
     """Dense float32 tree vectors for the index (of ``rows``, default all), computed per row block.
 
@@ -84,7 +89,7 @@ def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarr
     """
     n = tv.n if rows is None else rows.size
     out = np.empty((n, tv.dim), dtype=np.float32)
-    step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+    step = _rows_per_block(tv)
     for i0 in range(0, n, step):
         out[i0:i0 + step] = tv.rows(i0, i0 + step) if rows is None else tv.of_rows(rows[i0:i0 + step])
     return out
@@ -119,7 +124,7 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
     out_d = np.empty((n, k))
     out_i = np.empty((n, k), dtype=np.int64)
     order = locality_order(candidates)
-    cap = max(2, _RERANK_BYTES // max(1, 8 * tv.dim))  # vectors held at once
+    cap = max(2, _rows_per_block(tv))  # vectors held at once
     step = max(1, cap // 4)
     i0 = 0
     while i0 < n:
@@ -185,7 +190,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int = PAR
     n = tv.n
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
-    step = max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+    step = _rows_per_block(tv)
     Z = np.empty((n, _PROJECTION_DIM))
     for i0 in range(0, n, step):
         Z[i0:i0 + step] = tv.rows(i0, i0 + step) @ omega
@@ -231,9 +236,7 @@ def _partitioned_candidates(tv: TreeVectors, c: int, seed: int) -> np.ndarray:
     for g in groups:
         w = min(c, g.size - 1)
         found = g[_drop_self(_nn_descent(_search_vectors(tv, g), w, seed), w)]  # local -> global indices
-        rows = np.arange(g.size)
-        cols = fill[g][:, None] + np.arange(w)[None, :]
-        cand[g[rows][:, None], cols] = found
+        cand[g[:, None], fill[g][:, None] + np.arange(w)[None, :]] = found
         fill[g] += w
     # duplicates (a pair found in two partitions) -> -1
     cand.sort(axis=1)

@@ -38,6 +38,7 @@ import scipy.sparse as sp
 
 from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
 from .tenx import read_10x_h5, read_10x_mtx, tenx_files
+from .text import open_text
 
 __all__ = [
     "MatrixData",
@@ -144,8 +145,9 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
     if X.dtype.kind in "iu":  # beyond 2^53 an integer is not exact in float64: counts would change
         vals = X.data if sp.issparse(X) else np.asarray(X)
-        if vals.size and int(vals.max()) > 2**53:
-            raise InputError(f"integer values above 2^53 (max {int(vals.max())}) are not exact as float64; "
+        top = int(vals.max()) if vals.size else 0
+        if top > 2**53:
+            raise InputError(f"integer values above 2^53 (max {top}) are not exact as float64; "
                              "scale them down or store them as floating point", path)
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
@@ -212,20 +214,6 @@ def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
     return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
 
 
-def _open_text(path: str) -> Any:
-    """A text stream over ``path``, gunzipped when it ends in ``.gz`` (a UTF-8 BOM is dropped)."""
-    if path.lower().endswith(".gz"):
-        import gzip
-
-        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
-    return open(path, newline="", encoding="utf-8-sig")
-
-
-def _first_text(cells: list[str]) -> int | None:
-    """Index of the first cell that is not a number, or None."""
-    return next((j for j, c in enumerate(cells) if not _is_number(c)), None)
-
-
 def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | None, list[str] | None]:
     """A delimited table; names only where the layout leaves no other reading (nothing is dropped silently).
 
@@ -236,7 +224,7 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
     error naming the row and the cell (a typo must not turn a feature into names).
     """
     try:
-        with _open_text(path) as fh:
+        with open_text(path, newline="", encoding="utf-8-sig") as fh:  # a UTF-8 BOM is dropped
             rows = [r for r in csv.reader(fh, delimiter=delimiter)]
     except (csv.Error, UnicodeDecodeError, EOFError) as e:
         raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
@@ -248,7 +236,7 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
         raise InputError("file is empty", path)
     first = [c.strip() for c in rows[0]]
     header: list[str] | None = None
-    if _first_text(first) is not None:
+    if not all(_is_number(c) for c in first):
         rest = first[1:]
         text = [j + 1 for j, c in enumerate(rest) if not _is_number(c)]
         if len(text) == len(rest):

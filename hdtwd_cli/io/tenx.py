@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError, ParameterError
+from .text import open_text
 
 __all__ = ["VAR_NAMES", "tenx_files", "read_10x_mtx", "read_10x_h5"]
 
@@ -83,11 +84,8 @@ def tenx_files(path: str) -> tuple[str, str, str] | None:
 
 
 def _read_lines(path: str) -> list[list[str]]:
-    import gzip
-
-    opener = gzip.open if path.endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with open_text(path) as fh:
             return [ln.rstrip("\r\n").split("\t") for ln in fh if ln.strip()]
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise InputError(f"not a readable 10x table ({e})", path) from None

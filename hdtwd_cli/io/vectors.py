@@ -13,13 +13,13 @@ files, features matched to the data by NAME:
 
 from __future__ import annotations
 
-import gzip
 import os
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import InputError
+from .text import open_text
 
 __all__ = ["read_feature_embedding", "EMBEDDING_SUFFIXES"]
 
@@ -43,11 +43,10 @@ def _check(vectors: np.ndarray, names: list[str], path: str) -> tuple[np.ndarray
 
 
 def _read_text(path: str) -> tuple[np.ndarray, list[str]]:
-    opener = gzip.open if path.endswith(".gz") else open
     names: list[str] = []
     rows: list[list[float]] = []
     width = None
-    with opener(path, "rt", encoding="utf-8", errors="strict") as fh:  # type: ignore[operator]
+    with open_text(path) as fh:
         for lineno, line in enumerate(fh, 1):
             parts = line.rstrip("\n").rstrip("\r").split(" ")
             parts = [p for p in parts if p != ""]
