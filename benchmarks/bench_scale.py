@@ -215,24 +215,40 @@ def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
             "indices": g.indices, "distances": g.distances, "payload_recorded": payload}
 
 
-def part_dask(n: int) -> dict[str, Any]:
+def part_dask(n: int, workers: list[int], single: bool) -> dict[str, Any]:
+    """The exact search on 1 and 2 local workers; results accumulate in ``bench_scale_dask[_N].json``.
+
+    Each run's neighbours are kept in the cache (``dask_N_wW.npz``) so that runs made by separate
+    invocations (``--dask-workers 1`` now, ``2`` later) are still compared bit for bit; ``single``
+    adds the single-process search as the reference (skipped at 100,000 samples: it takes 27 min).
+    """
     import hdtwd_cli as hd
 
-    X = sp.load_npz(synth(n)).tocsr() if n != 100_000 else sp.load_npz(synth(100_000)).tocsr()
-    if X.shape[0] > n:
-        X = X[:n]
+    X = sp.load_npz(synth(n)).tocsr()
     dv = hd.distance_vectors(X)
-    t = time.perf_counter()
-    local = dv.knn(16)
-    t_local = time.perf_counter() - t
-    out: dict[str, Any] = {"n": n, "m": int(X.shape[1]), "dim": int(dv.base.dim), "single_process_s": t_local,
-                           "single_process_threads": int(os.environ.get("NUMBA_NUM_THREADS", os.cpu_count() or 1))}
-    for w in (1, 2):
+    name = "dask" if n == 20_000 else f"dask{n}"
+    out: dict[str, Any] = _load(name) or {}
+    out.update({"n": n, "m": int(X.shape[1]), "dim": int(dv.base.dim)})
+    ref = WD / f"{name}_ref.npz"
+    if single:
+        t = time.perf_counter()
+        local = dv.knn(16)
+        out["single_process_s"] = time.perf_counter() - t
+        out["single_process_threads"] = int(os.environ.get("NUMBA_NUM_THREADS", os.cpu_count() or 1))
+        np.savez(ref, indices=local.indices, distances=local.distances, source="single process")
+    for w in workers:
         r = _dask_run(w, dv, 16)
-        r["same_bits"] = bool(np.array_equal(r.pop("indices"), local.indices)
-                              and np.array_equal(r.pop("distances"), local.distances))
+        idx, dist = r.pop("indices"), r.pop("distances")
+        if ref.exists():
+            z = np.load(ref)
+            r["same_bits"] = bool(np.array_equal(idx, z["indices"]) and np.array_equal(dist, z["distances"]))
+            r["compared_with"] = str(z["source"])
+        else:
+            np.savez(ref, indices=idx, distances=dist, source=f"{w} worker(s)")
+            r["same_bits"] = None
         out[f"workers{w}"] = r
-        print(w, {k: v for k, v in r.items()}, flush=True)
+        print(w, r, flush=True)
+        (WD / f"bench_scale_{name}.json").write_text(json.dumps(out, indent=1, default=str))
     return out
 
 
@@ -367,6 +383,8 @@ def main() -> None:
     ap.add_argument("parts", nargs="*", help="recall, big, stages, recallbig (the last size of --sizes) and/or dask")
     ap.add_argument("--sizes", default="100000,1000000", help="sample counts of the 'big' part")
     ap.add_argument("--dask-n", type=int, default=20000, help="samples of the Dask comparison")
+    ap.add_argument("--dask-workers", default="1,2", help="local cluster sizes to run now (results accumulate)")
+    ap.add_argument("--no-single", action="store_true", help="dask: skip the single-process reference run")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
     args = ap.parse_args()
@@ -374,7 +392,10 @@ def main() -> None:
         res = (part_recall() if part == "recall" else
                part_big([int(s) for s in args.sizes.split(",")]) if part == "big" else
                part_stages(int(args.sizes.split(",")[0])) if part == "stages" else
-               part_recall_big(int(args.sizes.split(",")[-1])) if part == "recallbig" else part_dask(args.dask_n))
+               part_recall_big(int(args.sizes.split(",")[-1])) if part == "recallbig" else
+               part_dask(args.dask_n, [int(w) for w in args.dask_workers.split(",")], not args.no_single))
+        if part == "dask":
+            continue  # written by part_dask after every run
         if part == "big":  # sizes accumulate: one run per size
             res = {**(_load("big") or {}), **res}
         (WD / f"bench_scale_{part}.json").write_text(json.dumps(res, indent=1, default=str))

@@ -19,7 +19,7 @@ from . import __version__
 from .cli_options import (EDGE_WEIGHTS_CHOICE, INPUT, LINKAGE, OUTPUT, THREADS, TREE, Choice, command, feature_vectors,
                           read_input, set_threads, tree_params)
 from .errors import OutputError, ParameterError, Terminated
-from .evaluation import BASELINES, DEFAULT_K
+from .defaults import BASELINES, DEFAULT_K
 from .progress import Reporter
 
 app = typer.Typer(

@@ -17,16 +17,17 @@ from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
 from .errors import HdtwdError, InputError, ParameterError, Terminated
-from .features import FEATURE_SPACES, WEIGHTINGS
-from .landmarks import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
-from .pipeline import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS, TreeParams
-from .progress import Reporter
-from .tree import EDGE_WEIGHTS, LINKAGES
+from .defaults import (AUTO_LANDMARKS_ABOVE, BANDWIDTHS, DEFAULT_EPS, DEFAULT_LANDMARKS, DEFAULT_SCALES, EDGE_WEIGHTS,
+                       FEATURE_SPACES, LANDMARK_METHODS, LINKAGES, METRICS, PRESETS, TRANSFORMS, WEIGHTINGS)
+
+if TYPE_CHECKING:
+    from .pipeline import TreeParams
+    from .progress import Reporter
 
 __all__ = ["command", "flag", "tree_params", "read_input", "feature_vectors", "set_threads", "Choice", "LINKAGE",
            "EDGE_WEIGHTS_CHOICE", "TREE", "INPUT", "OUTPUT", "THREADS"]
@@ -136,6 +137,8 @@ def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | No
         if learned_only:
             raise ParameterError(f"{', '.join(learned_only)} only apply when the tree is learned (no {{arg}})", "tree")
         return None
+    from .pipeline import TreeParams
+
     return TreeParams.from_preset(_value(o.preset), seed=o.seed, **given)
 
 

@@ -19,11 +19,12 @@ Fractional powers are taken through the symmetric conjugate
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+
 
 import numpy as np
 import scipy.sparse as sp
 
+from .defaults import Bandwidth, Metric
 from .errors import ParameterError
 
 __all__ = [
@@ -36,8 +37,6 @@ __all__ = [
     "column_scale",
 ]
 
-Metric = Literal["cosine", "euclidean"]
-Bandwidth = Literal["median", "knn"]
 
 #: Eigenvalues of the symmetric conjugate are clipped to ``[EIGENVALUE_FLOOR, 1]`` before the
 #: fractional power ``lambda ** t``; the cosine Gaussian kernel is not positive semi-definite.

@@ -21,6 +21,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._kernels import l1_distances
+from .defaults import BASELINES, DEFAULT_K
 from ._kernels import l1_distances_sparse
 from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
@@ -41,8 +42,6 @@ __all__ = [
     "evaluate",
 ]
 
-DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
-BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 BASELINE_INPUT = {
     "cosine": "row-normalised histograms", "euclidean": "row-normalised histograms", "l1": "row-normalised histograms",
     "tfidf-l1": "tf-idf (idf from the training rows), rows L1-normalised",

@@ -33,6 +33,8 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from .defaults import FEATURE_SPACES, WEIGHTINGS
+
 __all__ = [
     "WEIGHTINGS",
     "FEATURE_SPACES",
@@ -45,8 +47,6 @@ __all__ = [
 ]
 
 Weighting = Literal["none", "idf"]
-WEIGHTINGS = ("none", "idf")
-FEATURE_SPACES = ("auto", "data", "svd")
 #: ``auto`` takes the latent space when more than this fraction of feature pairs never co-occur.
 NEVER_COOCCUR_LIMIT = 0.5
 #: Features sampled to estimate that fraction.

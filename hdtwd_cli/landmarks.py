@@ -35,6 +35,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from .defaults import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .errors import InputError, ParameterError
 
 from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, column_scale
@@ -55,11 +56,6 @@ __all__ = [
 ]
 
 LandmarkMethod = Literal["random", "kmeans"]
-LANDMARK_METHODS = ("random", "kmeans")
-#: Above this many features the tree is learned through landmarks unless ``--landmarks 0``.
-AUTO_LANDMARKS_ABOVE = 5000
-#: Landmarks used by the automatic switch.
-DEFAULT_LANDMARKS = 500
 #: The smallest allowed row sum of ``W`` (a feature far from every landmark has no transition).
 MIN_AFFINITY = 1e-12
 KMEANS_ITERATIONS = 10

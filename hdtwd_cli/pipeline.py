@@ -8,12 +8,13 @@ from __future__ import annotations
 import warnings
 import dataclasses
 from dataclasses import asdict, dataclass, fields
-from typing import Any, get_args
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .diffusion import EIGENVALUE_FLOOR, Bandwidth, DiffusionOperator, Metric, diffusion_operator
+from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
+from .defaults import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS
 from .errors import HdtwdWarning, InputError, ParameterError, ResourceError
 from .features import (
     FEATURE_SPACES,
@@ -52,26 +53,6 @@ __all__ = [
     "check_tree_memory",
 ]
 
-#: Named configurations. ``paper`` reproduces docs/method.md sections 1-4 exactly (the paper's Alg. 1 and
-#: Eq. 5, with the paper's default grid point c = 1, K = 7); ``default`` is the library default,
-#: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
-PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
-              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1, "max_features": 0},
-    "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
-                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
-                "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
-                "max_features": 20000},
-}
-#: Element-wise transforms of the data (:func:`apply_transform`).
-TRANSFORMS = ("none", "log1p", "sqrt")
-METRICS: tuple[str, ...] = get_args(Metric)
-BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
-#: Default kernel-scale multiplier c (eps = c * median distance).
-DEFAULT_EPS = float(PRESETS["default"]["eps"])
-#: Default largest scale K (K + 1 scales).
-DEFAULT_SCALES = int(PRESETS["default"]["scales"])
 
 
 @dataclass(frozen=True)

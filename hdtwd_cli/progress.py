@@ -9,9 +9,6 @@ import contextlib
 import sys
 from collections.abc import Callable, Iterator
 
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
 __all__ = ["Reporter"]
 
 
@@ -27,6 +24,8 @@ class Reporter:
     """
 
     def __init__(self, quiet: bool = False, verbose: int = 0) -> None:
+        from rich.console import Console  # imported here: ``hdtwd --version`` does not pay for rich
+
         self.console = Console(stderr=True, highlight=False)
         self.show_bars = (not quiet) and sys.stderr.isatty()
         self.verbose = 0 if quiet else verbose
@@ -37,6 +36,8 @@ class Reporter:
         if not self.show_bars:
             yield lambda n=1: None
             return
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         bar = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),

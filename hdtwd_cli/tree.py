@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.cluster.hierarchy import linkage
 
+from .defaults import EDGE_WEIGHTS, LINKAGES
 from ._kernels import lca_factor_block, scatter_condensed
 from .hyperbolic import HyperbolicEmbedding
 
@@ -347,7 +348,6 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
     return children, merge_log_a
 
 
-LINKAGES = ("single", "average", "complete", "weighted")
 
 
 def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
@@ -431,8 +431,6 @@ def hd_binary_tree(
             progress(1)
     return w
 
-
-EDGE_WEIGHTS = ("midpoint", "lca")
 
 
 def lca_height_weights(emb: HyperbolicEmbedding, children: np.ndarray, merge_log_a: np.ndarray) -> np.ndarray:

@@ -162,3 +162,21 @@ def test_help_and_version():
     for cmd in ("embed", "decode-tree", "distance"):
         assert cmd in out
     assert run_hdtwd("--version").stdout.decode().startswith("hdtwd ")
+
+
+def test_start_up_imports_no_numerical_stack():
+    """`hdtwd --version` and `--help` load neither numpy, scipy, numba, anndata nor rich (issue 14).
+
+    The command line declares its options from :mod:`hdtwd_cli.defaults`; the numerical modules are
+    imported by the command bodies. Checked in a fresh interpreter, where nothing else imported them.
+    """
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom hdtwd_cli.cli import main\nsys.argv = ['hdtwd', '--version']\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = sorted(m for m in ('numpy', 'scipy', 'numba', 'anndata', 'h5py', 'rich') if m in sys.modules)\n"
+            "sys.stderr.write(repr(heavy))\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.startswith("hdtwd "), r.stdout
+    assert r.stderr == "[]", r.stderr
