@@ -66,8 +66,8 @@ def _pack(B, j0, nj, k0, nk, Bp):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _rows4(A, i, k0, nk, Bp, acc, r, js, nj):  # pragma: no cover - compiled
-    """``acc[r + q, j] += sum_k |A[i + q, k0 + k] - Bp[k, j]|`` for q < 4, js <= j < nj, k < nk.
+def _rows4(A, i, k0, nk, Bp, kb, acc, r, js, nj):  # pragma: no cover - compiled
+    """``acc[r + q, j] += sum_k |A[i + q, k0 + k] - Bp[kb + k, j]|`` for q < 4, js <= j < nj, k < nk.
 
     Per (q, j) the additions are done in increasing k, one at a time; the j loop is the vector
     loop. Row views starting at ``js`` keep the loop start at 0 (a variable start stops LLVM
@@ -89,10 +89,10 @@ def _rows4(A, i, k0, nk, Bp, acc, r, js, nj):  # pragma: no cover - compiled
         a22 = np.float64(A[i + 2, c + 2]); a23 = np.float64(A[i + 2, c + 3])
         a30 = np.float64(A[i + 3, c]); a31 = np.float64(A[i + 3, c + 1])
         a32 = np.float64(A[i + 3, c + 2]); a33 = np.float64(A[i + 3, c + 3])
-        p0 = Bp[k, js:nj]
-        p1 = Bp[k + 1, js:nj]
-        p2 = Bp[k + 2, js:nj]
-        p3 = Bp[k + 3, js:nj]
+        p0 = Bp[kb + k, js:nj]
+        p1 = Bp[kb + k + 1, js:nj]
+        p2 = Bp[kb + k + 2, js:nj]
+        p3 = Bp[kb + k + 3, js:nj]
         for j in range(n):
             b0 = p0[j]
             b1 = p1[j]
@@ -129,7 +129,7 @@ def _rows4(A, i, k0, nk, Bp, acc, r, js, nj):  # pragma: no cover - compiled
         a1 = np.float64(A[i + 1, c])
         a2 = np.float64(A[i + 2, c])
         a3 = np.float64(A[i + 3, c])
-        p0 = Bp[k, js:nj]
+        p0 = Bp[kb + k, js:nj]
         for j in range(n):
             b = p0[j]
             c0[j] += abs(a0 - b)
@@ -140,13 +140,13 @@ def _rows4(A, i, k0, nk, Bp, acc, r, js, nj):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _rows1(A, i, k0, nk, Bp, acc, r, js, nj):  # pragma: no cover - compiled
+def _rows1(A, i, k0, nk, Bp, kb, acc, r, js, nj):  # pragma: no cover - compiled
     """One row of A (the last ``ni % 4`` rows of a tile); same order of operations per pair."""
     n = nj - js
     c0 = acc[r, js:nj]
     for k in range(nk):
         a = np.float64(A[i, k0 + k])
-        p0 = Bp[k, js:nj]
+        p0 = Bp[kb + k, js:nj]
         for j in range(n):
             c0[j] += abs(a - p0[j])
 
@@ -173,10 +173,10 @@ def _l1_tiles(A, B, out, symmetric, tiles):  # pragma: no cover - compiled
             while r < ni:
                 js = min(max(i0 + r + joff, 0), nj)
                 if r + 4 <= ni:
-                    _rows4(A, i0 + r, k0, nk, Bp, acc, r, js, nj)
+                    _rows4(A, i0 + r, k0, nk, Bp, 0, acc, r, js, nj)
                     r += 4
                 else:
-                    _rows1(A, i0 + r, k0, nk, Bp, acc, r, js, nj)
+                    _rows1(A, i0 + r, k0, nk, Bp, 0, acc, r, js, nj)
                     r += 1
             for r in range(ni):
                 for j in range(nj):

@@ -42,7 +42,7 @@ import scipy.sparse as sp
 
 from . import __version__
 from ._memory import available_memory, human_bytes
-from .distance import TreeVectors, check_histograms, dense_output_bytes, distance_blocks, pairwise_l1
+from .distance import TreeVectors, check_histograms, dense_output_bytes, tree_distance_blocks, tree_distances
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
 from .hyperbolic import HyperbolicEmbedding
@@ -274,10 +274,6 @@ class DistanceVectors:
         n = self.base.n
         return (n if self.queries is None else int(self.queries.shape[0]), n)
 
-    def _vectors(self) -> tuple[np.ndarray, np.ndarray | None]:
-        Y = self.base.rows()
-        return Y, None if self.queries is None else self.base.of(self.queries)
-
     def matrix(self, check_memory: bool = True) -> np.ndarray:
         """The whole (cross) distance matrix in memory (refused up front when it would not fit)."""
         rows, cols = self.shape
@@ -288,9 +284,8 @@ class DistanceVectors:
                     f"the {rows} x {cols} distance matrix needs about {human_bytes(need)} but {human_bytes(have)} "
                     "are available; write it in blocks (DistanceVectors.blocks; CLI: -o FILE.h5) or keep only each "
                     "sample's nearest neighbours (knn_graph; CLI: --knn K)")
-        Y, Yq = self._vectors()
         with self.progress.stage(f"tree-Wasserstein distances ({rows} x {cols})"):
-            return pairwise_l1(Y, Yq, self.dtype)
+            return tree_distances(self.base, self.queries, self.dtype)
 
     def block_rows(self) -> int:
         """Rows per block of :meth:`blocks`: 256 MB of results."""
@@ -298,8 +293,7 @@ class DistanceVectors:
 
     def blocks(self, block: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
         """Row blocks ``(start, D[start:start + block])``: memory of one block beyond the vectors."""
-        Y, Yq = self._vectors()
-        return distance_blocks(Y, Yq, block or self.block_rows(), self.dtype)
+        return tree_distance_blocks(self.base, self.queries, block or self.block_rows(), self.dtype)
 
     def to_zarr(self, path: str, row_names: Sequence[str] | None = None, col_names: Sequence[str] | None = None,
                 meta: dict | None = None, client: Any = None) -> None:

@@ -30,6 +30,7 @@ from ._kernels import (
     tree_vectors_dense,
     tree_vectors_sparse,
 )
+from ._pruned import BLOCK_ROWS, Panels, l1_distances_pruned, pruned_fraction, row_panels
 from .tree import Tree
 
 __all__ = [
@@ -46,12 +47,22 @@ __all__ = [
     "dense_output_bytes",
     "SPARSE_KERNEL_DENSITY",
     "query_distances",
+    "tree_distances",
+    "tree_distance_blocks",
+    "pruned_share",
+    "PRUNE_BELOW",
 ]
 
 #: Below this fraction of non-zero entries, :func:`query_distances` uses the overlap kernel.
 SPARSE_KERNEL_DENSITY = 0.1
 
 DType = Literal["float32", "float64"]
+
+#: :func:`tree_distances` prunes per pair of row blocks when the union of two blocks' supports is,
+#: on average, below this fraction of the nodes. Measured on a 24,000-word synthetic corpus (1,500
+#: documents, one thread): the pruned kernel costs about 1.5 x (union fraction) of the dense one
+#: (0.47 at a fraction of 0.32), so it wins up to about 0.65; 0.5 keeps a margin.
+PRUNE_BELOW = 0.5
 
 
 def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
@@ -171,8 +182,66 @@ def tree_wasserstein(
     -------
     ndarray, shape (n, n) or (q, n)
     """
-    Y, Yq = twd_vectors(tree, X, Xq, dtype)
-    return pairwise_l1(Y, Yq, dtype)
+    return tree_distances(TreeVectors(tree, X, dtype, extra=Xq), Xq, dtype)
+
+
+def _panels(tv: TreeVectors, x: sp.csr_matrix) -> Panels:
+    return row_panels(x, tv.tree.parent, tv.cols, tv.tree.length, tv.dim, np.dtype(tv.dtype))
+
+
+def pruned_share(tv: TreeVectors, samples: int = 64, seed: int = 0) -> float:
+    """Estimated share of the nodes the pruned kernel visits per pair of row blocks (1 for dense data).
+
+    From the panels of up to ``samples`` random blocks of :data:`_pruned.BLOCK_ROWS` rows (cheap:
+    the whole set's panels are built only when the pruned kernel is chosen).
+    """
+    if not sp.issparse(tv.x) or tv.dim == 0 or tv.n < 2 * BLOCK_ROWS:
+        return 1.0
+    nb = tv.n // BLOCK_ROWS
+    pick = np.sort(np.random.default_rng(seed).choice(nb, size=min(samples, nb), replace=False))
+    rows = (pick[:, None] * BLOCK_ROWS + np.arange(BLOCK_ROWS)[None, :]).ravel()
+    return pruned_fraction(_panels(tv, tv.x[rows]))
+
+
+Kernel = Literal["auto", "dense", "pruned"]
+
+
+def _kernel(tv: TreeVectors, kernel: Kernel) -> str:
+    if kernel == "auto":
+        return "pruned" if pruned_share(tv) < PRUNE_BELOW else "dense"
+    if kernel == "pruned" and not sp.issparse(tv.x):
+        raise ValueError("the pruned kernel needs sparse data")
+    return kernel
+
+
+def tree_distances(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, dtype: DType = "float64",
+                   kernel: Kernel = "auto") -> np.ndarray:
+    r"""TWD matrix of the rows of ``tv`` (all pairs), or of the rows ``Xq`` against them.
+
+    Two kernels give the same bits (:mod:`hdtwd_cli._pruned`): the dense tiled kernel on the
+    vectors :math:`y_i` (:func:`pairwise_l1`), and, for sparse data whose vectors are sparse
+    (documents), the kernel that skips, per pair of 32-row blocks, the nodes without mass in
+    either block. ``auto`` takes the pruned one when :func:`pruned_share` is below
+    :data:`PRUNE_BELOW`; it never changes a value, only the time.
+    """
+    if _kernel(tv, kernel) == "dense":
+        return pairwise_l1(tv.rows(), None if Xq is None else tv.of(Xq), dtype)
+    every = _panels(tv, tv.x)
+    if Xq is None:
+        return l1_distances_pruned(every, None, dtype)
+    return l1_distances_pruned(_panels(tv, sp.csr_matrix(normalize_rows(Xq))), every, dtype)
+
+
+def tree_distance_blocks(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, block: int = 1024,
+                         dtype: DType = "float64", kernel: Kernel = "auto") -> Iterator[tuple[int, np.ndarray]]:
+    """:func:`tree_distances` by row blocks ``(start, D[start:start + block])`` (:func:`distance_blocks`)."""
+    if _kernel(tv, kernel) == "dense":
+        yield from distance_blocks(tv.rows(), None if Xq is None else tv.of(Xq), block, dtype)
+        return
+    every = _panels(tv, tv.x)
+    xq = tv.x if Xq is None else sp.csr_matrix(normalize_rows(Xq))
+    for i0 in range(0, xq.shape[0], block):
+        yield i0, l1_distances_pruned(_panels(tv, xq[i0:i0 + block]), every, dtype)  # diagonal: sums of +0
 
 
 def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:

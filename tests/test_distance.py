@@ -224,3 +224,70 @@ def test_compiled_tree_vectors_equal_the_numpy_reference():
             ref = ref[:, np.any(ref != 0, axis=0)]
             Y, Yq = twd_vectors(tree, sp.csr_matrix(X[2:]), X[:2], dtype)
             assert np.array_equal(np.vstack([Yq, Y]), ref)
+
+
+def _documents(n, m, seed):
+    """Sparse word counts: each document a handful of words from a Zipf-like vocabulary."""
+    rng = np.random.default_rng(seed)
+    p = 1.0 / np.arange(1, m + 1)
+    rows = [rng.choice(m, size=int(rng.integers(1, 12)), p=p / p.sum()) for _ in range(n)]
+    X = sp.csr_matrix((np.ones(sum(map(len, rows))), np.concatenate(rows),
+                       np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(n, m))
+    X.sum_duplicates()
+    return X
+
+
+@pytest.mark.parametrize("n,m,dtype", [(1, 300, "float64"), (31, 300, "float64"), (97, 3000, "float64"),
+                                       (70, 3000, "float32"), (65, 520, "float64")])
+def test_pruned_kernel_gives_the_dense_kernels_bits(n, m, dtype):
+    """The block-pair pruned kernel (sparse documents) equals the dense tiled kernel bit for bit:
+    all pairs, cross distances, row blocks, one thread or two, float32 storage; and it really prunes."""
+    import numba
+
+    from hdtwd_cli._pruned import row_panels
+    from hdtwd_cli.distance import TreeVectors, pruned_share, tree_distance_blocks, tree_distances
+    from hdtwd_cli.synthetic import random_binary_tree
+
+    rng = np.random.default_rng(n)
+    X = _documents(n, m, seed=m)
+    Xq = _documents(45, m, seed=m + 1)
+    parent = random_binary_tree(m, seed=3)
+    length = rng.uniform(0.01, 1.0, parent.shape[0])
+    length[-1] = 0.0
+    length[rng.random(length.shape[0]) < 0.05] = 0.0  # zero-length edges are dropped columns
+    tree = Tree(parent, length, [f"w{j}" for j in range(m)])
+    tv = TreeVectors(tree, X, dtype, extra=Xq)
+    dense = tree_distances(tv, None, dtype, kernel="dense")
+    pruned = tree_distances(tv, None, dtype, kernel="pruned")
+    assert pruned.dtype == np.dtype(dtype)
+    assert np.array_equal(dense, pruned)
+    assert np.all(np.diag(pruned) == 0) and np.array_equal(pruned, pruned.T)
+    assert np.array_equal(tree_distances(tv, Xq, dtype, kernel="dense"), tree_distances(tv, Xq, dtype, kernel="pruned"))
+    for block in (7, 64):
+        blocks = np.vstack([b for _, b in tree_distance_blocks(tv, None, block, dtype, kernel="pruned")])
+        assert np.array_equal(blocks, dense)
+    before = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        assert np.array_equal(tree_distances(tv, None, dtype, kernel="pruned"), dense)
+    finally:
+        numba.set_num_threads(before)
+    if n >= 64:  # documents of a few words leave most nodes out of a pair of blocks
+        panels = row_panels(tv.x, tree.parent, tv.cols, tree.length, tv.dim)
+        assert panels.sizes.max() < tv.dim
+        assert pruned_share(tv) < 0.9
+
+
+def test_pruned_kernel_is_chosen_for_documents_only():
+    from hdtwd_cli.distance import TreeVectors, pruned_share
+    from hdtwd_cli.synthetic import random_binary_tree
+
+    m = 4000
+    parent = random_binary_tree(m, seed=1)
+    length = np.ones(parent.shape[0])
+    length[-1] = 0.0
+    tree = Tree(parent, length, [f"w{j}" for j in range(m)])
+    assert pruned_share(TreeVectors(tree, _documents(256, m, seed=2))) < 0.5
+    dense_counts = np.random.default_rng(0).poisson(1.0, size=(256, m)) + 0.0
+    assert pruned_share(TreeVectors(tree, dense_counts)) == 1.0  # dense input: the dense kernel
+    assert pruned_share(TreeVectors(tree, sp.csr_matrix(dense_counts))) > 0.9
