@@ -23,7 +23,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.cluster.hierarchy import linkage
 
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from ._kernels import lca_factor_block, scatter_condensed
@@ -334,6 +333,8 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
         raise ValueError("at least two features are needed to build a tree")
     if linkage_rule not in LINKAGES:
         raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
+    from scipy.cluster.hierarchy import linkage  # here: reading a tree does not pay for scipy.cluster
+
     power = 0.5 / n_scales
     if linkage_rule in ("single", "complete"):
         Z = linkage(g, method=linkage_rule)
@@ -375,6 +376,8 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
         raise ValueError("at least two features are needed to build a tree")
     if linkage_rule not in LINKAGES:
         raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
+    from scipy.cluster.hierarchy import linkage
+
     if linkage_rule in ("single", "complete"):
         order = np.argsort(log_a, kind="stable")
         ranks = np.empty(order.shape[0], dtype=np.float64)

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.io
 import scipy.sparse as sp
 
 from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
@@ -208,6 +207,8 @@ def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
 
 def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
     try:
+        import scipy.io
+
         M = scipy.io.mmread(path)
     except Exception as e:
         raise InputError(f"not a readable Matrix Market file ({e})", path) from None
