@@ -101,7 +101,13 @@ def main() -> None:
     if not args.markdown:
         for name in sets:
             eps, K = PAPER.get(name, (None, None))
-            configs = {"defaults": resolve_params("default"), "paper": resolve_params("paper", eps=eps, scales=K)}
+            configs = {"defaults": resolve_params("default"), "paper": resolve_params("paper", eps=eps, scales=K),
+                       # issue 14: the landmark path where the automatic switch used the exact one
+                       "exact": resolve_params("default", landmarks=0),
+                       "landmarks500": resolve_params("default", landmarks=500),
+                       "landmarks1000": resolve_params("default", landmarks=1000),
+                       "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
+                       "landmarks2000": resolve_params("default", landmarks=2000)}
             wanted = args.configs.split(",")
             rep = run(name, {k: v for k, v in configs.items() if k in wanted})
             cached = out_dir / f"{name}.json"

@@ -108,7 +108,11 @@ _TIMED = [
     ("hdtwd_cli.diffusion", "diffusion_operator", "diffusion+embedding"),
     ("hdtwd_cli.diffusion", "feature_distances", "diffusion+embedding"),
     ("hdtwd_cli.hyperbolic", "hyperbolic_embedding", "diffusion+embedding"),
+    ("hdtwd_cli.landmarks", "landmark_operator", "diffusion+embedding"),
+    ("hdtwd_cli.pipeline", "feature_space", "learn tree"),
     ("hdtwd_cli.pipeline", "decode_from_embedding", "tree decode"),
+    ("hdtwd_cli.tree", "hd_lca_product", "tree decode"),
+    ("hdtwd_cli.tree", "hd_lca_product_merge_order", "tree decode"),
     ("hdtwd_cli.tree", "hd_lca", "tree decode"),
     ("hdtwd_cli.tree", "hd_lca_merge_order", "tree decode"),
     ("hdtwd_cli.tree", "hd_binary_tree", "tree decode"),
@@ -116,7 +120,11 @@ _TIMED = [
     ("hdtwd_cli.distance", "tree_wasserstein", "distance"),
     ("hdtwd_cli.distance", "normalize_rows", "distance"),
     ("hdtwd_cli.distance", "tree_embedding", "distance"),
+    ("hdtwd_cli.distance", "tree_distances", "distance"),
+    ("hdtwd_cli.distance", "pruned_share", "distance"),
+    ("hdtwd_cli.distance", "_panels", "distance"),
     ("hdtwd_cli.distance", "pairwise_l1", "distance"),
+    ("hdtwd_cli._pruned", "l1_distances_pruned", "distance"),
     ("hdtwd_cli.io.output", "write_distances", "write"),
 ]
 

@@ -561,7 +561,7 @@ def roofline(args) -> dict[str, Any]:
     def micro_in_cache(As, Bps, accs, reps, nk, nj):  # pragma: no cover - compiled
         for t in prange(As.shape[0]):
             for _ in range(reps):
-                _rows4(As[t], 0, 0, nk, Bps[t], accs[t], 0, 0, nj)
+                _rows4(As[t], 0, 0, nk, Bps[t], 0, accs[t], 0, 0, nj)
         return accs[:, 0, 0].sum()
 
     nk, nj = 32, 64  # packed B block 32 x 64 float64 = 16 KiB per thread

@@ -1,0 +1,354 @@
+"""Issue 14: the whole command, end to end, against Striped UniFrac (``ssu``), on this machine.
+
+Parts (each writes ``<part>.json`` into ``~/.cache/hdtwd-bench/unifrac-issue14``; ``--markdown``
+renders them all, ``--write`` replaces the issue-14 section of RESULTS.md):
+
+- ``prepare``: the workloads as files (Zeisel counts 3,005 x 4,000 and CBMC counts 8,617 x 500 as
+  ``.npy``; the planted corpora 5,000 x 24,000 and 5,600 x 42,000 as sparse ``.npz``), each tree
+  learned once by ``hdtwd distance --newick`` with the defaults, and a BIOM table (features x
+  samples, HDF5, written with ``biom-format``) of the same counts for ``ssu``.
+- ``distance``: the distance step on a given tree, whole process vs whole process, medians of 3
+  runs taken in turns: ``hdtwd distance DATA --tree T.nwk -o D.npy -q`` against ``ssu -i T.biom -t
+  T.nwk -m weighted_unnormalized_fp64 -o D.h5 --format hdf5_fp64 --pcoa 0`` (and ``_fp32`` with
+  ``hdf5_fp32``); every result is checked against hdtwd's (``ssu`` reads branch lengths as
+  float32, so about 1e-7 relative is expected).
+- ``e2e``: ``hdtwd distance DATA -o D.npy -q`` with the defaults (the tree learned too):
+  medians of 3 (1 run for the corpora).
+- ``stages``: the same command once more in one process with its stages timed
+  (``bench_end_to_end.py --stages-only``).
+- ``startup``: ``hdtwd --version`` and ``hdtwd distance sample_data/produce.csv``, medians of 5.
+- ``roofline``: the sparse corpus's kernel in one process: the pruned kernel's executed terms
+  per second against the in-cache ceiling of its own micro-kernel.
+
+Usage::
+
+    apt-get install -y unifrac-tools && pip install biom-format   # ssu and its input format
+    python benchmarks/bench_unifrac.py prepare distance e2e stages startup roofline
+    python benchmarks/bench_unifrac.py --markdown --write
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import datasets  # noqa: E402
+import harness  # noqa: E402
+
+WD = harness.work_dir("unifrac-issue14")
+HEADING = "## Issue 14: end to end, against Striped UniFrac"
+WORKLOADS = {  # name -> (label, distance step vs ssu?)
+    "zeisel": ("Zeisel counts 3,005 x 4,000", True),
+    "cbmc": ("CBMC counts 8,617 x 500", True),
+    "corpus24k": ("corpus 5,000 x 24,000 (sparse)", True),
+    "corpus42k": ("corpus 5,600 x 42,000 (sparse)", False),
+}
+CORPORA = {"corpus24k": (5000, 24000), "corpus42k": (5600, 42000)}
+HDTWD = [sys.executable, "-m", "hdtwd_cli"]
+
+
+def data_path(name: str) -> Path:
+    return WD / (f"{name}.npz" if name in CORPORA else f"{name}.npy")
+
+
+def _save(part: str, rec: dict[str, Any]) -> None:
+    (WD / f"{part}.json").write_text(json.dumps(rec, indent=1, default=str))
+
+
+def _load(part: str) -> dict[str, Any]:
+    p = WD / f"{part}.json"
+    return json.loads(p.read_text()) if p.exists() else {}
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    if env:
+        os.environ.update(env)
+    try:
+        r = harness.run_timed_once(cmd, log)
+    finally:
+        for k in env or {}:
+            os.environ.pop(k, None)
+    r.pop("stderr", None)
+    return r
+
+
+def part_prepare() -> dict[str, Any]:
+    import biom
+    from biom.util import biom_open
+
+    from hdtwd_cli.synthetic import planted_corpus
+
+    rec: dict[str, Any] = {}
+    for name in WORKLOADS:
+        p = data_path(name)
+        if name in CORPORA:
+            n, m = CORPORA[name]
+            X, _, _ = planted_corpus(n, m, mean_length=100.0, seed=0)
+            X = sp.csr_matrix(X)
+            sp.save_npz(p, X)
+        else:
+            X = np.asarray(datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts").X, dtype=np.float64)
+            np.save(p, X)
+        tree = WD / f"{name}.nwk"
+        r = _run(HDTWD + ["distance", str(p), "-o", str(WD / f"{name}_D_default.npy"), "--newick", str(tree), "-q"],
+                 WD / f"{name}_prepare.log")
+        cols = [f"f{j}" for j in range(X.shape[1])]
+        t = biom.Table(sp.csr_matrix(X).T.tocsr() if sp.issparse(X) else X.T, observation_ids=cols,
+                       sample_ids=[f"s{i}" for i in range(X.shape[0])])
+        with biom_open(str(WD / f"{name}.biom"), "w") as fh:
+            t.to_hdf5(fh, "hdtwd benchmark")
+        rec[name] = {"shape": list(X.shape), "nnz": int(sp.csr_matrix(X).nnz), "learn_run": r}
+        print(f"prepared {name}: {X.shape}, learned in {r['wall_s']:.1f} s", file=sys.stderr, flush=True)
+    return rec
+
+
+def _ssu_matrix(path: Path) -> np.ndarray:
+    import h5py
+
+    with h5py.File(path, "r") as f:
+        order = [s.decode() for s in f["order"][:]]
+        D = f["matrix"][:]
+    idx = np.argsort([int(s[1:]) for s in order])
+    return D[np.ix_(idx, idx)]
+
+
+def _agreement(D: np.ndarray, E: np.ndarray) -> float:
+    scale = np.maximum(np.abs(D), np.abs(E))
+    off = scale > 0
+    return float(np.max(np.abs(D - E)[off] / scale[off])) if off.any() else 0.0
+
+
+def part_distance(reps: int = 3) -> dict[str, Any]:
+    rec: dict[str, Any] = {"ssu": subprocess.run(["dpkg-query", "-W", "unifrac-tools"], capture_output=True,
+                                                  text=True).stdout.strip()}
+    for name, (_, vs_ssu) in WORKLOADS.items():
+        if not vs_ssu:
+            continue
+        tree, biomf = WD / f"{name}.nwk", WD / f"{name}.biom"
+        tools = {
+            "hdtwd": HDTWD + ["distance", str(data_path(name)), "--tree", str(tree), "-o", str(WD / "D_hdtwd.npy"), "-q"],
+            "ssu_fp64": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp64", "-o",
+                         str(WD / "D_ssu64.h5"), "--format", "hdf5_fp64", "--pcoa", "0"],
+            "ssu_fp32": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp32", "-o",
+                         str(WD / "D_ssu32.h5"), "--format", "hdf5_fp32", "--pcoa", "0"],
+        }
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in tools}
+        for rep in range(reps):
+            for tool, cmd in tools.items():  # in turns: a slow spell hits every tool
+                runs[tool].append(_run(cmd, WD / f"{name}_{tool}_{rep}.log"))
+        D = np.load(WD / "D_hdtwd.npy")
+        agree = {"ssu_fp64": _agreement(D, _ssu_matrix(WD / "D_ssu64.h5")),
+                 "ssu_fp32": _agreement(D, _ssu_matrix(WD / "D_ssu32.h5"))}
+        out = {}
+        for tool, rs in runs.items():
+            out[tool] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
+                         "max_rss_MB": max(r["max_rss_MB"] for r in rs),
+                         "cpu_s": statistics.median(r["user_s"] + r["sys_s"] for r in rs),
+                         "background_cores": max(r["background_cores"] for r in rs),
+                         "max_rel_diff_vs_hdtwd": agree.get(tool)}
+        rec[name] = out
+        print(name, {t: round(v["median_s"], 2) for t, v in out.items()}, agree, file=sys.stderr, flush=True)
+    return rec
+
+
+def part_e2e(reps: int = 3) -> dict[str, Any]:
+    rec: dict[str, Any] = {}
+    for name in WORKLOADS:
+        n_runs = 1 if name in CORPORA else reps
+        rs = [_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / "D_e2e.npy"), "-q"],
+                   WD / f"{name}_e2e_{i}.log") for i in range(n_runs)]
+        same = bool(np.array_equal(np.load(WD / "D_e2e.npy"), np.load(WD / f"{name}_D_default.npy")))
+        rec[name] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
+                     "max_rss_MB": max(r["max_rss_MB"] for r in rs),
+                     "background_cores": max(r["background_cores"] for r in rs), "same_as_prepare": same}
+        print(name, rec[name], file=sys.stderr, flush=True)
+    return rec
+
+
+def part_stages() -> dict[str, Any]:
+    rec: dict[str, Any] = {}
+    for name in WORKLOADS:
+        out = WD / "D_stages.npy"
+        cmd = [sys.executable, str(HERE / "bench_end_to_end.py"), "--stages-only", str(data_path(name)),
+               "--stages-out", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=harness.REPO)
+        if proc.returncode:
+            raise RuntimeError(proc.stderr[-3000:])
+        line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
+        rec[name] = json.loads(line[len("STAGES_JSON "):])
+        print(name, f"{rec[name]['total_s']:.1f} s", file=sys.stderr, flush=True)
+    return rec
+
+
+def part_startup(reps: int = 5) -> dict[str, Any]:
+    sample = harness.REPO / "sample_data" / "produce.csv"
+    out = {}
+    for key, cmd in (("version", ["hdtwd", "--version"]),
+                     ("produce", ["hdtwd", "distance", str(sample), "-o", str(WD / "D_produce.npy"), "-q"])):
+        exe = shutil.which("hdtwd") or str(Path(sys.executable).parent / "hdtwd")
+        rs = [_run([exe] + cmd[1:], WD / f"startup_{key}_{i}.log") for i in range(reps)]
+        out[key] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
+                    "max_rss_MB": statistics.median(r["max_rss_MB"] for r in rs)}
+    print(out, file=sys.stderr)
+    return out
+
+
+def part_roofline(reps: int = 3) -> dict[str, Any]:
+    """Executed terms of the pruned kernel per second on the 5,000 x 24,000 corpus vs its micro-kernel's ceiling."""
+    import numba
+    from numba import njit, prange
+
+    import hdtwd_cli as hd
+    from hdtwd_cli._kernels import _rows4
+    from hdtwd_cli._pruned import l1_distances_pruned
+    from hdtwd_cli.distance import _panels, pruned_share
+    from hdtwd_cli.io import read_tree_file
+
+    X = sp.load_npz(data_path("corpus24k")).tocsr()
+    dv = hd.distance_vectors(X, tree=read_tree_file(str(WD / "corpus24k.nwk")))
+    tv = dv.base
+    t = time.perf_counter()
+    P = _panels(tv, tv.x)
+    t_panels = time.perf_counter() - t
+    l1_distances_pruned(_panels(tv, tv.x[:64]))  # compiled / loaded before the clock
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        l1_distances_pruned(P)
+        times.append(time.perf_counter() - t)
+    # terms executed: per pair of blocks (J >= I) rows x rows x |union| (diagonal pairs: about half)
+    nb = P.sizes.size
+    supp = [P.supp[P.supp_ptr[b]:P.supp_ptr[b + 1]] for b in range(nb)]
+    rows = np.minimum(P.R, P.n - np.arange(nb) * P.R)
+    terms = 0.0
+    for i in range(nb):
+        for j in range(i, nb):
+            u = np.union1d(supp[i], supp[j]).size
+            terms += rows[i] * rows[j] * u * (0.5 if i == j else 1.0)
+
+    @njit(parallel=True)
+    def micro(As, Bps, accs, reps_, nk, nj):  # pragma: no cover - compiled
+        for t_ in prange(As.shape[0]):
+            for _ in range(reps_):
+                _rows4(As[t_], 0, 0, nk, Bps[t_], 0, accs[t_], 0, 0, nj)
+        return accs[:, 0, 0].sum()
+
+    nt = numba.get_num_threads()
+    rng = np.random.default_rng(0)
+    nk, nj = 32, P.R  # the pruned kernel's tile: 4 rows x 32 columns per call, R columns of B
+    As, Bps, accs = rng.random((nt, 4, nk)), rng.random((nt, nk, nj)), np.zeros((nt, 4, nj))
+    micro(As, Bps, accs, 2, nk, nj)
+    r = max(1, int(4e9 / (nt * 4 * nk * nj)))
+    mt = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        micro(As, Bps, accs, r, nk, nj)
+        mt.append(time.perf_counter() - t)
+    ceiling = nt * 4 * nk * nj * r / statistics.median(mt)
+    med = statistics.median(times)
+    dense_terms = tv.n * (tv.n - 1) / 2 * tv.dim
+    return {"n": tv.n, "dim": tv.dim, "threads": nt, "share": pruned_share(tv), "panels_s": t_panels,
+            "panels_MB": P.nbytes / 1e6, "kernel_s": times, "kernel_median_s": med, "terms": terms,
+            "dense_terms": dense_terms, "G_terms_per_s": terms / med / 1e9, "ceiling_G_per_s": ceiling / 1e9,
+            "fraction_of_ceiling": terms / med / ceiling, "dense_equivalent_G_per_s": dense_terms / med / 1e9}
+
+
+PARTS = {"prepare": part_prepare, "distance": part_distance, "e2e": part_e2e, "stages": part_stages,
+         "startup": part_startup, "roofline": part_roofline}
+
+
+def markdown() -> str:
+    return render(_load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"),
+                  _load("roofline"))
+
+
+def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: dict) -> str:
+    o = [HEADING, "", harness.machine_line(), ""]
+    if dist:
+        o += [f"### Distance step on a given tree, whole process vs whole process ({dist.get('ssu', 'ssu')})", "",
+              "Medians of 3 runs in turns under `/usr/bin/time -v`; both tools use both cores; each reads its "
+              "own format (hdtwd: `.npy` / `.npz`, ssu: BIOM) and writes the full float64 (fp32: float32) "
+              "matrix. Ratio = ssu time / hdtwd time.", "",
+              "| workload | hdtwd | ssu fp64 | ratio | ssu fp32 | ratio | peak RSS hdtwd / ssu fp64 | "
+              "max rel. diff vs hdtwd (fp64 / fp32) |", "|---|---|---|---|---|---|---|---|"]
+        for name, (label, _) in WORKLOADS.items():
+            r = dist.get(name)
+            if not r:
+                continue
+            h, s64, s32 = r["hdtwd"], r["ssu_fp64"], r["ssu_fp32"]
+            o.append(f"| {label} | {h['median_s']:.2f} s | {s64['median_s']:.2f} s | {s64['median_s'] / h['median_s']:.1f}x "
+                     f"| {s32['median_s']:.2f} s | {s32['median_s'] / h['median_s']:.1f}x | "
+                     f"{h['max_rss_MB']:.0f} / {s64['max_rss_MB']:.0f} MB | "
+                     f"{s64['max_rel_diff_vs_hdtwd']:.1e} / {s32['max_rel_diff_vs_hdtwd']:.1e} |")
+        o.append("")
+    if e2e:
+        o += ["### End to end with the defaults (`hdtwd distance DATA -o D.npy -q`, the tree learned too)", "",
+              "| workload | wall (runs) | peak RSS | ssu fp64 distance step alone |", "|---|---|---|---|"]
+        for name, (label, _) in WORKLOADS.items():
+            r = e2e.get(name)
+            if not r:
+                continue
+            s = dist.get(name, {}).get("ssu_fp64", {}).get("median_s")
+            o.append(f"| {label} | {r['median_s']:.1f} s ({', '.join(f'{w:.1f}' for w in r['wall_s'])}) | "
+                     f"{r['max_rss_MB'] / 1000:.2f} GB | {f'{s:.1f} s' if s else '-'} |")
+        o.append("")
+    if start:
+        o += [f"Start-up: `hdtwd --version` {start['version']['median_s']:.2f} s "
+              f"({start['version']['max_rss_MB']:.0f} MB); `hdtwd distance sample_data/produce.csv -o D.npy` "
+              f"{start['produce']['median_s']:.2f} s (medians of 5).", ""]
+    if stages:
+        o += ["### Where the time goes (one process, stages timed; nested calls indented)", ""]
+        for name, (label, _) in WORKLOADS.items():
+            r = stages.get(name)
+            if not r:
+                continue
+            o += [f"**{label}**: {r['total_s']:.1f} s in all", "", "| stage | s | peak MB |", "|---|---:|---:|"]
+            for row in r["rows"]:
+                if row["s"] < 0.005 and row["depth"] > 0:
+                    continue
+                pk = row.get("peak_MB")
+                o.append(f"| {'· ' * row['depth']}{row['stage']} | {row['s']:.2f} | "
+                         f"{'' if pk is None or pk != pk else f'{pk:.0f}'} |")
+            o.append("")
+    if roof:
+        o += ["### The kernel on the sparse corpus", "",
+              f"{roof['n']:,} documents, {roof['dim']:,} tree nodes, {roof['threads']} threads: the block-pair "
+              f"pruned kernel visits {roof['share']:.1%} of the nodes per pair of 32-row blocks (sampled). "
+              f"Kernel {roof['kernel_median_s']:.2f} s (median of 3; panels {roof['panels_s']:.2f} s, "
+              f"{roof['panels_MB']:.0f} MB), {roof['terms'] / 1e9:.1f} G executed abs-diff-adds: "
+              f"{roof['G_terms_per_s']:.1f} G/s = {roof['fraction_of_ceiling']:.0%} of its micro-kernel's in-cache "
+              f"ceiling ({roof['ceiling_G_per_s']:.1f} G/s, 4 rows x 32 nodes x 32 rows in L1). "
+              f"Dense-equivalent rate (n(n-1)/2 x d terms / time): {roof['dense_equivalent_G_per_s']:.1f} G/s.", ""]
+    return "\n".join(o)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("parts", nargs="*", help=", ".join(PARTS))
+    ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
+    args = ap.parse_args()
+    for part in args.parts:
+        _save(part, PARTS[part]())
+    if args.markdown:
+        text = markdown()
+        print(text)
+        if args.write:
+            harness.write_section(HERE / "RESULTS.md", text, HEADING)
+
+
+if __name__ == "__main__":
+    main()
