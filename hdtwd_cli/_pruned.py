@@ -6,23 +6,24 @@ spends its time on columns that are zero in both rows. Row-wise sparse kernels l
 gather per pair); this one keeps the dense micro-kernel and prunes per PAIR OF ROW BLOCKS:
 
 1. the rows are cut into blocks of ``R`` rows; each block keeps a *panel*: its support (the kept
-   columns with a non-zero value in some row of the block, increasing) and the values of its
-   rows on that support, computed by the same additions as :func:`_kernels.tree_vectors_csr`;
-2. for a pair of blocks ``(I, J)`` the two supports are merged (their union, increasing), both
-   panels are packed onto the union (zeros where a block has no value) and the dense
-   micro-kernel (:func:`_kernels._rows4`) runs over the union only.
+   columns with a non-zero value in some row of the block, increasing), the values of its rows
+   on that support (the same additions as :func:`_kernels.tree_vectors_csr`) and each row's sum
+   in the kernel's order;
+2. for a pair of blocks ``(I, J)`` the two supports are intersected, both panels are packed onto
+   the intersection and the dense micro-kernel (:func:`_kernels._rows4`) sums
+   :math:`\sum_k \min(a_k, b_k)` over it only; :math:`D = S_a + S_b - 2 \sum_k \min(a_k, b_k)`.
 
 Bit-identical to :func:`_kernels.l1_distances` on the dense vectors
-    The dense kernel sums a pair as :math:`D = ((0 + s_0) + s_1) + \dots` with
-    :math:`s_c = (0 + |a_k - b_k|) + \dots` over the columns ``k`` of pass ``c`` (``_TK`` columns,
-    increasing). A column outside the union is zero in both rows, so its term is
-    :math:`|0 - 0| = +0`, and adding ``+0`` to a non-negative sum is exact; here the union's
-    columns are grouped by the same passes and summed in the same order, the empty passes add
-    ``+0`` too. Every value is therefore the same float64, whatever the blocks, threads or
-    vector width (tested against the dense kernel).
+    The dense kernel sums the overlap of a pair as :math:`M = ((0 + m_0) + m_1) + \dots` with
+    :math:`m_c = (0 + \min(a_k, b_k)) + \dots` over the columns ``k`` of pass ``c`` (``_TK``
+    columns, increasing). A column outside the intersection is zero in one of the two rows, so
+    its term is :math:`\min(a, 0) = +0`, and adding ``+0`` to a non-negative sum is exact; here
+    the shared columns are grouped by the same passes and summed in the same order, the empty
+    passes add ``+0`` too, and the row sums skip only zeros. Every value is therefore the same
+    float64, whatever the blocks, threads or vector width (tested against the dense kernel).
 
-Cost: per pair of blocks ``R^2 |I u J|`` terms plus packing ``2 R |I u J|``; worth it when the
-union is well below the dense width (:func:`pruned_fraction`).
+Cost: per pair of blocks ``R^2 |I n J|`` terms plus packing ``2 R |I n J|`` and the merge of the
+two supports; worth it when the intersection is well below the dense width (:func:`pruned_fraction`).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._kernels import _TK, _rows1, _rows4
+from ._kernels import _TK, _rows1, _rows4, from_overlap
 
 __all__ = ["Panels", "row_panels", "pruned_fraction", "l1_distances_pruned", "BLOCK_ROWS"]
 
@@ -53,7 +54,7 @@ def _block_values(indptr, indices, data, parent, r0, r1, Yb):  # pragma: no cove
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr, supp, pan_ptr, pan):
+def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr, supp, pan_ptr, pan, norms):
     """``fill = False``: ``sizes[b]`` = support size of block ``b``; ``fill = True``: write supports and panels.
 
     A kept column is in the support when its value ``y[v] * scale[v]`` is non-zero in some row;
@@ -87,15 +88,31 @@ def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr
             t += 1
         if not fill:
             sizes[b] = t
+            continue
+        nr = r1 - r0
+        base = pan_ptr[b]
+        for r in range(nr):  # the kernel's two-level order over the row's columns (zeros add +0)
+            tot = 0.0
+            acc = 0.0
+            cur = -1
+            for u in range(t):
+                c = supp[supp_ptr[b] + u] // _TK
+                if c != cur:
+                    tot += acc
+                    acc = 0.0
+                    cur = c
+                acc += np.float64(pan[base + u * nr + r])
+            norms[r0 + r] = tot + acc
 
 
 class Panels:
     """Row blocks of sparse tree vectors: per block its support and its values on it (see module doc)."""
 
     def __init__(self, n: int, dim: int, R: int, sizes: np.ndarray, supp_ptr: np.ndarray, supp: np.ndarray,
-                 pan_ptr: np.ndarray, pan: np.ndarray) -> None:
+                 pan_ptr: np.ndarray, pan: np.ndarray, norms: np.ndarray) -> None:
         self.n, self.dim, self.R = n, dim, R
         self.sizes, self.supp_ptr, self.supp, self.pan_ptr, self.pan = sizes, supp_ptr, supp, pan_ptr, pan
+        self.norms = norms  # row sums in the kernel's order (:func:`_kernels.row_norms`)
 
     @property
     def nbytes(self) -> int:
@@ -116,7 +133,8 @@ def row_panels(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: 
     scale = np.ascontiguousarray(scale, dtype=np.float64)
     sizes = np.zeros(nb, dtype=np.int64)
     e_i, e_p = np.empty(0, dtype=np.int64), np.empty(0, dtype=dtype)
-    _panels(ip, ix, x.data, parent, cols, scale, R, False, sizes, e_i, e_i, e_i, e_p)
+    e_n = np.empty(0)
+    _panels(ip, ix, x.data, parent, cols, scale, R, False, sizes, e_i, e_i, e_i, e_p, e_n)
     rows = np.minimum(R, n - np.arange(nb) * R)
     supp_ptr = np.zeros(nb + 1, dtype=np.int64)
     np.cumsum(sizes, out=supp_ptr[1:])
@@ -124,28 +142,28 @@ def row_panels(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: 
     np.cumsum(sizes * rows, out=pan_ptr[1:])
     supp = np.empty(int(supp_ptr[-1]), dtype=np.int64)
     pan = np.empty(int(pan_ptr[-1]), dtype=dtype)
-    _panels(ip, ix, x.data, parent, cols, scale, R, True, sizes, supp_ptr, supp, pan_ptr, pan)
-    return Panels(n, dim, R, sizes, supp_ptr, supp, pan_ptr, pan)
+    norms = np.zeros(n)
+    _panels(ip, ix, x.data, parent, cols, scale, R, True, sizes, supp_ptr, supp, pan_ptr, pan, norms)
+    return Panels(n, dim, R, sizes, supp_ptr, supp, pan_ptr, pan, norms)
 
 
 def pruned_fraction(a: Panels, b: Panels | None = None, samples: int = 256, seed: int = 0) -> float:
-    """Mean ``|I u J| / dim`` over (up to ``samples``) random pairs of blocks: the pruned kernel's share of the work."""
+    """Mean ``|I n J| / dim`` over (up to ``samples``) random pairs of blocks: the pruned kernel's share of the work."""
     b = a if b is None else b
     if a.dim == 0 or not a.sizes.size or not b.sizes.size:
         return 0.0
     rng = np.random.default_rng(seed)
     ii = rng.integers(0, a.sizes.size, samples)
     jj = rng.integers(0, b.sizes.size, samples)
-    u = [np.union1d(a.supp[a.supp_ptr[i]:a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j]:b.supp_ptr[j + 1]]).size
+    u = [np.intersect1d(a.supp[a.supp_ptr[i]:a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j]:b.supp_ptr[j + 1]]).size
          for i, j in zip(ii, jj)]
     return float(np.mean(u)) / a.dim
 
 
 @njit(cache=True, nogil=True)
-def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, nb, b_sptr, b_supp, b_pptr, b_pan, symmetric, kept, Apw,
-          Bpw, tot, acc, out):  # pragma: no cover - compiled
-    """One pair of blocks: merge the supports, pack both panels onto the union, run the micro-kernel."""
-    big = np.iinfo(np.int64).max
+def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr, b_pan, b_norm, symmetric,
+          kept, Apw, Bpw, tot, acc, out):  # pragma: no cover - compiled
+    """One pair of blocks: intersect the supports, pack both panels onto it, run the micro-kernel."""
     i0 = bi * R
     j0 = bj * R
     ni = min(i0 + R, na) - i0
@@ -156,37 +174,33 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, nb, b_sptr, b_supp, b_pp
     sb = b_sptr[bj + 1] - sb0
     pa = a_pptr[bi]
     pb = b_pptr[bj]
-    w = sa + sb
+    w = min(sa, sb)
     ApT = Apw[:w * ni].reshape((w, ni))  # k-major: the micro-kernel reads A[i..i+3, k] side by side
     Bp = Bpw[:w * nj].reshape((w, nj))
     p = 0
     q = 0
     nk = 0
-    while p < sa or q < sb:
-        ca = a_supp[sa0 + p] if p < sa else big
-        cb = b_supp[sb0 + q] if q < sb else big
-        if ca <= cb:
+    while p < sa and q < sb:
+        ca = a_supp[sa0 + p]
+        cb = b_supp[sb0 + q]
+        if ca < cb:
+            p += 1
+        elif cb < ca:
+            q += 1
+        else:
             kept[nk] = ca
             for r in range(ni):
                 ApT[nk, r] = a_pan[pa + p * ni + r]
-            p += 1
-        else:
-            kept[nk] = cb
-            for r in range(ni):
-                ApT[nk, r] = 0.0
-        if cb <= ca:
             for c in range(nj):
                 Bp[nk, c] = b_pan[pb + q * nj + c]
+            nk += 1
+            p += 1
             q += 1
-        else:
-            for c in range(nj):
-                Bp[nk, c] = 0.0
-        nk += 1
-    joff = 1 - j0 if symmetric else -(na + nb + 1)
     Ap = ApT.T
+    joff = 1 - j0 if symmetric else -(na + nb + 1)
     tot[:, :] = 0.0
     q0 = 0
-    while q0 < nk:  # the union's columns, grouped by the dense kernel's passes of _TK columns
+    while q0 < nk:  # the shared columns, grouped by the dense kernel's passes of _TK columns
         pss = kept[q0] // _TK
         q1 = q0 + 1
         while q1 < nk and kept[q1] // _TK == pss:
@@ -208,20 +222,21 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, nb, b_sptr, b_supp, b_pp
     if symmetric:
         for r in range(ni):
             for c in range(min(max(i0 + r + 1 - j0, 0), nj), nj):
-                out[i0 + r, j0 + c] = tot[r, c]
-                out[j0 + c, i0 + r] = tot[r, c]
+                v = from_overlap(a_norm[i0 + r], b_norm[j0 + c], tot[r, c])
+                out[i0 + r, j0 + c] = v
+                out[j0 + c, i0 + r] = v
     else:
         for r in range(ni):
             for c in range(nj):
-                out[i0 + r, j0 + c] = tot[r, c]
+                out[i0 + r, j0 + c] = from_overlap(a_norm[i0 + r], b_norm[j0 + c], tot[r, c])
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _pruned_pairs(chunks, pairs, width, R, na, a_sptr, a_supp, a_pptr, a_pan, nb, b_sptr, b_supp, b_pptr, b_pan,
-                  symmetric, out):  # pragma: no cover - compiled
+def _pruned_pairs(chunks, pairs, width, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr,
+                  b_pan, b_norm, symmetric, out):  # pragma: no cover - compiled
     """The pairs of blocks ``pairs[chunks[c]:chunks[c + 1]]`` of each chunk ``c``, one task per chunk.
 
-    Scratch is allocated once per chunk (``width``: the largest union of two supports); a fresh
+    Scratch is allocated once per chunk (``width``: the largest support); a fresh
     allocation per pair of blocks would be megabytes of new pages each time.
     """
     for ch in prange(chunks.shape[0] - 1):
@@ -231,8 +246,8 @@ def _pruned_pairs(chunks, pairs, width, R, na, a_sptr, a_supp, a_pptr, a_pan, nb
         tot = np.empty((R, R))
         acc = np.empty((R, R))
         for t in range(chunks[ch], chunks[ch + 1]):
-            _pair(pairs[t, 0], pairs[t, 1], R, na, a_sptr, a_supp, a_pptr, a_pan, nb, b_sptr, b_supp, b_pptr, b_pan,
-                  symmetric, kept, Apw, Bpw, tot, acc, out)
+            _pair(pairs[t, 0], pairs[t, 1], R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr,
+                  b_pan, b_norm, symmetric, kept, Apw, Bpw, tot, acc, out)
     if symmetric:
         for i in range(na):
             out[i, i] = 0.0
@@ -263,10 +278,10 @@ def l1_distances_pruned(A: Panels, B: Panels | None = None, dtype=np.float64, ou
     if pairs.shape[0]:
         n_chunks = min(pairs.shape[0], 16 * numba.get_num_threads())
         chunks = np.linspace(0, pairs.shape[0], n_chunks + 1).astype(np.int64)
-        width = int(A.sizes.max(initial=0) + Bm.sizes.max(initial=0))
+        width = int(min(A.sizes.max(initial=0), Bm.sizes.max(initial=0)))
         with numba.parallel_chunksize(1):  # dynamic schedule: chunks differ in cost
-            _pruned_pairs(chunks, pairs, width, A.R, A.n, A.supp_ptr, A.supp, A.pan_ptr, A.pan, Bm.n, Bm.supp_ptr,
-                          Bm.supp, Bm.pan_ptr, Bm.pan, sym, out)
+            _pruned_pairs(chunks, pairs, width, A.R, A.n, A.supp_ptr, A.supp, A.pan_ptr, A.pan, A.norms, Bm.n,
+                          Bm.supp_ptr, Bm.supp, Bm.pan_ptr, Bm.pan, Bm.norms, sym, out)
     elif sym:
         out[np.arange(A.n), np.arange(A.n)] = 0.0
     return out

@@ -58,10 +58,11 @@ SPARSE_KERNEL_DENSITY = 0.1
 
 DType = Literal["float32", "float64"]
 
-#: :func:`tree_distances` prunes per pair of row blocks when the union of two blocks' supports is,
-#: on average, below this fraction of the nodes. Measured on a 24,000-word synthetic corpus (1,500
-#: documents, one thread): the pruned kernel costs about 1.5 x (union fraction) of the dense one
-#: (0.47 at a fraction of 0.32), so it wins up to about 0.65; 0.5 keeps a margin.
+#: :func:`tree_distances` prunes per pair of row blocks when the nodes with mass in BOTH blocks of a
+#: pair are, on average, below this fraction of the nodes. Measured on a 24,000-word synthetic corpus
+#: (2,000 documents, one thread): a shared fraction of 0.125 made the pruned kernel 2.9x faster than
+#: the dense one (2.52 s vs 7.40 s); the merge of two supports and the packing grow with the
+#: supports, so the threshold keeps a margin.
 PRUNE_BELOW = 0.5
 
 

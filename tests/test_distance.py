@@ -291,3 +291,22 @@ def test_pruned_kernel_is_chosen_for_documents_only():
     dense_counts = np.random.default_rng(0).poisson(1.0, size=(256, m)) + 0.0
     assert pruned_share(TreeVectors(tree, dense_counts)) == 1.0  # dense input: the dense kernel
     assert pruned_share(TreeVectors(tree, sp.csr_matrix(dense_counts))) > 0.9
+
+
+def test_overlap_form_is_exact_for_identical_rows_and_refuses_negative_input():
+    """D = S_a + S_b - 2 sum min(a, b): identical rows give an exact 0, every value is >= 0 (the three
+    sums share their order), near-duplicates keep a small absolute error; negative rows are refused."""
+    from hdtwd_cli._kernels import l1_distances
+
+    rng = np.random.default_rng(7)
+    A = rng.random((40, 700)) * (rng.random((40, 700)) < 0.5)
+    A[1] = A[0]
+    A[2] = A[0] * (1 + 1e-12)  # a near-duplicate
+    D = l1_distances(A)
+    C = l1_distances(A[:5], A)
+    assert D[0, 1] == 0.0 and C[0, 1] == 0.0 and C[1, 0] == 0.0
+    assert np.all(D >= 0) and np.all(C >= 0)
+    exact = np.abs(A[0] - A[2]).sum()
+    assert abs(D[0, 2] - exact) <= 1e-15 * 4 * A[0].sum()
+    with pytest.raises(ValueError, match="non-negative"):
+        l1_distances(A - 0.5)
