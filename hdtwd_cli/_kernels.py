@@ -50,6 +50,8 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from . import _small
+
 __all__ = ["l1_distances", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
@@ -247,6 +249,8 @@ def _tile_origins(na: int, nb: int, symmetric: bool) -> np.ndarray:
 
 def norms(A: np.ndarray) -> np.ndarray:
     """Row sums of a non-negative ``A`` in the kernel's order (:func:`row_norms`)."""
+    if A.size <= _small.SMALL_WORK:
+        return _small.norms(A, _TK)
     out = np.empty(A.shape[0])
     if A.shape[0]:
         row_norms(np.ascontiguousarray(A), out)
@@ -280,6 +284,8 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
     check_non_negative(A)
     if not sym:
         check_non_negative(Bm)
+    if A.shape[0] * Bm.shape[0] * A.shape[1] <= _small.SMALL_WORK:  # same bits, no numba start-up
+        return _small.l1_distances(A, None if sym else Bm, np.dtype(dtype), _TK)
     out = np.empty((A.shape[0], Bm.shape[0]), dtype=np.dtype(dtype))
     if A.shape[0] and Bm.shape[0]:
         sa = norms(A)
@@ -523,6 +529,8 @@ def row_sums(X) -> np.ndarray:
             X = X.copy()
             X.sum_duplicates()
         _row_sums_csr(X.indptr.astype(np.int64), X.data, out)
+    elif X.size <= _small.SMALL_WORK:
+        return _small.row_sums_dense(X)
     else:
         _row_sums_dense(np.ascontiguousarray(X, dtype=np.float64), out)
     return out

@@ -30,6 +30,7 @@ from ._kernels import (
     tree_vectors_dense,
     tree_vectors_sparse,
 )
+from . import _small
 from ._pruned import BLOCK_ROWS, Panels, l1_distances_pruned, pruned_fraction, row_panels
 from .tree import Tree
 
@@ -259,7 +260,9 @@ def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d
     out = np.empty((x.shape[0], d), dtype=np.dtype(dtype))
     if x.shape[1] != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
-    if sp.issparse(x):
+    if x.shape[0] * tree.n_nodes <= _small.SMALL_WORK and tree.n_nodes <= _small.SMALL_NODES:
+        _small.tree_vectors(x.toarray() if sp.issparse(x) else np.asarray(x), tree.parent, cols, tree.length, out)
+    elif sp.issparse(x):
         tree_vectors_csr(x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data, tree.parent, cols,
                          tree.length, out)
     else:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .defaults import EDGE_WEIGHTS, LINKAGES
+from . import _small
 from ._kernels import lca_factor_block, scatter_condensed
 from .hyperbolic import HyperbolicEmbedding
 
@@ -297,6 +298,9 @@ def hd_lca_product(
     m = emb.n_features
     block = lca_block_rows(m) if block is None else max(1, int(block))
     out = np.empty(m * (m - 1) // 2, dtype=np.float64)
+    small = m * m <= _small.SMALL_WORK  # the NumPy twins: same bits, no numba start-up
+    factor = _small.lca_factor_block if small else lca_factor_block
+    scatter = _small.scatter_condensed if small else scatter_condensed
     sq = [np.einsum("ij,ij->i", emb.psi[k], emb.psi[k]) for k in range(emb.n_scales)]
     for i0 in range(0, m - 1, block):
         i1 = min(i0 + block, m - 1)
@@ -304,9 +308,9 @@ def hd_lca_product(
         for k in range(emb.n_scales):
             Psi = emb.psi[k]
             G = Psi[i0:i1] @ Psi[i0 + 1:].T
-            lca_factor_block(acc, G, sq[k][i0:i1], sq[k][i0 + 1:], float(emb.heights[k]) ** 2)
+            factor(acc, G, sq[k][i0:i1], sq[k][i0 + 1:], float(emb.heights[k]) ** 2)
             del G
-        scatter_condensed(acc, out, i0, m)
+        scatter(acc, out, i0, m)
         del acc
         if progress is not None:
             progress(i1 - i0)

@@ -310,3 +310,33 @@ def test_overlap_form_is_exact_for_identical_rows_and_refuses_negative_input():
     assert abs(D[0, 2] - exact) <= 1e-15 * 4 * A[0].sum()
     with pytest.raises(ValueError, match="non-negative"):
         l1_distances(A - 0.5)
+
+
+def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
+    """Small problems skip numba (its first call costs ~0.5 s): the NumPy twins in _small must give
+    exactly the compiled kernels' values - row sums, tree vectors, the L1 kernel, the HD-LCA product,
+    and so the learned tree and the distances of the whole pipeline."""
+    from hdtwd_cli import _small
+    from hdtwd_cli._kernels import l1_distances, norms, row_sums
+    from hdtwd_cli.distance import TreeVectors
+
+    rng = np.random.default_rng(5)
+    X = rng.poisson(1.5, size=(60, 40)).astype(float) * (rng.random((60, 40)) < 0.6)
+    X[X.sum(axis=1) == 0, 0] = 1.0
+    X[:, X.sum(axis=0) == 0] = 1.0
+    A = rng.random((23, 600)) * (rng.random((23, 600)) < 0.4)
+    B = rng.random((17, 600))
+
+    def run():
+        tree = learn_tree(X, [f"g{j}" for j in range(40)], TreeParams.from_preset("default"))
+        tv = TreeVectors(tree, X)
+        tvs = TreeVectors(tree, sp.csr_matrix(X), "float32")
+        return [row_sums(X), row_sums(np.asfortranarray(X)), norms(A), l1_distances(A), l1_distances(A, B),
+                l1_distances(A.astype(np.float32), B.astype(np.float32), np.float32), tree.parent, tree.length,
+                tv.rows(), tvs.rows(), tree_wasserstein(tree, X)]
+
+    small = run()
+    monkeypatch.setattr(_small, "SMALL_WORK", 0)
+    compiled = run()
+    for a, b in zip(small, compiled):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
