@@ -329,6 +329,24 @@ NOTES = """### Reading these figures, and what is not met
 """
 
 
+def _dask_table(dk: dict[str, Any]) -> list[str]:
+    o = [f"### Dask: exact `--knn 16` on {dk['n']:,} x {dk['m']:,} ({dk['dim']} tree nodes)", ""]
+    if "single_process_s" in dk:
+        o += [f"Single process (numba, {dk['single_process_threads']} threads): {dk['single_process_s']:.1f} s.", ""]
+    o += ["| LocalCluster | wall | ratio to 1 worker | per-worker peak RSS | tasks | compute (sum) | overhead / task "
+          "| bytes moved | same bits |", "|---|---|---|---|---|---|---|---|---|"]
+    w1 = dk["workers1"]["wall_s"]
+    for key in ("workers1", "workers2"):
+        r = dk.get(key)
+        if not r:
+            continue
+        same = r["same_bits"] if "compared_with" not in r else f"{r['same_bits']} (vs {r['compared_with']})"
+        o.append(f"| {r['workers']} worker(s) x 1 thread | {r['wall_s']:.1f} s | {w1 / r['wall_s']:.2f}x | "
+                 f"{', '.join(f'{v:.0f}' for v in r['worker_peak_MB'])} MB | {r['tasks']} | {r['compute_s']:.1f} s | "
+                 f"{r['overhead_per_task_s'] * 1e3:.0f} ms | {r['bytes_moved'] / 1e6:.1f} MB | {same} |")
+    return o + [""]
+
+
 def markdown() -> str:
     o = [HEADING, "", harness.machine_line(), ""]
     rec = _load("recall")
@@ -361,19 +379,14 @@ def markdown() -> str:
         o += [f"| {k} | {v:.1f} |" for k, v in st.items() if k not in ("n", "dim")]
         o.append(f"| total | {sum(v for k, v in st.items() if k not in ('n', 'dim')):.1f} |")
         o.append("")
-    dk = _load("dask")
+    for name in ("dask", "dask100000"):
+        dk = _load(name)
+        if dk and "workers1" in dk:
+            o += _dask_table(dk)
+    dk = _load("dask100000")
+    dk = dk if dk and "workers1" in dk else _load("dask")
     if dk:
-        o += [f"### Dask: exact `--knn 16` on {dk['n']:,} x {dk['m']:,} ({dk['dim']} tree nodes)", "",
-              f"Single process (numba, {dk['single_process_threads']} threads): {dk['single_process_s']:.1f} s.", "",
-              "| LocalCluster | wall | ratio to 1 worker | per-worker peak RSS | tasks | compute (sum) | overhead / task "
-              "| bytes moved | same bits |", "|---|---|---|---|---|---|---|---|---|"]
-        w1 = dk["workers1"]["wall_s"]
-        for key in ("workers1", "workers2"):
-            r = dk[key]
-            o.append(f"| {r['workers']} worker(s) x 1 thread | {r['wall_s']:.1f} s | {w1 / r['wall_s']:.2f}x | "
-                     f"{', '.join(f'{v:.0f}' for v in r['worker_peak_MB'])} MB | {r['tasks']} | {r['compute_s']:.1f} s | "
-                     f"{r['overhead_per_task_s'] * 1e3:.0f} ms | {r['bytes_moved'] / 1e6:.1f} MB | {r['same_bits']} |")
-        o += ["", "Projected exact search (from the figures above):", ""] + projection(dk)
+        o += ["", f"Projected exact search (from the {dk['n']:,}-sample figures above):", ""] + projection(dk)
     o += ["", NOTES]
     return "\n".join(o)
 
