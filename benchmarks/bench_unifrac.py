@@ -270,6 +270,28 @@ PARTS = {"prepare": part_prepare, "distance": part_distance, "e2e": part_e2e, "s
          "startup": part_startup, "roofline": part_roofline}
 
 
+def landmark_switch() -> list[str]:
+    """The exact/landmark switch: kNN accuracy of the landmark configurations on Zeisel (bench_classify.py)."""
+    wd = harness.work_dir("classify-issue11")
+    rows = []
+    for name in ("zeisel7", "zeisel48"):
+        p = wd / f"{name}.json"
+        if not p.exists():
+            continue
+        cfg = json.loads(p.read_text())["configs"]
+        ex = cfg.get("defaults")
+        for key, label in (("defaults", "exact operator (today's default at 4,000 genes)"),
+                           ("landmarks500", "500 random landmarks"), ("landmarks1000", "1,000 random landmarks"),
+                           ("kmeans1000", "1,000 k-means landmarks"), ("landmarks2000", "2,000 random landmarks")):
+            c = cfg.get(key)
+            if c and ex:
+                rows.append(f"| {name} | {label} | {c['mean']:.1f} ± {c['std']:.1f} | {c['mean'] - ex['mean']:+.1f} |")
+    if not rows:
+        return []
+    return ["### The exact/landmark switch (kNN accuracy, 5 splits, `bench_classify.py --configs ...`)", "",
+            "| labels | operator | accuracy | vs exact |", "|---|---|---|---|"] + rows + [""]
+
+
 def markdown() -> str:
     return render(_load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"),
                   _load("roofline"))
@@ -305,6 +327,7 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
             o.append(f"| {label} | {r['median_s']:.1f} s ({', '.join(f'{w:.1f}' for w in r['wall_s'])}) | "
                      f"{r['max_rss_MB'] / 1000:.2f} GB | {f'{s:.1f} s' if s else '-'} |")
         o.append("")
+    o += landmark_switch()
     if start:
         o += [f"Start-up: `hdtwd --version` {start['version']['median_s']:.2f} s "
               f"({start['version']['max_rss_MB']:.0f} MB); `hdtwd distance sample_data/produce.csv -o D.npy` "
