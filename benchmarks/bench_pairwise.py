@@ -504,6 +504,30 @@ def run_dataset(name: str, args) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------ roofline
+def micro_kernel(nk: int, nj: int, target: float = 4e9) -> tuple[Callable[[], Any], float]:
+    """The library's own register-blocked micro-kernel (``_kernels._rows4``) on data that stays in L1,
+    one packed ``nk x nj`` block per thread: the compute ceiling of exactly the instruction mix the
+    distance kernel runs. Returns a compiled, warmed-up ``run()`` and the terms one run computes."""
+    import numba
+    from numba import njit, prange
+
+    from hdtwd_cli._kernels import _rows4
+
+    @njit(parallel=True)
+    def micro_in_cache(As, Bps, accs, reps, nk, nj):  # pragma: no cover - compiled
+        for t in prange(As.shape[0]):
+            for _ in range(reps):
+                _rows4(As[t], 0, 0, nk, Bps[t], 0, accs[t], 0, 0, nj)
+        return accs[:, 0, 0].sum()
+
+    nt = numba.get_num_threads()
+    rng = np.random.default_rng(0)
+    As, Bps, accs = rng.random((nt, 4, nk)), rng.random((nt, nk, nj)), np.zeros((nt, 4, nj))
+    micro_in_cache(As, Bps, accs, 2, nk, nj)
+    reps = max(1, int(target / (nt * 4 * nk * nj)))
+    return (lambda: micro_in_cache(As, Bps, accs, reps, nk, nj)), float(nt * 4 * nk * nj * reps)
+
+
 def roofline(args) -> dict[str, Any]:
     import numba
     from numba import njit, prange
@@ -555,24 +579,9 @@ def roofline(args) -> dict[str, Any]:
         log(f"  in-cache ({key}, 2 x {L} float64 per thread): {r['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s")
     # the library's own register-blocked micro-kernel on data that stays in L1: the compute
     # ceiling of exactly the instruction mix the distance kernel runs
-    from hdtwd_cli._kernels import _rows4
-
-    @njit(parallel=True)
-    def micro_in_cache(As, Bps, accs, reps, nk, nj):  # pragma: no cover - compiled
-        for t in prange(As.shape[0]):
-            for _ in range(reps):
-                _rows4(As[t], 0, 0, nk, Bps[t], 0, accs[t], 0, 0, nj)
-        return accs[:, 0, 0].sum()
-
     nk, nj = 32, 64  # packed B block 32 x 64 float64 = 16 KiB per thread
-    As = rng.random((nt, 4, nk))
-    Bps = rng.random((nt, nk, nj))
-    accs = np.zeros((nt, 4, nj))
-    micro_in_cache(As, Bps, accs, 2, nk, nj)
-    reps = max(1, int(4e9 / (nt * 4 * nk * nj)))
-    _, r = repeat(lambda: micro_in_cache(As, Bps, accs, reps, nk, nj), args.reps, args.max_wait,
-                  "in-cache micro-kernel (L1)")
-    ops = nt * 4 * nk * nj * reps
+    run, ops = micro_kernel(nk, nj)
+    _, r = repeat(run, args.reps, args.max_wait, "in-cache micro-kernel (L1)")
     r.update({"ops": ops, "ops_per_s": ops / r["median_s"], "bytes_per_thread": 8 * (4 * nk + nk * nj + 4 * nj)})
     out["microkernel_L1"] = r
     log(f"  in-cache micro-kernel: {r['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s")

@@ -209,10 +209,8 @@ def part_startup(reps: int = 5) -> dict[str, Any]:
 def part_roofline(reps: int = 3) -> dict[str, Any]:
     """Executed terms of the pruned kernel per second on the 5,000 x 24,000 corpus vs its micro-kernel's ceiling."""
     import numba
-    from numba import njit, prange
 
     import hdtwd_cli as hd
-    from hdtwd_cli._kernels import _rows4
     from hdtwd_cli._pruned import l1_distances_pruned
     from hdtwd_cli.distance import _panels, pruned_share
     from hdtwd_cli.io import read_tree_file
@@ -239,28 +237,18 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
             u = np.union1d(supp[i], supp[j]).size
             terms += rows[i] * rows[j] * u * (0.5 if i == j else 1.0)
 
-    @njit(parallel=True)
-    def micro(As, Bps, accs, reps_, nk, nj):  # pragma: no cover - compiled
-        for t_ in prange(As.shape[0]):
-            for _ in range(reps_):
-                _rows4(As[t_], 0, 0, nk, Bps[t_], 0, accs[t_], 0, 0, nj)
-        return accs[:, 0, 0].sum()
+    from bench_pairwise import micro_kernel
 
-    nt = numba.get_num_threads()
-    rng = np.random.default_rng(0)
-    nk, nj = 32, P.R  # the pruned kernel's tile: 4 rows x 32 columns per call, R columns of B
-    As, Bps, accs = rng.random((nt, 4, nk)), rng.random((nt, nk, nj)), np.zeros((nt, 4, nj))
-    micro(As, Bps, accs, 2, nk, nj)
-    r = max(1, int(4e9 / (nt * 4 * nk * nj)))
+    run, ops = micro_kernel(32, P.R)  # the pruned kernel's tile: 4 rows x 32 nodes x R rows per call
     mt = []
     for _ in range(reps):
         t = time.perf_counter()
-        micro(As, Bps, accs, r, nk, nj)
+        run()
         mt.append(time.perf_counter() - t)
-    ceiling = nt * 4 * nk * nj * r / statistics.median(mt)
+    ceiling = ops / statistics.median(mt)
     med = statistics.median(times)
     dense_terms = tv.n * (tv.n - 1) / 2 * tv.dim
-    return {"n": tv.n, "dim": tv.dim, "threads": nt, "share": pruned_share(tv), "panels_s": t_panels,
+    return {"n": tv.n, "dim": tv.dim, "threads": numba.get_num_threads(), "share": pruned_share(tv), "panels_s": t_panels,
             "panels_MB": P.nbytes / 1e6, "kernel_s": times, "kernel_median_s": med, "terms": terms,
             "dense_terms": dense_terms, "G_terms_per_s": terms / med / 1e9, "ceiling_G_per_s": ceiling / 1e9,
             "fraction_of_ceiling": terms / med / ceiling, "dense_equivalent_G_per_s": dense_terms / med / 1e9}

@@ -192,6 +192,40 @@ def from_overlap(sa, sb, m):  # pragma: no cover - compiled
     return max((sa + sb) - 2.0 * m, 0.0)
 
 
+@njit(cache=True, nogil=True)
+def tile_pass(A, ia, k0, nk, Bp, kb, acc, ni, nj, jfirst):  # pragma: no cover - compiled
+    """One pass of a tile: ``acc[r, j] = sum_k min(A[ia + r, k0 + k], Bp[kb + k, j])`` for the needed ``j``.
+
+    Row ``r`` needs the columns ``j >= jfirst + r`` (clipped to ``[0, nj]``; a very negative
+    ``jfirst``: all of them), four rows at a time through :func:`_rows4`.
+    """
+    acc[:, :] = 0.0
+    r = 0
+    while r < ni:
+        js = min(max(jfirst + r, 0), nj)
+        if r + 4 <= ni:
+            _rows4(A, ia + r, k0, nk, Bp, kb, acc, r, js, nj)
+            r += 4
+        else:
+            _rows1(A, ia + r, k0, nk, Bp, kb, acc, r, js, nj)
+            r += 1
+
+
+@njit(cache=True, nogil=True)
+def store_tile(out, tot, sa, sb, i0, j0, ni, nj, symmetric):  # pragma: no cover - compiled
+    """``out[i0 + r, j0 + j] = from_overlap(...)`` of a tile; symmetric: only ``j > i``, mirrored."""
+    if symmetric:
+        for r in range(ni):
+            for j in range(min(max(i0 + r + 1 - j0, 0), nj), nj):  # j > i: each entry once
+                v = from_overlap(sa[i0 + r], sb[j0 + j], tot[r, j])
+                out[i0 + r, j0 + j] = v
+                out[j0 + j, i0 + r] = v
+    else:
+        for r in range(ni):
+            for j in range(nj):
+                out[i0 + r, j0 + j] = from_overlap(sa[i0 + r], sb[j0 + j], tot[r, j])
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _l1_tiles(A, B, sa, sb, out, symmetric, tiles):  # pragma: no cover - compiled
     na, d = A.shape
@@ -201,7 +235,7 @@ def _l1_tiles(A, B, sa, sb, out, symmetric, tiles):  # pragma: no cover - compil
         j0 = tiles[t, 1]
         ni = min(i0 + _TI, na) - i0
         nj = min(j0 + _TJ, nb) - j0
-        # first needed column of row r of the tile is js = i0 + r + joff (clipped to [0, nj])
+        # first needed column of row r of the tile is i0 + r + joff (clipped to [0, nj])
         joff = 1 - j0 if symmetric else -(na + nb + 1)
         tot = np.zeros((_TI, _TJ), dtype=np.float64)
         acc = np.empty((_TI, _TJ), dtype=np.float64)
@@ -209,29 +243,11 @@ def _l1_tiles(A, B, sa, sb, out, symmetric, tiles):  # pragma: no cover - compil
         for k0 in range(0, d, _TK):
             nk = min(k0 + _TK, d) - k0
             _pack(B, j0, nj, k0, nk, Bp)
-            acc[:, :] = 0.0
-            r = 0
-            while r < ni:
-                js = min(max(i0 + r + joff, 0), nj)
-                if r + 4 <= ni:
-                    _rows4(A, i0 + r, k0, nk, Bp, 0, acc, r, js, nj)
-                    r += 4
-                else:
-                    _rows1(A, i0 + r, k0, nk, Bp, 0, acc, r, js, nj)
-                    r += 1
+            tile_pass(A, i0, k0, nk, Bp, 0, acc, ni, nj, i0 + joff)
             for r in range(ni):
                 for j in range(nj):
                     tot[r, j] += acc[r, j]
-        if symmetric:
-            for r in range(ni):
-                for j in range(min(max(i0 + r + 1 - j0, 0), nj), nj):  # j > i: each entry once
-                    v = from_overlap(sa[i0 + r], sb[j0 + j], tot[r, j])
-                    out[i0 + r, j0 + j] = v
-                    out[j0 + j, i0 + r] = v
-        else:
-            for r in range(ni):
-                for j in range(nj):
-                    out[i0 + r, j0 + j] = from_overlap(sa[i0 + r], sb[j0 + j], tot[r, j])
+        store_tile(out, tot, sa, sb, i0, j0, ni, nj, symmetric)
     if symmetric:
         for i in range(na):
             out[i, i] = 0.0

@@ -32,7 +32,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._kernels import _TK, _rows1, _rows4, from_overlap
+from ._kernels import _TK, store_tile, tile_pass
 
 __all__ = ["Panels", "row_panels", "pruned_fraction", "l1_distances_pruned", "BLOCK_ROWS"]
 
@@ -205,30 +205,12 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_su
         q1 = q0 + 1
         while q1 < nk and kept[q1] // _TK == pss:
             q1 += 1
-        acc[:, :] = 0.0
-        r = 0
-        while r < ni:
-            js = min(max(i0 + r + joff, 0), nj)
-            if r + 4 <= ni:
-                _rows4(Ap, r, q0, q1 - q0, Bp, q0, acc, r, js, nj)
-                r += 4
-            else:
-                _rows1(Ap, r, q0, q1 - q0, Bp, q0, acc, r, js, nj)
-                r += 1
+        tile_pass(Ap, 0, q0, q1 - q0, Bp, q0, acc, ni, nj, i0 + joff)
         for r in range(ni):
             for c in range(nj):
                 tot[r, c] += acc[r, c]
         q0 = q1
-    if symmetric:
-        for r in range(ni):
-            for c in range(min(max(i0 + r + 1 - j0, 0), nj), nj):
-                v = from_overlap(a_norm[i0 + r], b_norm[j0 + c], tot[r, c])
-                out[i0 + r, j0 + c] = v
-                out[j0 + c, i0 + r] = v
-    else:
-        for r in range(ni):
-            for c in range(nj):
-                out[i0 + r, j0 + c] = from_overlap(a_norm[i0 + r], b_norm[j0 + c], tot[r, c])
+    store_tile(out, tot, a_norm, b_norm, i0, j0, ni, nj, symmetric)
 
 
 @njit(parallel=True, cache=True, nogil=True)
