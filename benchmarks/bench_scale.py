@@ -321,11 +321,15 @@ NOTES = """### Reading these figures, and what is not met
   The recall part for this size is `bench_scale.py recallbig --sizes 1000000`.
 - Dask: one task per pair of 2,048-row blocks (J >= I), each distance computed once (until commit
   01fa432 every task compared its rows with ALL rows, twice the pair work: 1 worker 203.4 s,
-  2 workers 109.1 s, 557-560 MB per worker on the same job). Now 2 local workers are about 1.8x
-  faster than 1, same bits, with the input shipped once per worker. The 20,000-sample size (not the
-  100,000 the issue asks for) keeps the runs short: at 100,000 samples the 1-worker run would take
-  about 25 x the 1-worker time above (n^2), about 53 minutes, and the 2-worker run about 29; the
-  per-core rate the projection uses does not depend on n.
+  2 workers 109.1 s, 557-560 MB per worker on the 20,000-sample job). At 100,000 samples (1,225
+  tasks) 2 local workers took 1,623.6 s against 3,167.7 s for 1 (1.95x), the same bits, 1.23 GB
+  per worker (1.76 GB for the single worker, which held every task's vectors in turn), 256 MB of
+  sparse input shipped once per worker, 3-6 ms of scheduler overhead per task. Both 100,000-sample
+  runs used the kernel of commit fdb6b6d (the difference form |a - b|): the 2-worker run ran from
+  a worktree of that commit because the overlap-form kernel (issue 14, 1.76x faster per core)
+  landed while the 1-worker run was going; the projection therefore uses the older, slower rate.
+  The 1-worker run shared the machine with other work for part of its 53 minutes (its worker got
+  93 % of a core on average); the 2-worker run had the machine to itself.
 """
 
 
@@ -340,7 +344,8 @@ def _dask_table(dk: dict[str, Any]) -> list[str]:
         r = dk.get(key)
         if not r:
             continue
-        same = r["same_bits"] if "compared_with" not in r else f"{r['same_bits']} (vs {r['compared_with']})"
+        same = ("(the reference)" if r["same_bits"] is None else r["same_bits"] if "compared_with" not in r
+                else f"{r['same_bits']} (vs {r['compared_with']})")
         o.append(f"| {r['workers']} worker(s) x 1 thread | {r['wall_s']:.1f} s | {w1 / r['wall_s']:.2f}x | "
                  f"{', '.join(f'{v:.0f}' for v in r['worker_peak_MB'])} MB | {r['tasks']} | {r['compute_s']:.1f} s | "
                  f"{r['overhead_per_task_s'] * 1e3:.0f} ms | {r['bytes_moved'] / 1e6:.1f} MB | {same} |")
