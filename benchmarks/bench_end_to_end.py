@@ -168,6 +168,13 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
 
         return timed
 
+    # the commands import their modules lazily: load every module a command may use before patching
+    for modname in {m for m, _, _ in _TIMED} | {"hdtwd_cli.api", "hdtwd_cli.io", "hdtwd_cli.io.output",
+                                                 "hdtwd_cli.cluster", "hdtwd_cli.search", "hdtwd_cli.graph"}:
+        try:
+            importlib.import_module(modname)
+        except ImportError:
+            pass
     mods = [m for k, m in sys.modules.items() if k == "hdtwd_cli" or k.startswith("hdtwd_cli.")]
     skipped = []
     for modname, name, group in _TIMED:
