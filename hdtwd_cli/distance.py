@@ -191,7 +191,7 @@ def _panels(tv: TreeVectors, x: sp.csr_matrix) -> Panels:
     return row_panels(x, tv.tree.parent, tv.cols, tv.tree.length, tv.dim, np.dtype(tv.dtype))
 
 
-def pruned_share(tv: TreeVectors, samples: int = 64, seed: int = 0) -> float:
+def pruned_share(tv: TreeVectors, samples: int = 16, seed: int = 0) -> float:
     """Estimated share of the nodes the pruned kernel visits per pair of row blocks (1 for dense data).
 
     From the panels of up to ``samples`` random blocks of :data:`_pruned.BLOCK_ROWS` rows (cheap:
