@@ -64,8 +64,12 @@ def data_path(name: str) -> Path:
     return WD / (f"{name}.npz" if name in CORPORA else f"{name}.npy")
 
 
+ONLY: set[str] = set(WORKLOADS)  # --only: the workloads to (re)run; the others' records are kept
+
+
 def _save(part: str, rec: dict[str, Any]) -> None:
-    (WD / f"{part}.json").write_text(json.dumps(rec, indent=1, default=str))
+    old = _load(part) if part not in ("startup", "roofline") else {}
+    (WD / f"{part}.json").write_text(json.dumps({**old, **rec}, indent=1, default=str))
 
 
 def _load(part: str) -> dict[str, Any]:
@@ -135,7 +139,7 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
     rec: dict[str, Any] = {"ssu": subprocess.run(["dpkg-query", "-W", "unifrac-tools"], capture_output=True,
                                                   text=True).stdout.strip()}
     for name, (_, vs_ssu) in WORKLOADS.items():
-        if not vs_ssu:
+        if not vs_ssu or name not in ONLY:
             continue
         tree, biomf = WD / f"{name}.nwk", WD / f"{name}.biom"
         tools = {
@@ -167,6 +171,8 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
 def part_e2e(reps: int = 3) -> dict[str, Any]:
     rec: dict[str, Any] = {}
     for name in WORKLOADS:
+        if name not in ONLY:
+            continue
         n_runs = 1 if name in CORPORA else reps
         rs = [_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / "D_e2e.npy"), "-q"],
                    WD / f"{name}_e2e_{i}.log") for i in range(n_runs)]
@@ -384,9 +390,11 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("parts", nargs="*", help=", ".join(PARTS))
+    ap.add_argument("--only", default=",".join(WORKLOADS), help="distance / e2e: only these workloads")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
     args = ap.parse_args()
+    ONLY.intersection_update(args.only.split(","))
     for part in args.parts:
         _save(part, PARTS[part]())
     if args.markdown:

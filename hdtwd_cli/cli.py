@@ -169,7 +169,10 @@ def distance(
                           reference_feature_names=None if ref is None else ref.feature_names, params=params,
                           feature_embedding=feature_vectors(o), transform=o.transform and o.transform.value,
                           unseen=unseen.value, n_neighbors=knn, dtype=dtype.value, progress=rep)
-    meta = {**md.record(), **dv.record, "preset": o.preset.value}
+    fmt = output_format.value if output_format else ("tsv" if str(output) == "-" else Path(str(output)).suffix.lower()[1:])
+    stores_meta = knn is not None or save_tree or newick or fmt not in ("npy", "csv", "tsv")
+    # .npy / .csv / .tsv hold no metadata: skip hashing the input for them (0.1-0.5 s on Zeisel / CBMC)
+    meta = {**(md.record() if stores_meta else {}), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
         if path is not None:
             dv.tree.write(str(path), meta)
