@@ -298,28 +298,34 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (6.3x), not on
-  Zeisel (3.8x) and CBMC (3.5x). On those two the kernel itself is not the limit any more (the
-  overlap form made it 1.76x faster per core, and it is 2.2-2.4 s of the run on CBMC, a 594 MB
-  result): the rest is a floor of about 0.9 s (Python, numpy, scipy.sparse 0.19 s, numba 0.25 s,
-  numba's first call 0.3 s) and writing the result (0.7 s for CBMC's 594 MB). ssu's own run is
-  one C++ process. Values agree to 7e-9 - 3e-8 (fp64; ssu reads branch lengths as float32) and
-  1e-6 - 2e-6 (fp32).
+Two runs: all workloads 18:42-19:15 UTC; Zeisel and CBMC again at 19:27-19:33 (`--only
+zeisel,cbmc`, after the input fingerprint was dropped for outputs that store no metadata); the
+tables show the later run for those two, the first run for the corpora. First-run figures for
+Zeisel / CBMC: distance step 4.36 s vs ssu 16.38 s (3.8x) and 5.13 s vs 18.03 s (3.5x); end to
+end 39.9 s and 6.46 s (runs 6.83, 6.46, 4.92).
+
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (6.3x),
+  not on Zeisel (3.5-3.8x) and CBMC (3.5-3.8x). There the kernel is no longer most of the run (the
+  overlap form made it 1.76x faster per core; 2.0-2.5 s of CBMC's run, a 594 MB result): the rest
+  is a floor of about 0.9 s (Python, numpy, scipy.sparse 0.19 s, numba 0.25 s, numba's first call
+  about 0.3 s) and writing the result (0.7 s for CBMC's 594 MB). ssu is one C++ process. Values
+  agree to 7e-9 - 3e-8 (fp64; ssu reads branch lengths as float32) and 1e-6 - 2e-6 (fp32).
 - End to end with the defaults: 5,600 x 42,000 met (69.5 s and 4.29 GB against 100 s / 8 GB; was
-  207 s and 15.96 GB: the pruned kernel never forms the 5,600 x 84k dense vectors). CBMC 6.46 s
-  median (runs 6.83, 6.46, 4.92; the stage run 4.8 s): not met, the distance step again. Zeisel
-  39.9 s and 1.89 GB against ssu's 16.4 s and 1 GB: not met, the exact operator on 4,000 genes takes
-  35 s of it (embedding 24 s, HD-LCA 11 s); landmarks learn the tree in seconds but cost 0.8-1.2
-  points on Zeisel-48 (table above), beyond the 0.5 allowed, so the switch stays at 5,000
-  features. 5,000 x 24,000: 64-68 s against 40 s, not met: learning the tree on 20,000 placed
-  words is 47 s (HD-LCA product 24 s, complete linkage 23 s, one thread in scipy); the distances
-  went from 34 s (dense kernel) to 11 s.
-- `hdtwd --version` 0.13 s: met. `hdtwd distance sample_data/produce.csv`: 1.09 s median (1.02-1.52):
-  just over the 1 s target on this run, 0.87-0.95 s on a busier machine earlier the same hour;
-  small problems no longer touch numba (NumPy twins of the kernels, same bits), what remains is
-  imports.
-- The machine was noisy during these runs: the same command varied by up to 40 % (CBMC end to end
-  4.9-6.8 s) although other processes used under 0.05 cores.
+  207 s and 15.96 GB: the pruned kernel never forms the 5,600 x 84k dense vectors). CBMC 5.02 s
+  median (4.58, 5.69, 5.02): at the 5 s target, not under it. Zeisel 32-40 s and 1.89 GB against
+  ssu's distance step alone (16-19 s) and 1 GB: not met, the exact operator on 4,000 genes takes
+  30-35 s (embedding 24 s, HD-LCA 11 s in the stage run); landmarks learn the tree in seconds but
+  cost 0.8-1.2 points on Zeisel-48 (table above), beyond the 0.5 allowed, so the switch stays at
+  5,000 features. 5,000 x 24,000: 64-68 s against 40 s, not met: learning the tree on 20,000
+  placed words is 47 s (HD-LCA product 24 s, complete linkage 23 s, one thread in scipy); the
+  distances went from 34 s (dense kernel) to 11 s.
+- `hdtwd --version` 0.13 s: met. `hdtwd distance sample_data/produce.csv`: 1.09 s median (1.02-1.52)
+  in the first run, 0.87-0.95 s on a busier machine earlier the same hour: at the target, not
+  claimed. Small problems no longer touch numba (NumPy twins of the kernels, same bits); what
+  remains is imports.
+- The machine was noisy: the same command varied by up to 40 % between runs (CBMC end to end
+  4.6-6.8 s, ssu on CBMC 18.0 s and 20.6 s in the two runs) although other processes used under
+  0.05 cores; the ratios come from runs taken in turns.
 """
 
 
