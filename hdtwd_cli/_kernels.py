@@ -52,7 +52,7 @@ from numba import njit, prange
 
 from . import _small
 
-__all__ = ["l1_distances", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["l1_distances", "tree_vectors", "lca_factor", "condensed_tails", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -398,6 +398,32 @@ def tree_vectors_csr(indptr, indices, data, parent, cols, scale, out):  # pragma
             k = cols[v]
             if k >= 0:
                 out[i, k] = y[v] * scale[v]
+
+
+def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:
+    """``out[i, cols[v]] = scale[v] * (mass of row i below node v)`` for dense or CSR rows ``x``.
+
+    :func:`tree_vectors_dense` / :func:`tree_vectors_csr`, or their NumPy twin for small problems
+    (same bits, :mod:`hdtwd_cli._small`).
+    """
+    import scipy.sparse as sp
+
+    if x.shape[0] * parent.shape[0] <= _small.SMALL_WORK and parent.shape[0] <= _small.SMALL_NODES:
+        _small.tree_vectors(x.toarray() if sp.issparse(x) else np.asarray(x), parent, cols, scale, out)
+    elif sp.issparse(x):
+        tree_vectors_csr(x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data, parent, cols, scale, out)
+    else:
+        tree_vectors_dense(np.ascontiguousarray(x), parent, cols, scale, out)
+
+
+def lca_factor(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
+    """:func:`lca_factor_block`, or its NumPy twin for a small block (same bits)."""
+    (_small.lca_factor_block if G.size <= _small.SMALL_WORK else lca_factor_block)(acc, G, sq_rows, sq_cols, h2)
+
+
+def condensed_tails(acc: np.ndarray, out: np.ndarray, i0: int, m: int) -> None:
+    """:func:`scatter_condensed`, or its NumPy twin for a small block."""
+    (_small.scatter_condensed if acc.size <= _small.SMALL_WORK else scatter_condensed)(acc, out, i0, m)
 
 
 @njit(parallel=True, cache=True, nogil=True)

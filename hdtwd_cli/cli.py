@@ -144,7 +144,8 @@ def distance(
     from .api import distance_vectors
     from .cluster import connect
     from .io import check_output_path, read_matrix, read_tree_file
-    from .io.output import KNN_SUFFIXES, check_result_options, distance_suffix, new_adata, write_result
+    from .io.output import (KNN_SUFFIXES, check_result_options, distance_suffix, new_adata, stores_metadata,
+                            write_result)
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
@@ -169,10 +170,9 @@ def distance(
                           reference_feature_names=None if ref is None else ref.feature_names, params=params,
                           feature_embedding=feature_vectors(o), transform=o.transform and o.transform.value,
                           unseen=unseen.value, n_neighbors=knn, dtype=dtype.value, progress=rep)
-    fmt = output_format.value if output_format else ("tsv" if str(output) == "-" else Path(str(output)).suffix.lower()[1:])
-    stores_meta = knn is not None or save_tree or newick or fmt not in ("npy", "csv", "tsv")
-    # .npy / .csv / .tsv hold no metadata: skip hashing the input for them (0.1-0.5 s on Zeisel / CBMC)
-    meta = {**(md.record() if stores_meta else {}), **dv.record, "preset": o.preset.value}
+    # the input's fingerprint (a hash of all values: 0.1-0.5 s on Zeisel / CBMC) only where it is stored
+    stored = save_tree or newick or stores_metadata(str(output), output_format and output_format.value, knn is not None)
+    meta = {**(md.record() if stored else {}), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
         if path is not None:
             dv.tree.write(str(path), meta)

@@ -26,11 +26,9 @@ from ._kernels import (
     l1_distances,
     l1_distances_sparse,
     row_sums,
-    tree_vectors_csr,
-    tree_vectors_dense,
+    tree_vectors,
     tree_vectors_sparse,
 )
-from . import _small
 from ._pruned import BLOCK_ROWS, Panels, l1_distances_pruned, pruned_fraction, row_panels
 from .tree import Tree
 
@@ -222,8 +220,8 @@ def tree_distances(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, 
 
     Two kernels give the same bits (:mod:`hdtwd_cli._pruned`): the dense tiled kernel on the
     vectors :math:`y_i` (:func:`pairwise_l1`), and, for sparse data whose vectors are sparse
-    (documents), the kernel that skips, per pair of 32-row blocks, the nodes without mass in
-    either block. ``auto`` takes the pruned one when :func:`pruned_share` is below
+    (documents), the kernel that visits, per pair of 32-row blocks, only the nodes with mass in
+    both blocks. ``auto`` takes the pruned one when :func:`pruned_share` is below
     :data:`PRUNE_BELOW`; it never changes a value, only the time.
     """
     if _kernel(tv, kernel) == "dense":
@@ -260,13 +258,7 @@ def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d
     out = np.empty((x.shape[0], d), dtype=np.dtype(dtype))
     if x.shape[1] != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
-    if x.shape[0] * tree.n_nodes <= _small.SMALL_WORK and tree.n_nodes <= _small.SMALL_NODES:
-        _small.tree_vectors(x.toarray() if sp.issparse(x) else np.asarray(x), tree.parent, cols, tree.length, out)
-    elif sp.issparse(x):
-        tree_vectors_csr(x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data, tree.parent, cols,
-                         tree.length, out)
-    else:
-        tree_vectors_dense(np.ascontiguousarray(x), tree.parent, cols, tree.length, out)
+    tree_vectors(x, tree.parent, cols, tree.length, out)
     return out
 
 
@@ -329,7 +321,7 @@ def twd_vectors(
 
     Kept columns: nodes with a positive edge length and mass below them in some sample (a node
     without mass anywhere adds nothing to any distance). Computed by a compiled per-row pass
-    (:func:`_kernels.tree_vectors_dense`) that writes the kept columns straight into the C-order
+    (:func:`_kernels.tree_vectors`) that writes the kept columns straight into the C-order
     result; the values are bit for bit those of :func:`tree_embedding`.
     """
     tv = TreeVectors(tree, X, dtype, extra=Xq)

@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._kernels import condensed_tails, lca_factor
 from .defaults import EDGE_WEIGHTS, LINKAGES
-from . import _small
-from ._kernels import lca_factor_block, scatter_condensed
 from .hyperbolic import HyperbolicEmbedding
 
 __all__ = ["Tree", "LINKAGES", "root_distances", "mean_leaf_depth", "attach_at_root", "lengthen_leaves", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_dense", "hd_lca_product",
@@ -298,9 +297,6 @@ def hd_lca_product(
     m = emb.n_features
     block = lca_block_rows(m) if block is None else max(1, int(block))
     out = np.empty(m * (m - 1) // 2, dtype=np.float64)
-    small = m * m <= _small.SMALL_WORK  # the NumPy twins: same bits, no numba start-up
-    factor = _small.lca_factor_block if small else lca_factor_block
-    scatter = _small.scatter_condensed if small else scatter_condensed
     sq = [np.einsum("ij,ij->i", emb.psi[k], emb.psi[k]) for k in range(emb.n_scales)]
     for i0 in range(0, m - 1, block):
         i1 = min(i0 + block, m - 1)
@@ -308,9 +304,9 @@ def hd_lca_product(
         for k in range(emb.n_scales):
             Psi = emb.psi[k]
             G = Psi[i0:i1] @ Psi[i0 + 1:].T
-            factor(acc, G, sq[k][i0:i1], sq[k][i0 + 1:], float(emb.heights[k]) ** 2)
+            lca_factor(acc, G, sq[k][i0:i1], sq[k][i0 + 1:], float(emb.heights[k]) ** 2)
             del G
-        scatter(acc, out, i0, m)
+        condensed_tails(acc, out, i0, m)
         del acc
         if progress is not None:
             progress(i1 - i0)
@@ -351,8 +347,6 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
         merge_log_a = np.log(Z[:, 2])
     children = np.sort(Z[:, :2].astype(np.int64), axis=1)
     return children, merge_log_a
-
-
 
 
 def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
@@ -437,7 +431,6 @@ def hd_binary_tree(
         if progress is not None:
             progress(1)
     return w
-
 
 
 def lca_height_weights(emb: HyperbolicEmbedding, children: np.ndarray, merge_log_a: np.ndarray) -> np.ndarray:

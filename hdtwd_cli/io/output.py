@@ -48,6 +48,15 @@ def distance_suffix(path: str) -> str:
     return suffix
 
 
+def stores_metadata(path: str, fmt: str | None = None, knn: bool = False) -> bool:
+    """Whether the result written to ``path`` (format ``fmt``, or a ``knn`` graph) records metadata:
+    ``.npy``, ``.csv`` and ``.tsv`` matrices do not (so nothing need be computed for them)."""
+    if knn:
+        return True
+    suffix = (fmt or ("tsv" if path == "-" else Path(path).suffix.lower()[1:])).lstrip(".")
+    return suffix not in ("npy", "csv", "tsv")
+
+
 def write_distances(
     path: str,
     D: np.ndarray,
