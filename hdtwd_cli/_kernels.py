@@ -52,7 +52,7 @@ from numba import njit, prange
 
 from . import _small
 
-__all__ = ["l1_distances", "tree_vectors", "lca_factor", "condensed_tails", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["l1_distances", "tree_vectors", "lca_factor", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -335,30 +335,50 @@ def l1_gather(A: np.ndarray, B: np.ndarray, cand: np.ndarray, out: np.ndarray) -
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def lca_factor_block(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
-    """``acc[r, c] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` for ``c >= r``.
+def lca_factor_condensed(out, G, sq_rows, sq_cols, h2, i0, c0, m):  # pragma: no cover - compiled
+    """``g[i, j] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` on the condensed ``g = out``.
 
-    One scale's factor of the HD-LCA product (tree.hd_lca_product) on the upper triangle of a
-    row block; entries left of the diagonal are not touched (they belong to earlier blocks).
+    One scale's factor of the HD-LCA product (tree.hd_lca_product) for the rows ``i = i0 + r``
+    of ``G`` against the columns ``j = c0 + c``: only the pairs ``j > i``, each at its condensed
+    slot ``i m - i (i + 1) / 2 + (j - i - 1)``.
     """
-    b, w = G.shape
-    for r in prange(b):
+    for r in prange(G.shape[0]):
+        i = i0 + r
+        start = i * m - (i * (i + 1)) // 2
         s = sq_rows[r]
-        for c in range(r, w):
+        c = i + 1 - c0
+        for t in range(m - 1 - i):
+            d2 = s + sq_cols[c + t] - 2.0 * G[r, c + t]
+            if d2 < 0.0:
+                d2 = 0.0
+            out[start + t] *= 0.25 * d2 + h2
+
+
+@njit(cache=True, nogil=True)
+def lca_factor_tile(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
+    """``acc[r, c] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` on a whole tile.
+
+    One thread: a tile is small, and it runs between two BLAS calls, whose worker threads are
+    still spinning (a parallel region here would fight them for the cores: 20x slower, measured).
+    """
+    for r in range(G.shape[0]):
+        s = sq_rows[r]
+        for c in range(G.shape[1]):
             d2 = s + sq_cols[c] - 2.0 * G[r, c]
             if d2 < 0.0:
                 d2 = 0.0
             acc[r, c] *= 0.25 * d2 + h2
 
 
-@njit(parallel=True, cache=True, nogil=True)
-def scatter_condensed(acc, out, i0, m):  # pragma: no cover - compiled
-    """Copy row ``i = i0 + r``'s tail ``acc[r, r:]`` (pairs ``j > i``) to its condensed slot."""
-    for r in prange(acc.shape[0]):
+@njit(cache=True, nogil=True)
+def tile_to_condensed(acc, out, i0, j0, m):  # pragma: no cover - compiled
+    """Copy the pairs ``j > i`` of the tile ``acc[r, c]`` (``i = i0 + r``, ``j = j0 + c``) to their condensed slots."""
+    for r in range(acc.shape[0]):
         i = i0 + r
-        start = i * m - (i * (i + 1)) // 2
-        for t in range(m - 1 - i):
-            out[start + t] = acc[r, r + t]
+        cf = max(i + 1 - j0, 0)
+        start = i * m - (i * (i + 1)) // 2 + (j0 + cf - i - 1)
+        for c in range(cf, acc.shape[1]):
+            out[start + c - cf] = acc[r, c]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -416,14 +436,27 @@ def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out
         tree_vectors_dense(np.ascontiguousarray(x), parent, cols, scale, out)
 
 
-def lca_factor(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
-    """:func:`lca_factor_block`, or its NumPy twin for a small block (same bits)."""
-    (_small.lca_factor_block if G.size <= _small.SMALL_WORK else lca_factor_block)(acc, G, sq_rows, sq_cols, h2)
+def lca_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
+             small: bool) -> None:
+    """:func:`lca_factor_tile`, or its NumPy twin (same bits) when the whole product is ``small``."""
+    (_small.lca_factor_tile if small else lca_factor_tile)(acc, G, sq_rows, sq_cols, h2)
 
 
-def condensed_tails(acc: np.ndarray, out: np.ndarray, i0: int, m: int) -> None:
-    """:func:`scatter_condensed`, or its NumPy twin for a small block."""
-    (_small.scatter_condensed if acc.size <= _small.SMALL_WORK else scatter_condensed)(acc, out, i0, m)
+def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, small: bool) -> None:
+    """:func:`tile_to_condensed`, or its NumPy twin when the whole product is ``small``."""
+    (_small.tile_to_condensed if small else tile_to_condensed)(acc, out, i0, j0, m)
+
+
+def small_product(pairs: int, n_scales: int) -> bool:
+    """Whether an HD-LCA product of ``pairs`` pairs over ``n_scales`` scales takes the NumPy twins."""
+    return pairs * n_scales <= _small.SMALL_WORK
+
+
+def lca_factor(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
+               i0: int, c0: int, m: int) -> None:
+    """:func:`lca_factor_condensed`, or its NumPy twin for a small block (same bits)."""
+    (_small.lca_factor_condensed if G.size <= _small.SMALL_WORK else lca_factor_condensed)(
+        out, G, sq_rows, sq_cols, h2, i0, c0, m)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["SMALL_WORK", "row_sums_dense", "norms", "l1_distances", "tree_vectors", "lca_factor_block",
-           "scatter_condensed"]
+__all__ = ["SMALL_WORK", "row_sums_dense", "norms", "l1_distances", "tree_vectors", "lca_factor_condensed",
+           "lca_factor_tile", "tile_to_condensed"]
 
 #: Problems up to this many elementary operations take the NumPy path.
 SMALL_WORK = 2_000_000
@@ -79,17 +79,30 @@ def tree_vectors(x: np.ndarray, parent: np.ndarray, cols: np.ndarray, scale: np.
     out[:, cols[keep]] = y[:, keep] * scale[keep]
 
 
-def lca_factor_block(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
-    """``_kernels.lca_factor_block``: ``acc[r, c] *= max((s_r + s_c) - 2 G, 0) / 4 + h2`` for ``c >= r``."""
-    d2 = (sq_rows[:, None] + sq_cols[None, :]) - 2.0 * G
-    d2[d2 < 0.0] = 0.0
-    upper = np.arange(G.shape[1])[None, :] >= np.arange(G.shape[0])[:, None]
-    acc[upper] *= (0.25 * d2 + h2)[upper]
-
-
-def scatter_condensed(acc: np.ndarray, out: np.ndarray, i0: int, m: int) -> None:
-    """``_kernels.scatter_condensed``: row ``i0 + r``'s tail ``acc[r, r:]`` to its condensed slot."""
-    for r in range(acc.shape[0]):
+def lca_factor_condensed(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
+                         i0: int, c0: int, m: int) -> None:
+    """``_kernels.lca_factor_condensed``: ``g[i, j] *= max((s_r + s_c) - 2 G, 0) / 4 + h2`` for ``j > i``."""
+    for r in range(G.shape[0]):
         i = i0 + r
         start = i * m - (i * (i + 1)) // 2
-        out[start:start + m - 1 - i] = acc[r, r:r + m - 1 - i]
+        n = m - 1 - i
+        c = i + 1 - c0
+        d2 = (sq_rows[r] + sq_cols[c:c + n]) - 2.0 * G[r, c:c + n]
+        d2[d2 < 0.0] = 0.0
+        out[start:start + n] *= 0.25 * d2 + h2
+
+
+def lca_factor_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
+    """``_kernels.lca_factor_tile``: ``acc *= max((s_r + s_c) - 2 G, 0) / 4 + h2``."""
+    d2 = (sq_rows[:, None] + sq_cols[None, :]) - 2.0 * G
+    d2[d2 < 0.0] = 0.0
+    acc *= 0.25 * d2 + h2
+
+
+def tile_to_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int) -> None:
+    """``_kernels.tile_to_condensed``: the pairs ``j > i`` of the tile to their condensed slots."""
+    for r in range(acc.shape[0]):
+        i = i0 + r
+        cf = max(i + 1 - j0, 0)
+        start = i * m - (i * (i + 1)) // 2 + (j0 + cf - i - 1)
+        out[start:start + acc.shape[1] - cf] = acc[r, cf:]

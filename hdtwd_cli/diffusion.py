@@ -33,6 +33,7 @@ __all__ = [
     "kernel_scale",
     "diffusion_operator",
     "diffusion_densities",
+    "clip_negative",
     "EIGENVALUE_FLOOR",
     "column_scale",
 ]
@@ -223,9 +224,14 @@ def diffusion_operator(
     s = 1.0 / np.sqrt(qh)
     Q *= s[:, None]
     Q *= s[None, :]  # S = Dh^-1/2 Qh Dh^-1/2
-    S = 0.5 * (Q + Q.T)
+    S = Q
+    S += Q.T  # exactly symmetric (the sums above are not, to the last bit)
+    S *= 0.5
     del Q
-    lam, V = np.linalg.eigh(S)
+    from scipy.linalg import eigh  # here: only the exact operator needs it
+
+    # LAPACK syevd (divide and conquer) on S^T (= S, Fortran order): the eigenvectors overwrite it
+    lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
     del S
     lam = lam[::-1].copy()
     V = np.ascontiguousarray(V[:, ::-1])
@@ -243,12 +249,26 @@ def diffusion_operator(
     )
 
 
+def clip_negative(phi: np.ndarray) -> float:
+    r"""Set the negative entries of ``phi`` to 0 in place; return their mass over the number of rows.
+
+    :math:`\big(\sum_{ij} \max(\phi_{ij}, 0) - \sum_{ij}\phi_{ij}\big) / m`, from two sums
+    (no boolean mask, no copy of ``phi``).
+    """
+    before = float(phi.sum(dtype=np.float64))
+    np.maximum(phi, 0, out=phi)
+    return max(0.0, (float(phi.sum(dtype=np.float64)) - before) / phi.shape[0])
+
+
 def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, float]:
     r"""Diffusion densities :math:`\phi_j = P^t e_j` of every feature, one per ROW.
 
     :math:`P^t = \hat D^{1/2} V \Lambda^t V^\top \hat D^{-1/2}`; row ``j`` of the result is
     column ``j`` of :math:`P^t`, i.e. row ``j`` of
     :math:`(P^t)^\top = \hat D^{-1/2} V \Lambda^t V^\top \hat D^{1/2}`. Each row sums to 1.
+    The symmetric middle factor is formed as :math:`S^t = W W^\top` with
+    :math:`W = V\Lambda^{t/2}` (when the clipped eigenvalues are non-negative, as by default), which BLAS computes as a
+    symmetric rank-k update: half the flops of a general product, and exactly symmetric.
 
     Parameters
     ----------
@@ -264,12 +284,15 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
         Mass of the negative entries that were clipped, as a fraction of the total mass ``m``
         (fractional powers of a stochastic matrix can have negative entries).
     """
-    V = op.eigenvectors
-    lt = op.eigenvalues**t
-    left = V / op.sqrt_degree[:, None]
-    right = (V * lt[None, :]).T * op.sqrt_degree[None, :]
-    phi = left @ right
-    neg = phi < 0
-    negative_mass = max(0.0, float(-phi[neg].sum() / phi.shape[0]))
-    phi[neg] = 0.0
+    s = op.sqrt_degree
+    V, lam = op.eigenvectors, op.eigenvalues
+    if lam.min() >= 0:
+        W = V * (lam ** (0.5 * t))[None, :]
+        phi = W @ W.T  # S^t = (V L^{t/2})(V L^{t/2})^T: symmetric, one BLAS syrk (half a GEMM)
+        del W
+    else:  # a negative eigenvalue floor (tests, integer t): the general product
+        phi = (V * (lam**t)[None, :]) @ V.T
+    phi *= s[None, :]
+    phi /= s[:, None]
+    negative_mass = clip_negative(phi)
     return phi, negative_mass

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 __all__ = [
@@ -78,6 +79,7 @@ def hyperbolic_embedding(
     op: DensityOperator,
     scales: int,
     progress: Callable[[int], None] | None = None,
+    dtype: DTypeLike = np.float64,
 ) -> HyperbolicEmbedding:
     r"""Embed every feature at scales :math:`k = 0..K` with :math:`\psi_j^k = \sqrt{P^{2^{-k}} e_j}`.
 
@@ -90,6 +92,9 @@ def hyperbolic_embedding(
         ``K``, the largest scale (the paper's :math:`K_c`); ``K + 1`` scales are computed.
     progress : callable, optional
         Called with ``1`` after each scale.
+    dtype : float64 or float32
+        Storage of ``psi``: computed in float64, rounded once (``psi`` in float32 is the float32
+        rounding of the float64 embedding).
 
     Returns
     -------
@@ -102,8 +107,9 @@ def hyperbolic_embedding(
     for k in range(scales + 1):
         phi, neg[k] = op.densities(2.0**-k)
         if psi is None:
-            psi = np.empty((scales + 1,) + phi.shape, dtype=np.float64)
-        np.sqrt(phi, out=psi[k])
+            psi = np.empty((scales + 1,) + phi.shape, dtype=dtype)
+        np.sqrt(phi, out=phi)
+        psi[k] = phi
         del phi
         if progress is not None:
             progress(1)

@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from .defaults import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .errors import InputError, ParameterError
 
-from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, column_scale
+from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, clip_negative, column_scale
 
 __all__ = [
     "LandmarkOperator",
@@ -393,7 +393,4 @@ def landmark_densities(op: LandmarkOperator, t: float) -> tuple[np.ndarray, floa
         Clipped negative mass as a fraction of the total mass ``m``.
     """
     rho = (op.left * (op.eigenvalues**t)[None, :]) @ op.right
-    neg = rho < 0
-    negative_mass = max(0.0, float(-rho[neg].sum() / rho.shape[0]))
-    rho[neg] = 0.0
-    return rho, negative_mass
+    return rho, clip_negative(rho)

@@ -26,9 +26,10 @@ from .features import (
     never_cooccur_fraction,
 )
 from .landmarks import KMEANS_ITERATIONS, LANDMARK_METHODS, LandmarkOperator, effective_landmarks, landmark_operator
-from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
+from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 from .progress import Reporter
-from .tree import EDGE_WEIGHTS, LINKAGES, Tree, attach_at_root, decode_tree, hd_lca_product, lengthen_leaves, mean_leaf_depth
+from .tree import (EDGE_WEIGHTS, LINKAGES, Tree, attach_at_root, decode_tree, hd_lca_product, hd_lca_products,
+                   lca_tree, lengthen_leaves, mean_leaf_depth)
 
 __all__ = [
     "TreeParams",
@@ -40,6 +41,7 @@ __all__ = [
     "apply_transform",
     "TRANSFORMS",
     "embed",
+    "feature_operator",
     "learn_tree",
     "learn_trees",
     "FeatureSpace",
@@ -281,15 +283,15 @@ def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, avail
         f"{available / 1e9:.1f} GB are available; {hint}", path, **names)
 
 
-def embed(
+def feature_operator(
     X: np.ndarray | sp.spmatrix,
     params: TreeParams,
     reporter: Reporter | None = None,
-) -> tuple[DiffusionOperator | LandmarkOperator, HyperbolicEmbedding]:
-    """Diffusion operator and multi-scale hyperbolic embedding of the feature columns of ``X``.
+) -> DiffusionOperator | LandmarkOperator:
+    """The feature diffusion operator of ``X``'s columns, in spectral form (Eq. 1).
 
     With ``params.landmarks`` (or automatically above ``AUTO_LANDMARKS_ABOVE`` features) the
-    operator is the landmark one (:mod:`landmarks`) and ``psi`` has one column per landmark.
+    landmark operator (:mod:`landmarks`), else the exact one (:func:`diffusion.diffusion_operator`).
     """
     rep = reporter or Reporter(quiet=True)
     m = X.shape[1]
@@ -310,6 +312,20 @@ def embed(
                                     bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
     rep.info(f"eps = {op.eps:.6g} (c = {params.kernel_eps(bool(nl)):g} x median {op.sigma:.6g}); "
              f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
+    return op
+
+
+def embed(
+    X: np.ndarray | sp.spmatrix,
+    params: TreeParams,
+    reporter: Reporter | None = None,
+) -> tuple[DiffusionOperator | LandmarkOperator, HyperbolicEmbedding]:
+    """Diffusion operator (:func:`feature_operator`) and multi-scale hyperbolic embedding of ``X``'s columns.
+
+    With landmarks ``psi`` has one column per landmark.
+    """
+    rep = reporter or Reporter(quiet=True)
+    op = feature_operator(X, params, rep)
     with rep.stage("hyperbolic embedding (scales)", params.scales + 1) as adv:
         emb = hyperbolic_embedding(op, params.scales, progress=adv)
     rep.info(f"negative density mass per scale: {np.array2string(emb.negative_mass, precision=3)}")
@@ -536,22 +552,38 @@ def learn_trees(
     if space.unplaced:
         rep.note(f"{len(space.unplaced)} feature(s) without a vector hang from the root "
                  f"(e.g. {', '.join(space.unplaced[:3])})")
-    F = space.matrix
+    F, space.matrix = space.matrix, None  # held here only: freed once the operator is built
     if available is not None:
         need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None,
                                  params, available, path)
         rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; "
                  f"{available / 1e9:.1f} GB available)")
-    op, emb = embed(F, params.replace(scales=max(scales)), rep)
-    del F
     out = {}
-    for K in scales:
-        sub = emb if K == emb.n_scales - 1 else HyperbolicEmbedding(
-            psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1])
-        tree = decode_from_embedding(sub, space.names, rep, params.linkage, params.edge_weights,
-                                     tie_ranks=not isinstance(op, LandmarkOperator))
-        tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
-        out[K] = finish_tree(tree, space, params)
+    if params.edge_weights == "lca":  # the default: the tree needs the HD-LCA values only
+        op = feature_operator(F, params, rep)
+        del F
+        exact, m, K1 = not isinstance(op, LandmarkOperator), op.n_features, max(scales) + 1
+        meta = {K: _tree_metadata(op, params.replace(scales=K), len(space.unplaced)) for K in scales}
+        with rep.stage(f"HD-LCA values ({m} x {m}, {K1} scales, row blocks)", K1 * (m - 1)) as rows:
+            products, neg = hd_lca_products(op, scales, progress=rows)
+        del op
+        rep.info(f"negative density mass per scale: {np.array2string(neg, precision=3)}")
+        for K in sorted(set(scales), reverse=True):  # the largest K's product is the running one: last
+            with rep.stage(f"{params.linkage} linkage ({m} features)"):
+                tree = lca_tree(products.pop(K), scale_heights(K), space.names, params.linkage, tie_ranks=exact)
+            tree.metadata.update(meta[K])
+            out[K] = finish_tree(tree, space, params)
+        out = {K: out[K] for K in scales}
+    else:
+        op, emb = embed(F, params.replace(scales=max(scales)), rep)
+        del F
+        for K in scales:
+            sub = emb if K == emb.n_scales - 1 else HyperbolicEmbedding(
+                psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1])
+            tree = decode_from_embedding(sub, space.names, rep, params.linkage, params.edge_weights,
+                                         tie_ranks=not isinstance(op, LandmarkOperator))
+            tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
+            out[K] = finish_tree(tree, space, params)
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
@@ -568,7 +600,7 @@ def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: 
     if tie_ranks:
         with rep.stage(f"HD-LCA tree ({m} features)", emb.n_scales + 2) as adv:
             return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights)
-    with rep.stage(f"HD-LCA values ({m} x {m}, row blocks)", m - 1) as rows:
+    with rep.stage(f"HD-LCA values ({m} x {m}, row blocks)", emb.n_scales * (m - 1)) as rows:
         held = [hd_lca_product(emb, progress=rows)]
     with rep.stage(f"{linkage} linkage and edge weights", emb.n_scales + 1) as adv:
         return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights,

@@ -1,14 +1,17 @@
 """HD-LCA tree decoding (Alg. 1) against a brute-force Kruskal and the cherry property of Thm. 1."""
 
 import numpy as np
+import pytest
+
+import hdtwd_cli.tree as tree_mod
 
 from hdtwd_cli.hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
 from hdtwd_cli.tree import decode_tree, hd_lca, hd_lca_merge_order
 
 
-def random_embedding(m, K, seed, duplicates=0):
+def random_embedding(m, K, seed, duplicates=0, width=None):
     rng = np.random.default_rng(seed)
-    psi = np.sqrt(rng.dirichlet(np.ones(m), size=(K + 1, m)))
+    psi = np.sqrt(rng.dirichlet(np.ones(width or m), size=(K + 1, m)))
     for d in range(duplicates):  # exact ties: copy feature d into feature m-1-d
         psi[:, m - 1 - d] = psi[:, d]
     return HyperbolicEmbedding(psi=psi, heights=scale_heights(K), negative_mass=np.zeros(K + 1))
@@ -46,10 +49,13 @@ def brute_force_kruskal(log_a, m, order_key):
 
 def test_hd_lca_matches_closed_form():
     emb = random_embedding(9, 4, 0)
-    la = hd_lca(emb)
     bf = brute_force_log_a(emb)
     iu = np.triu_indices(9, 1)
-    assert np.allclose(la, [bf[(i, j)] for i, j in zip(*iu)], rtol=1e-12)
+    expected = [bf[(i, j)] for i, j in zip(*iu)]
+    assert np.allclose(hd_lca(emb, dtype=np.float64), expected, rtol=1e-12)
+    # the default float32 Gram matrices: within float32 rounding of the same values
+    assert np.allclose(hd_lca(emb), expected, rtol=1e-6)
+    assert not np.array_equal(hd_lca(emb), hd_lca(emb, dtype=np.float64))
 
 
 def test_merge_order_is_kruskal_with_deterministic_ties():
@@ -93,7 +99,7 @@ def test_cherries_keep_the_product_manifold_distance():
     assert np.all(np.diff(tree.merge_height) >= 0)
 
 
-def test_deep_chain_needs_no_recursion():
+def test_deep_chain_needs_no_recursion():  # (float64 products: the chain's steps are below float32 resolution)
     # features on a line: single linkage builds a chain far deeper than Python's recursion limit
     m = 1500
     t = np.linspace(0, 1, m)
@@ -101,17 +107,42 @@ def test_deep_chain_needs_no_recursion():
     psi[0, :, 0] = t ** 2
     psi[0, :, 1] = 0
     emb = HyperbolicEmbedding(psi=psi, heights=scale_heights(0), negative_mass=np.zeros(1))
-    tree = decode_tree(emb, [f"g{j}" for j in range(m)])
+    tree = decode_tree(emb, [f"g{j}" for j in range(m)],
+                       lca_values=tree_mod.hd_lca_product(emb, dtype=np.float64))
     assert tree.depth().max() > 1000
     tree.validate()
 
 
-def test_blocked_hd_lca_matches_a_single_block():
-    emb = random_embedding(150, 4, 9)
-    one = hd_lca(emb, block=10_000)
+@pytest.mark.parametrize("width", [3, 150])  # 3: tiled over the stored embedding; 150: scale by scale
+def test_blocked_hd_lca_matches_a_single_block(width):
+    emb = random_embedding(150, 4, 9, width=width)
+    assert tree_mod._tiled(150, width, 5, tree_mod.PRODUCT_DTYPE) == (width == 3)
+    one = hd_lca(emb, block=10_000, dtype=np.float64)
     for block in (1, 7, 64):
-        assert np.allclose(hd_lca(emb, block=block), one, rtol=1e-13, atol=1e-15)
+        assert np.allclose(hd_lca(emb, block=block, dtype=np.float64), one, rtol=1e-13, atol=1e-15)
     bf = brute_force_log_a(random_embedding(9, 4, 0))
-    small = hd_lca(random_embedding(9, 4, 0), block=2)
+    small = hd_lca(random_embedding(9, 4, 0), block=2, dtype=np.float64)
     iu = np.triu_indices(9, 1)
     assert np.allclose(small, [bf[(i, j)] for i, j in zip(*iu)], rtol=1e-12)
+
+
+@pytest.mark.parametrize("landmarks", [0, 12])  # exact operator: scales streamed; 12 landmarks: tiled
+def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
+    # hd_lca_products never stores the embedding on the exact path; its values must be the bits of
+    # hd_lca_product on the embedding that `hdtwd embed` stores (what `decode-tree` reads)
+    from hdtwd_cli.diffusion import diffusion_operator
+    from hdtwd_cli.hyperbolic import hyperbolic_embedding
+    from hdtwd_cli.landmarks import landmark_operator
+
+    X = np.random.default_rng(3).poisson(1.0, size=(60, 120)).astype(float) + 0.01
+    op = landmark_operator(X, landmarks, seed=0) if landmarks else diffusion_operator(X)
+    assert tree_mod._tiled(120, landmarks or 120, 5, tree_mod.PRODUCT_DTYPE) == bool(landmarks)
+    products, neg = tree_mod.hd_lca_products(op, [2, 4])
+    for K in (2, 4):
+        emb = hyperbolic_embedding(op, K)
+        assert np.array_equal(products[K], tree_mod.hd_lca_product(emb))
+        assert np.array_equal(neg[: K + 1], emb.negative_mass)
+        # float32 Gram matrices: log a within the stated tolerance (1e-6) of the float64 values
+        exact = tree_mod.hd_lca_product(emb, dtype=np.float64)
+        err = np.abs(np.log(products[K]) - np.log(exact)).max() * 0.5 / (K + 1)
+        assert 0 < err < 1e-6
