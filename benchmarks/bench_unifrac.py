@@ -40,8 +40,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import scipy.sparse as sp
+from hdtwd_cli._simd import prefer_wide_vectors
+
+prefer_wide_vectors()  # the in-process kernels (roofline part) compiled as `hdtwd` compiles them
+
+import numpy as np  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -37,11 +37,12 @@ from .errors import (  # noqa: E402
 _LAZY = {**{name: "api" for name in ("DistanceVectors", "FeatureEmbedding", "KnnGraph", "classify", "decode_tree",
                                      "distance_vectors", "distances", "embed", "knn_graph", "learn_tree",
                                      "neighbors", "tree_vectors")},
-         "PRESETS": "pipeline", "TreeParams": "pipeline", "Tree": "tree"}
+         "PRESETS": "pipeline", "TreeParams": "pipeline", "Tree": "tree", "prefer_wide_vectors": "_simd"}
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .api import (DistanceVectors, FeatureEmbedding, KnnGraph, classify, decode_tree, distance_vectors,
                       distances, embed, knn_graph, learn_tree, neighbors, tree_vectors)
+    from ._simd import prefer_wide_vectors
     from .pipeline import PRESETS, TreeParams
     from .tree import Tree
 

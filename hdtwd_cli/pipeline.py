@@ -226,26 +226,25 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams) -> di
     """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
 
     ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
-    covers the arrays the stages allocate, not the input itself (already in memory).
-    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them), then
-    ``psi`` of ``(K+1) m^2`` values next to 3 condensed ``m^2/2`` vectors (values, order, ranks).
+    covers the arrays the stages allocate, not the input itself (already in memory); it follows
+    the default ``lca`` edge weights (:func:`tree.hd_lca_products`).
+    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them), then per
+    scale the eigenvectors, ``W``, the densities and their float32 square root next to the
+    condensed product, then 3 condensed ``m^2/2`` vectors (values, order, ranks).
     Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
-    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values next to the condensed
-    HD-LCA product (one more copy for non-single linkages) and two row-block buffers.
+    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` float32 values next to the condensed
+    HD-LCA product (one more copy for non-single linkages).
     """
     K1 = params.scales + 1
     pairs = m * (m - 1) // 2
     nl = effective_landmarks(params.landmarks, m)
     if nl == 0:
-        return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
-                "tree": 8 * (K1 * m * m + 3 * pairs)}
-    from .tree import lca_block_rows
-
+        return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
     copies = 1 if params.linkage == "single" else 2
-    psi = 8 * K1 * m * nl
-    return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 3 * m * nl,
-            "tree": psi + 8 * copies * pairs + 16 * lca_block_rows(m) * m}
+    psi = 4 * K1 * m * nl
+    return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
+            "tree": psi + 8 * copies * pairs + (1 << 23)}
 
 
 def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,

@@ -7,11 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
-import pytest
-import scipy.sparse as sp
-from scipy.optimize import linprog
-from scipy.sparse.csgraph import shortest_path
+from hdtwd_cli._simd import prefer_wide_vectors
+
+prefer_wide_vectors()  # before numba loads: the kernels compiled here are those of the `hdtwd` subprocesses
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import scipy.sparse as sp  # noqa: E402
+from scipy.optimize import linprog  # noqa: E402
+from scipy.sparse.csgraph import shortest_path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data"

@@ -121,6 +121,33 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
                        check=True, env=env)
     assert any((tmp_path / "cache").rglob("*.nbi"))
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))
+    # and the same bits with LLVM's default vector width (the runs above inherit the full width
+    # that conftest asks for, as `hdtwd` does: hdtwd_cli._simd)
+    narrow = {k: v for k, v in env.items() if k != "NUMBA_CPU_FEATURES"}
+    subprocess.run([sys.executable, "-c", code, tmp_path / "Y.npy", tmp_path / "D2.npy"], check=True, env=narrow)
+    assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D2.npy"))
+
+
+def test_wide_vectors_only_before_numba_and_only_when_unset():
+    import os
+    import subprocess
+    import sys
+
+    code = ("import os, sys; {pre}from hdtwd_cli._simd import prefer_wide_vectors; "
+            "print(prefer_wide_vectors(), os.environ.get('NUMBA_CPU_FEATURES', ''))")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
+
+    def run(pre="", **extra):
+        out = subprocess.run([sys.executable, "-c", code.format(pre=pre)], check=True, capture_output=True,
+                             text=True, env=dict(env, **extra)).stdout.split(" ", 1)
+        return out[0] == "True", out[1].strip()
+
+    done, features = run()
+    assert done == ("+avx512f" in features)  # set exactly when the CPU has AVX-512
+    if done:
+        assert features.endswith(",-prefer-256-bit")
+    assert run(pre="import numba; ") == (False, "")  # numba already configured: left alone
+    assert run(NUMBA_CPU_FEATURES="+avx2") == (False, "+avx2")  # the user's choice is kept
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (1, 5), (37, 1001), (259, 515), (6, 0)])
