@@ -302,34 +302,39 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-Two runs: all workloads 18:42-19:15 UTC; Zeisel and CBMC again at 19:27-19:33 (`--only
-zeisel,cbmc`, after the input fingerprint was dropped for outputs that store no metadata); the
-tables show the later run for those two, the first run for the corpora. First-run figures for
-Zeisel / CBMC: distance step 4.36 s vs ssu 16.38 s (3.8x) and 5.13 s vs 18.03 s (3.5x); end to
-end 39.9 s and 6.46 s (runs 6.83, 6.46, 4.92).
+This run: 21:06-21:33 UTC, after the second round of issue-14 changes (tree learning: one
+symmetric BLAS product per scale for the densities, the HD-LCA product straight from the operator
+- scales streamed on the exact path, tiles with in-cache accumulators on the landmark path -,
+float32 Gram matrices, syevd in place, SIMD sort; the compiled kernels with full AVX-512 vectors).
+The machine was in a slow phase during and after it: a 4,000^3 float64 GEMM probe gave 75 GFLOPS
+at 21:35 against 143-158 GFLOPS at 20:10-20:15, and the same pairwise-kernel probe alternated
+between 9.6 and 17.5 G terms/s. Figures measured by hand earlier in the session, on the faster
+phase, are quoted with their time.
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (6.3x),
-  not on Zeisel (3.5-3.8x) and CBMC (3.5-3.8x). There the kernel is no longer most of the run (the
-  overlap form made it 1.76x faster per core; 2.0-2.5 s of CBMC's run, a 594 MB result): the rest
-  is a floor of about 0.9 s (Python, numpy, scipy.sparse 0.19 s, numba 0.25 s, numba's first call
-  about 0.3 s) and writing the result (0.7 s for CBMC's 594 MB). ssu is one C++ process. Values
-  agree to 7e-9 - 3e-8 (fp64; ssu reads branch lengths as float32) and 1e-6 - 2e-6 (fp32).
-- End to end with the defaults: 5,600 x 42,000 met (69.5 s and 4.29 GB against 100 s / 8 GB; was
-  207 s and 15.96 GB: the pruned kernel never forms the 5,600 x 84k dense vectors). CBMC 5.02 s
-  median (4.58, 5.69, 5.02): at the 5 s target, not under it. Zeisel 32-40 s and 1.89 GB against
-  ssu's distance step alone (16-19 s) and 1 GB: not met, the exact operator on 4,000 genes takes
-  30-35 s (embedding 24 s, HD-LCA 11 s in the stage run); landmarks learn the tree in seconds but
-  cost 0.8-1.2 points on Zeisel-48 (table above), beyond the 0.5 allowed, so the switch stays at
-  5,000 features. 5,000 x 24,000: 64-68 s against 40 s, not met: learning the tree on 20,000
-  placed words is 47 s (HD-LCA product 24 s, complete linkage 23 s, one thread in scipy); the
-  distances went from 34 s (dense kernel) to 11 s.
-- `hdtwd --version` 0.13 s: met. `hdtwd distance sample_data/produce.csv`: 1.09 s median (1.02-1.52)
-  in the first run, 0.87-0.95 s on a busier machine earlier the same hour: at the target, not
-  claimed. Small problems no longer touch numba (NumPy twins of the kernels, same bits); what
-  remains is imports.
-- The machine was noisy: the same command varied by up to 40 % between runs (CBMC end to end
-  4.6-6.8 s, ssu on CBMC 18.0 s and 20.6 s in the two runs) although other processes used under
-  0.05 cores; the ratios come from runs taken in turns.
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus
+  (6.8x; was 6.3x), not on Zeisel (4.4x; was 3.5-3.8x) and CBMC (3.6x; was 3.5-3.8x). CBMC by
+  hand at 20:50, same tree: 3.45 / 3.52 / 3.57 s (ssu's median here 17.35 s: 4.9-5.0x); in this run
+  4.88 s, its kernel 3.36 s in the stage table (2.36 s in the previous run): the slow phase. Full
+  AVX-512 vectors make the pairwise kernel 1.77x faster on the fast phase (21.6 vs 12.2 G terms/s,
+  4,096 x 1,000, one process each, same bits) and 1.3x on the slow one (alternating runs: 0.48-0.70 s
+  vs 0.64-0.87 s). Values agree with ssu to 7e-9 - 3e-8 (fp64) and 1e-6 - 2e-6 (fp32).
+- End to end with the defaults: 5,600 x 42,000 met (59.4 s, 3.47 GB against 100 s / 8 GB; was 69.5 s
+  / 4.29 GB). Zeisel: 0.81 GB, met (was 1.89 GB: the (K+1) m^2 embedding is never held); time
+  26.4 s in this run (23.0-26.6), 19.9-20.4 s in three runs by hand at 20:20-20:40 (stage run
+  20.07 s: diffusion operator 6.7 s, HD-LCA products 9.4 s, linkage 1.0 s, distances 1.7 s), against
+  ssu's 17.1 s here: not met. CBMC 5.8 s here (kernel 3.4 s of it), not met in this run. 5,000 x
+  24,000: 54.1 s (was 64.3 s) against 40 s, not met: HD-LCA products 24 s -> 12.4 s (tiles and
+  float32), SciPy's complete linkage on 20,000 placed words still 17.8 s.
+- Tried and dropped: a compiled nearest-neighbour-chain complete linkage on the square 20,000 x
+  20,000 matrix (2 MB pages advised) took 17.2 s against SciPy's 16.0 s: every merge writes one
+  column, 20,000 cache misses per merge (about 20 ns each), the same cost as SciPy's strided
+  condensed reads.
+- The float32 Gram matrices (docs/method.md section 3): on Zeisel the learned tree is identical to
+  the float64 one (all 3,999 clusters) and the distances agree to 4.4e-8 relative; on the 24,000-word
+  corpus log a agrees to 5.8e-7. kNN accuracy with the defaults after these changes: table in the
+  issue-14 note (benchmarks/bench_classify.py --configs defaults).
+- `hdtwd --version` 0.17 s: met. `hdtwd distance sample_data/produce.csv`: 1.27 s median here,
+  1.09 s in the previous run: not met.
 """
 
 

@@ -52,7 +52,7 @@ from numba import njit, prange
 
 from . import _small
 
-__all__ = ["l1_distances", "tree_vectors", "lca_factor", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -278,7 +278,8 @@ def check_non_negative(A: np.ndarray) -> None:
         raise ValueError("the L1 kernel needs non-negative rows (TWD vectors are)")
 
 
-def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | str = np.float64) -> np.ndarray:
+def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | str = np.float64,
+                 out: np.ndarray | None = None) -> np.ndarray:
     r"""All L1 distances between the NON-NEGATIVE rows of ``A`` (and ``B``); float64 accumulation.
 
     .. math:: \lVert a - b\rVert_1 = \lVert a\rVert_1 + \lVert b\rVert_1 - 2 \sum_k \min(a_k, b_k)
@@ -293,6 +294,8 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
     B : ndarray, shape (nb, d), optional
         When omitted, the symmetric ``na x na`` matrix with an exact zero diagonal.
     dtype : dtype of the result
+    out : ndarray, optional
+        Where to write the ``na x nb`` result (e.g. a memory-mapped output file).
     """
     A = np.ascontiguousarray(A)
     sym = B is None
@@ -301,8 +304,13 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
     if not sym:
         check_non_negative(Bm)
     if A.shape[0] * Bm.shape[0] * A.shape[1] <= _small.SMALL_WORK:  # same bits, no numba start-up
-        return _small.l1_distances(A, None if sym else Bm, np.dtype(dtype), _TK)
-    out = np.empty((A.shape[0], Bm.shape[0]), dtype=np.dtype(dtype))
+        D = _small.l1_distances(A, None if sym else Bm, np.dtype(dtype), _TK)
+        if out is None:
+            return D
+        out[...] = D
+        return out
+    if out is None:
+        out = np.empty((A.shape[0], Bm.shape[0]), dtype=np.dtype(dtype))
     if A.shape[0] and Bm.shape[0]:
         sa = norms(A)
         sb = sa if sym else norms(Bm)
@@ -382,6 +390,28 @@ def tile_to_condensed(acc, out, i0, j0, m):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def _sqrt_densities(S, s, out, neg):  # pragma: no cover - compiled
+    """``out[j, i] = sqrt(max(S[j, i] * s[i] / s[j], 0))`` rounded to ``out``'s type, in one pass.
+
+    The operations of :func:`diffusion.diffusion_densities` (``phi *= s[None, :]``,
+    ``phi /= s[:, None]``, clip) and of the square root, in the same order: the same bits as
+    NumPy's passes, without writing ``phi``. ``neg[j]``: the clipped negative mass of row ``j``.
+    """
+    m = S.shape[0]
+    for j in prange(m):
+        sj = s[j]
+        acc = 0.0
+        for i in range(S.shape[1]):
+            v = S[j, i] * s[i]
+            v = v / sj
+            if v < 0.0:
+                acc += v
+                v = 0.0
+            out[j, i] = np.sqrt(v)
+        neg[j] = -acc
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def tree_vectors_dense(X, parent, cols, scale, out):  # pragma: no cover - compiled
     """``out[i, cols[v]] = scale[v] * (mass of row i below node v)`` for every node with ``cols[v] >= 0``.
 
@@ -450,6 +480,20 @@ def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, s
 def small_product(pairs: int, n_scales: int) -> bool:
     """Whether an HD-LCA product of ``pairs`` pairs over ``n_scales`` scales takes the NumPy twins."""
     return pairs * n_scales <= _small.SMALL_WORK
+
+
+def sqrt_densities(S: np.ndarray, s: np.ndarray, dtype) -> tuple[np.ndarray, float]:
+    """:func:`_sqrt_densities` into a new array of ``dtype`` (NumPy for a small ``S``); and the clipped mass per row."""
+    if S.size <= _small.SMALL_WORK:
+        phi = S * s[None, :]
+        phi /= s[:, None]
+        neg = -float(np.minimum(phi, 0.0).sum())
+        np.maximum(phi, 0.0, out=phi)
+        return np.sqrt(phi, out=phi).astype(dtype, copy=False), max(0.0, neg / S.shape[0])
+    out = np.empty(S.shape, dtype=dtype)
+    neg = np.empty(S.shape[0], dtype=np.float64)
+    _sqrt_densities(S, s, out, neg)
+    return out, max(0.0, float(neg.sum()) / S.shape[0])
 
 
 def lca_factor(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,

@@ -274,8 +274,12 @@ class DistanceVectors:
         n = self.base.n
         return (n if self.queries is None else int(self.queries.shape[0]), n)
 
-    def matrix(self, check_memory: bool = True) -> np.ndarray:
-        """The whole (cross) distance matrix in memory (refused up front when it would not fit)."""
+    def matrix(self, check_memory: bool = True, out: np.ndarray | None = None) -> np.ndarray:
+        """The whole (cross) distance matrix in memory (refused up front when it would not fit).
+
+        ``out``: an array of :attr:`shape` and :attr:`dtype` to write it into (the CLI passes a
+        memory map of its ``.npy`` output file: no copy of the result is ever written).
+        """
         rows, cols = self.shape
         if check_memory:
             need, have = dense_output_bytes(rows, cols, self.base.dim, self.dtype), available_memory()
@@ -285,7 +289,7 @@ class DistanceVectors:
                     "are available; write it in blocks (DistanceVectors.blocks; CLI: -o FILE.h5) or keep only each "
                     "sample's nearest neighbours (knn_graph; CLI: --knn K)")
         with self.progress.stage(f"tree-Wasserstein distances ({rows} x {cols})"):
-            return tree_distances(self.base, self.queries, self.dtype)
+            return tree_distances(self.base, self.queries, self.dtype, out=out)
 
     def block_rows(self) -> int:
         """Rows per block of :meth:`blocks`: 256 MB of results."""
@@ -757,7 +761,7 @@ def embed(
     if check_memory:
         have = available_memory()
         need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None, params, have, None,
-                                 ("diffusion", "embedding"))
+                                 ("diffusion", "embedding"), store_embedding=True)
         rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     op, emb = _data_errors(lambda: _embed_stages(F, params, rep))
     return FeatureEmbedding(emb, op, space, params)
@@ -786,7 +790,7 @@ def decode_tree(
     tp = TreeParams(scales=stored.embedding.n_scales - 1, linkage=rule, edge_weights=weights, landmarks=n_landmarks)
     if check_memory:
         have = available_memory()
-        need = check_tree_memory(0, len(stored.feature_names), None, tp, have, None, ("tree",))
+        need = check_tree_memory(0, len(stored.feature_names), None, tp, have, None, ("tree",), store_embedding=True)
         rep.note(f"decoding the tree needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     tree = decode_from_embedding(stored.embedding, stored.feature_names, rep, rule, weights, tie_ranks=n_landmarks == 0)
     dropped = list(stored.diffusion.get("dropped", []))

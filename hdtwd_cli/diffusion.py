@@ -19,6 +19,7 @@ Fractional powers are taken through the symmetric conjugate
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = [
     "diffusion_operator",
     "diffusion_densities",
     "clip_negative",
+    "diffusion_sqrt_densities",
     "EIGENVALUE_FLOOR",
     "column_scale",
 ]
@@ -81,6 +83,10 @@ class DiffusionOperator:
     def densities(self, t: float) -> tuple[np.ndarray, float]:
         """Densities of every feature at time ``t`` (see :func:`diffusion_densities`)."""
         return diffusion_densities(self, t)
+
+    def sqrt_densities(self, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
+        """Their square roots in ``dtype`` (see :func:`diffusion_sqrt_densities`)."""
+        return diffusion_sqrt_densities(self, t, dtype)
 
 
 def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -> np.ndarray:
@@ -260,6 +266,30 @@ def clip_negative(phi: np.ndarray) -> float:
     return max(0.0, (float(phi.sum(dtype=np.float64)) - before) / phi.shape[0])
 
 
+def _symmetric_power(op: DiffusionOperator, t: float) -> np.ndarray:
+    r""":math:`S^t = V\Lambda^t V^\top`, as :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (one BLAS syrk)."""
+    V, lam = op.eigenvectors, op.eigenvalues
+    if lam.min() >= 0:
+        W = V * (lam ** (0.5 * t))[None, :]
+        St = W @ W.T  # numpy calls syrk for W @ W.T: half a GEMM, exactly symmetric
+        del W
+        return St
+    return (V * (lam**t)[None, :]) @ V.T  # a negative eigenvalue floor (tests, integer t)
+
+
+def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
+    r""":math:`\psi = \sqrt{\phi}` of :func:`diffusion_densities` in ``dtype``, without forming ``phi``.
+
+    The same bits as ``np.sqrt(diffusion_densities(op, t)[0]).astype(dtype)``: one compiled pass
+    over :math:`S^t` (:func:`_kernels.sqrt_densities`) does the scaling, the clipping and the root
+    in the same order. The clipped mass is summed in another order (equal to rounding).
+    """
+    from ._kernels import sqrt_densities
+
+    St = _symmetric_power(op, t)
+    return sqrt_densities(St, op.sqrt_degree, dtype)
+
+
 def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, float]:
     r"""Diffusion densities :math:`\phi_j = P^t e_j` of every feature, one per ROW.
 
@@ -284,14 +314,8 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
         Mass of the negative entries that were clipped, as a fraction of the total mass ``m``
         (fractional powers of a stochastic matrix can have negative entries).
     """
+    phi = _symmetric_power(op, t)
     s = op.sqrt_degree
-    V, lam = op.eigenvectors, op.eigenvalues
-    if lam.min() >= 0:
-        W = V * (lam ** (0.5 * t))[None, :]
-        phi = W @ W.T  # S^t = (V L^{t/2})(V L^{t/2})^T: symmetric, one BLAS syrk (half a GEMM)
-        del W
-    else:  # a negative eigenvalue floor (tests, integer t): the general product
-        phi = (V * (lam**t)[None, :]) @ V.T
     phi *= s[None, :]
     phi /= s[:, None]
     negative_mass = clip_negative(phi)

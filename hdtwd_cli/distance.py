@@ -148,16 +148,17 @@ def tree_embedding(tree: Tree, x: np.ndarray | sp.spmatrix, dtype: DType = "floa
     return np.ascontiguousarray(Y, dtype=np.dtype(dtype))
 
 
-def pairwise_l1(Y: np.ndarray, Yq: np.ndarray | None = None, dtype: DType = "float64") -> np.ndarray:
+def pairwise_l1(Y: np.ndarray, Yq: np.ndarray | None = None, dtype: DType = "float64",
+                out: np.ndarray | None = None) -> np.ndarray:
     r"""L1 distances :math:`\lVert y_i - y_{i'}\rVert_1` between rows (all pairs, or ``Yq`` x ``Y``).
 
     A tiled, multi-threaded compiled kernel (:mod:`hdtwd_cli._kernels`); accumulates in float64
     whatever the storage type and returns ``dtype``. The symmetric result has an exact zero
-    diagonal and ``D[i, j] == D[j, i]`` bit for bit.
+    diagonal and ``D[i, j] == D[j, i]`` bit for bit. ``out``: where to write the result.
     """
     if Yq is None:
-        return l1_distances(Y, None, np.dtype(dtype))
-    return l1_distances(Yq, Y, np.dtype(dtype))
+        return l1_distances(Y, None, np.dtype(dtype), out)
+    return l1_distances(Yq, Y, np.dtype(dtype), out)
 
 
 def tree_wasserstein(
@@ -215,21 +216,22 @@ def _kernel(tv: TreeVectors, kernel: Kernel) -> str:
 
 
 def tree_distances(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, dtype: DType = "float64",
-                   kernel: Kernel = "auto") -> np.ndarray:
+                   kernel: Kernel = "auto", out: np.ndarray | None = None) -> np.ndarray:
     r"""TWD matrix of the rows of ``tv`` (all pairs), or of the rows ``Xq`` against them.
 
     Two kernels give the same bits (:mod:`hdtwd_cli._pruned`): the dense tiled kernel on the
     vectors :math:`y_i` (:func:`pairwise_l1`), and, for sparse data whose vectors are sparse
     (documents), the kernel that visits, per pair of 32-row blocks, only the nodes with mass in
     both blocks. ``auto`` takes the pruned one when :func:`pruned_share` is below
-    :data:`PRUNE_BELOW`; it never changes a value, only the time.
+    :data:`PRUNE_BELOW`; it never changes a value, only the time. ``out``: where to write the
+    result (e.g. a memory-mapped output file).
     """
     if _kernel(tv, kernel) == "dense":
-        return pairwise_l1(tv.rows(), None if Xq is None else tv.of(Xq), dtype)
+        return pairwise_l1(tv.rows(), None if Xq is None else tv.of(Xq), dtype, out)
     every = _panels(tv, tv.x)
     if Xq is None:
-        return l1_distances_pruned(every, None, dtype)
-    return l1_distances_pruned(_panels(tv, sp.csr_matrix(normalize_rows(Xq))), every, dtype)
+        return l1_distances_pruned(every, None, dtype, out)
+    return l1_distances_pruned(_panels(tv, sp.csr_matrix(normalize_rows(Xq))), every, dtype, out)
 
 
 def tree_distance_blocks(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, block: int = 1024,

@@ -222,40 +222,50 @@ def drop_empty_features(
     return (sp.csr_matrix(X) if sp.issparse(X) else X), [names[j] for j in idx], dropped
 
 
-def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams) -> dict[str, int]:
+def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
+                      store_embedding: bool | None = None) -> dict[str, int]:
     """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
 
     ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
-    covers the arrays the stages allocate, not the input itself (already in memory); it follows
-    the default ``lca`` edge weights (:func:`tree.hd_lca_products`).
-    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them), then per
-    scale the eigenvectors, ``W``, the densities and their float32 square root next to the
-    condensed product, then 3 condensed ``m^2/2`` vectors (values, order, ranks).
+    covers the arrays the stages allocate, not the input itself (already in memory).
+    ``store_embedding`` (default: unless the edge weights are ``lca``): the float64 embedding is
+    kept (``hdtwd embed``, ``midpoint`` weights); otherwise the tree comes straight from the
+    operator (:func:`tree.hd_lca_products`).
+    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
+    ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
+    float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
+    order, ranks).
     Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
-    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` float32 values next to the condensed
-    HD-LCA product (one more copy for non-single linkages).
+    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values (float32 for the tree, or
+    float64 stored and its float32 copy) next to the condensed HD-LCA product (one more copy for
+    non-single linkages).
     """
     K1 = params.scales + 1
     pairs = m * (m - 1) // 2
     nl = effective_landmarks(params.landmarks, m)
+    store = params.edge_weights != "lca" if store_embedding is None else store_embedding
     if nl == 0:
+        if store:
+            return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
+                    "tree": 8 * (K1 * m * m + 3 * pairs)}
         return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
     copies = 1 if params.linkage == "single" else 2
-    psi = 4 * K1 * m * nl
+    psi = (12 if store else 4) * K1 * m * nl
     return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
             "tree": psi + 8 * copies * pairs + (1 << 23)}
 
 
 def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,
-                      path: str | None = None, stages: tuple[str, ...] = ("diffusion", "embedding", "tree")) -> int:
+                      path: str | None = None, stages: tuple[str, ...] = ("diffusion", "embedding", "tree"),
+                      store_embedding: bool | None = None) -> int:
     """Refuse (:class:`errors.ResourceError`) before a stage would not fit in ``available`` bytes.
 
     The message names what would fit: landmarks instead of the exact operator, fewer landmarks,
     or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
     """
     def peak(p: TreeParams) -> int:
-        est = tree_memory_bytes(n, m, nnz, p)
+        est = tree_memory_bytes(n, m, nnz, p, store_embedding)
         return max(est[s] for s in stages)
 
     need = peak(params)

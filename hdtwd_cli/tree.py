@@ -437,9 +437,12 @@ def hd_lca_products(
     g = np.ones(m * (m - 1) // 2, dtype=np.float64)
     out: dict[int, np.ndarray] = {}
     for k in range(Kmax + 1):
-        phi, neg[k] = op.densities(2.0**-k)
-        psi = np.sqrt(phi, out=phi).astype(dtype, copy=False)
-        del phi
+        if hasattr(op, "sqrt_densities"):  # the exact operator: one pass, no float64 copy of psi
+            psi, neg[k] = op.sqrt_densities(2.0**-k, dtype)
+        else:
+            phi, neg[k] = op.densities(2.0**-k)
+            psi = np.sqrt(phi, out=phi).astype(dtype, copy=False)
+            del phi
         _multiply_scale(g, psi, float(heights[k]) ** 2, block, progress)
         del psi
         if k in scales:

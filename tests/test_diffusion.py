@@ -96,3 +96,17 @@ def test_column_gram_kernel_matches_dense_product(counts):
     else:
         np.testing.assert_allclose(G, ref, rtol=1e-12, atol=1e-15)
     assert np.count_nonzero(G) == np.count_nonzero(ref)
+
+
+@pytest.mark.parametrize("m", [40, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above
+def test_sqrt_densities_are_the_bits_of_sqrt_of_the_densities(m):
+    from hdtwd_cli.diffusion import diffusion_sqrt_densities
+
+    X = np.random.default_rng(5).poisson(0.7, size=(80, m)).astype(float) + 0.01
+    op = diffusion_operator(X)
+    for t in (1.0, 0.125):
+        phi, neg = diffusion_densities(op, t)
+        for dtype in (np.float64, np.float32):
+            psi, neg2 = diffusion_sqrt_densities(op, t, dtype)
+            assert psi.dtype == dtype and np.array_equal(psi, np.sqrt(phi).astype(dtype))
+            assert np.isclose(neg2, neg, rtol=1e-9, atol=1e-15)

@@ -205,8 +205,25 @@ def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str],
         with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:
             write_distances_blocked(path, dv.blocks(block), (rows, cols), row_names, col_names, meta, dv.dtype, adv)
         return f"wrote {path} ({rows} x {cols} {dv.dtype}, in blocks of {block} rows)"
-    write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)
+    if path != "-" and rows * cols and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy":
+        write_npy_in_place(path, (rows, cols), dv.dtype, lambda out: dv.matrix(out=out))
+    else:
+        write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)
     return f"wrote {path} ({rows} x {cols} {dv.dtype})"
+
+
+def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Callable[[np.ndarray], Any]) -> None:
+    """Write a ``.npy`` file atomically by computing straight into it: ``fill(out)`` gets a memory map.
+
+    The same bytes as ``np.save`` of the computed array, without the copy: for CBMC's 8,617 x
+    8,617 result that copy was 0.7 s of a 5 s run (benchmarks/RESULTS.md, issue 14).
+    """
+    with atomic_path(path) as tmp:
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=shape)
+        try:
+            fill(out)
+        finally:
+            del out  # unmapped; no msync: the kernel writes the pages back, as after np.save's write()
 
 
 def write_tree_file(path: str, tree: Tree, meta: dict) -> None:
