@@ -234,7 +234,7 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
     ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
     float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
-    order, ranks).
+    order, ranks), and for complete linkage its square ``m x m`` matrix.
     Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
     n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values (float32 for the tree, or
     float64 stored and its float32 copy) next to the condensed HD-LCA product (one more copy for
@@ -244,16 +244,17 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     pairs = m * (m - 1) // 2
     nl = effective_landmarks(params.landmarks, m)
     store = params.edge_weights != "lca" if store_embedding is None else store_embedding
+    square = 16 * pairs if params.linkage == "complete" else 0  # complete linkage's m x m matrix
     if nl == 0:
         if store:
             return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
-                    "tree": 8 * (K1 * m * m + 3 * pairs)}
-        return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs}
+                    "tree": 8 * (K1 * m * m + 3 * pairs) + square}
+        return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
     copies = 1 if params.linkage == "single" else 2
     psi = (12 if store else 4) * K1 * m * nl
     return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
-            "tree": psi + 8 * copies * pairs + (1 << 23)}
+            "tree": psi + 8 * copies * pairs + square + (1 << 23)}
 
 
 def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,

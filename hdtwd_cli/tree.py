@@ -26,6 +26,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from ._kernels import lca_factor, lca_tile, small_product, tile_condensed
+from ._linkage import complete_linkage, square_bytes
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 
@@ -289,7 +290,7 @@ def lca_block_rows(m: int, budget_bytes: int = 1 << 27) -> int:
 
 
 def _norms(psi: np.ndarray) -> np.ndarray:
-    """:math:`\lVert\psi_j\rVert^2` per row, accumulated in float64."""
+    r""":math:`\lVert\psi_j\rVert^2` per row, accumulated in float64."""
     return np.einsum("ij,ij->i", psi, psi, dtype=np.float64)
 
 
@@ -450,17 +451,25 @@ def hd_lca_products(
     return out, neg
 
 
+def _square_fits(m: int) -> bool:
+    """Whether :func:`_linkage.complete_linkage`'s ``m x m`` matrix takes at most half of the available memory."""
+    from ._memory import available_memory
+
+    return square_bytes(m) <= available_memory() // 2
+
+
 def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
                                linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
     r"""Merges from the condensed HD-LCA product ``g`` (:func:`hd_lca_product`); large-m path.
 
-    ``single`` (SciPy's MST, no copy of ``g``) and ``complete`` (nearest-neighbour chain, one
-    copy) run on ``g`` itself: they depend only on the order of the values, so the merges are
-    those of :math:`a`, exactly. ``average`` and ``weighted`` need :math:`a` itself:
-    ``g`` is overwritten IN PLACE by :math:`a = g^{1/(2(K+1))}` first, exactly as well.
-    Unlike :func:`hd_lca_merge_order`, exact ties are broken by SciPy's scan order (no
-    ``(a, min, max)`` rank transform, which costs 16 more bytes per pair); the result is
-    deterministic all the same.
+    ``single`` (SciPy's MST, no copy of ``g``) and ``complete`` (the compiled nearest-neighbour
+    chain of :mod:`hdtwd_cli._linkage` on a square copy, 16 bytes per pair, where it takes at most
+    half of the available memory; SciPy's on a condensed copy otherwise) run on ``g`` itself: they
+    depend only on the order of the values, so the merges are those of :math:`a`, exactly.
+    ``average`` and ``weighted`` need :math:`a` itself: ``g`` is overwritten IN PLACE by
+    :math:`a = g^{1/(2(K+1))}` first, exactly as well. Unlike :func:`hd_lca_merge_order`, exact
+    ties are broken by the algorithm's scan order (no ``(a, min, max)`` rank transform, which costs
+    16 more bytes per pair); the result is deterministic all the same.
 
     Returns
     -------
@@ -473,6 +482,9 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
     from scipy.cluster.hierarchy import linkage  # here: reading a tree does not pay for scipy.cluster
 
     power = 0.5 / n_scales
+    if linkage_rule == "complete" and _square_fits(m):
+        children, heights = complete_linkage(g, m)
+        return children, np.log(heights) * power
     if linkage_rule in ("single", "complete"):
         Z = linkage(g, method=linkage_rule)
         merge_log_a = np.log(Z[:, 2]) * power
@@ -512,7 +524,8 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
     ``(a, min(j,j'), max(j,j'))``: the pairs are ranked by a stable sort of the condensed vector
     (whose order is already ``(min, max)`` lexicographic), and single linkage on the distinct
     ranks is the unique minimum spanning tree of that order (SciPy's O(m^2) MST algorithm).
-    ``complete`` depends only on the order of ``a`` too and uses the same ranks. ``average`` and
+    ``complete`` depends only on the order of ``a`` too and uses the same ranks (distinct, so the
+    tree is unique; computed by :mod:`hdtwd_cli._linkage` where its square matrix fits). ``average`` and
     ``weighted`` (UPGMA / WPGMA) average the values of ``a`` between clusters (SciPy's
     nearest-neighbour chain; deterministic for a given input).
 
@@ -536,6 +549,10 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
         order = stable_argsort(log_a)
         ranks = np.empty(order.shape[0], dtype=np.float64)
         ranks[order] = np.arange(order.shape[0], dtype=np.float64)
+        if linkage_rule == "complete" and _square_fits(m):  # distinct ranks: SciPy's tree, faster
+            children, r = complete_linkage(ranks, m)
+            del ranks
+            return children, log_a[order[r.astype(np.int64)]]
         Z = linkage(ranks, method=linkage_rule)
         del ranks
         merge_log_a = log_a[order[Z[:, 2].astype(np.int64)]]

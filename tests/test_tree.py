@@ -146,3 +146,36 @@ def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
         exact = tree_mod.hd_lca_product(emb, dtype=np.float64)
         err = np.abs(np.log(products[K]) - np.log(exact)).max() * 0.5 / (K + 1)
         assert 0 < err < 1e-6
+
+
+@pytest.mark.parametrize("m", [2, 3, 17, 300])
+def test_compiled_complete_linkage_equals_scipy(m):
+    from scipy.cluster.hierarchy import linkage
+
+    from hdtwd_cli._linkage import complete_linkage
+
+    g = np.random.default_rng(m).random(m * (m - 1) // 2)  # distinct values: the tree is unique
+    Z = linkage(g, method="complete")
+    children, heights = complete_linkage(g, m)
+    assert np.array_equal(children, np.sort(Z[:, :2].astype(np.int64), axis=1))
+    assert np.array_equal(heights, Z[:, 2])
+
+
+def test_compiled_complete_linkage_with_ties_is_a_complete_linkage():
+    # with ties several trees are complete-linkage trees; check the defining property directly:
+    # each merge joins two current clusters at the smallest complete-linkage distance
+    from scipy.spatial.distance import squareform
+
+    from hdtwd_cli._linkage import complete_linkage
+
+    m = 25
+    g = np.round(np.random.default_rng(1).random(m * (m - 1) // 2) * 4)
+    D = squareform(g)
+    children, heights = complete_linkage(g, m)
+    members = {i: [i] for i in range(m)}
+    for s, (p, q) in enumerate(children.tolist()):
+        ids = list(members)
+        best = min(D[np.ix_(members[u], members[v])].max() for i, u in enumerate(ids) for v in ids[i + 1:])
+        assert heights[s] == D[np.ix_(members[p], members[q])].max() == best
+        members[m + s] = members.pop(p) + members.pop(q)
+    assert np.all(np.diff(heights) >= 0)

@@ -205,7 +205,8 @@ def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str],
         with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:
             write_distances_blocked(path, dv.blocks(block), (rows, cols), row_names, col_names, meta, dv.dtype, adv)
         return f"wrote {path} ({rows} x {cols} {dv.dtype}, in blocks of {block} rows)"
-    if path != "-" and rows * cols and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy":
+    if (path != "-" and rows * cols and hasattr(os, "posix_fallocate")
+            and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy"):
         write_npy_in_place(path, (rows, cols), dv.dtype, lambda out: dv.matrix(out=out))
     else:
         write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)
@@ -216,10 +217,18 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
     """Write a ``.npy`` file atomically by computing straight into it: ``fill(out)`` gets a memory map.
 
     The same bytes as ``np.save`` of the computed array, without the copy: for CBMC's 8,617 x
-    8,617 result that copy was 0.7 s of a 5 s run (benchmarks/RESULTS.md, issue 14).
+    8,617 result that copy was 0.7 s of a 5 s run (benchmarks/RESULTS.md, issue 14). The file's
+    blocks are reserved first (``posix_fallocate``): a full disk is an error before any work,
+    never a SIGBUS while the mapped pages are written.
     """
+    dt = np.dtype(dtype)
     with atomic_path(path) as tmp:
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.dtype(dtype), shape=shape)
+        with open(tmp, "wb") as fh:
+            np.lib.format.write_array_header_1_0(
+                fh, {"descr": np.lib.format.dtype_to_descr(dt), "fortran_order": False, "shape": tuple(shape)})
+            offset = fh.tell()
+            os.posix_fallocate(fh.fileno(), 0, offset + dt.itemsize * shape[0] * shape[1])
+        out = np.memmap(tmp, dtype=dt, mode="r+", offset=offset, shape=tuple(shape))
         try:
             fill(out)
         finally:
