@@ -282,9 +282,17 @@ _COMMANDS = ("embed", "decode-tree", "distance", "classify")
 def _install_signal_handlers() -> None:
     import signal
 
+    from .errors import _RECEIVED
+
     def terminate(signum: int, frame: Any) -> None:
+        _RECEIVED.append(signum)
         raise Terminated(signum)
 
+    def unraisable(info: Any) -> None:  # a Terminated dropped inside a C callback: check_terminated re-raises it
+        if not isinstance(info.exc_value, Terminated):
+            sys.__unraisablehook__(info)
+
+    sys.unraisablehook = unraisable
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, terminate)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

@@ -103,6 +103,20 @@ class ResourceError(HdtwdError):
     exit_code = 4
 
 
+_RECEIVED: list[int] = []  # signals turned into Terminated (the command line's handler appends)
+
+
+def check_terminated() -> None:
+    """Raise :class:`Terminated` again if a termination signal arrived.
+
+    The handler raises at once, but an exception raised while a C library calls back into Python
+    (numba compiling: llvmlite's ctypes callbacks) is printed and dropped there. Stage boundaries
+    and the final rename of every output check again, so such a run still ends with no output.
+    """
+    if _RECEIVED:
+        raise Terminated(_RECEIVED[0])
+
+
 class Terminated(BaseException):
     """The process received SIGTERM or SIGHUP (raised by the command line's handler, so that every
     temporary file is removed on the way out, as for Ctrl-C). Exit code 128 + the signal number."""

@@ -223,14 +223,15 @@ def drop_empty_features(
 
 
 def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
-                      store_embedding: bool | None = None) -> dict[str, int]:
+                      store_embedding: bool | None = None, available: int | None = None) -> dict[str, int]:
     """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
 
     ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
     covers the arrays the stages allocate, not the input itself (already in memory).
     ``store_embedding`` (default: unless the edge weights are ``lca``): the float64 embedding is
     kept (``hdtwd embed``, ``midpoint`` weights); otherwise the tree comes straight from the
-    operator (:func:`tree.hd_lca_products`).
+    operator (:func:`tree.hd_lca_products`). ``available``: complete linkage's square matrix is
+    counted where it will be used (at most half of ``available``; SciPy's condensed copy otherwise).
     Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
     ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
     float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
@@ -244,14 +245,15 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     pairs = m * (m - 1) // 2
     nl = effective_landmarks(params.landmarks, m)
     store = params.edge_weights != "lca" if store_embedding is None else store_embedding
-    square = 16 * pairs if params.linkage == "complete" else 0  # complete linkage's m x m matrix
+    fits = available is None or 16 * pairs <= available // 2
+    square = 16 * pairs if params.linkage == "complete" and fits else 0  # complete linkage's m x m matrix
     if nl == 0:
         if store:
             return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
                     "tree": 8 * (K1 * m * m + 3 * pairs) + square}
         return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
-    copies = 1 if params.linkage == "single" else 2
+    copies = 1 if params.linkage == "single" or square else 2  # SciPy's condensed copy, where no square one
     psi = (12 if store else 4) * K1 * m * nl
     return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
             "tree": psi + 8 * copies * pairs + square + (1 << 23)}
@@ -266,7 +268,7 @@ def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, avail
     or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
     """
     def peak(p: TreeParams) -> int:
-        est = tree_memory_bytes(n, m, nnz, p, store_embedding)
+        est = tree_memory_bytes(n, m, nnz, p, store_embedding, available)
         return max(est[s] for s in stages)
 
     need = peak(params)

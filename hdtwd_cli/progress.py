@@ -32,9 +32,13 @@ class Reporter:
 
     @contextlib.contextmanager
     def stage(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:
-        """A progress bar for one stage; yields ``advance(n)``."""
+        """A progress bar for one stage; yields ``advance(n)``. Checks for a dropped termination on entry and exit."""
+        from .errors import check_terminated
+
+        check_terminated()
         if not self.show_bars:
             yield lambda n=1: None
+            check_terminated()
             return
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -49,6 +53,7 @@ class Reporter:
         with bar:
             task = bar.add_task(description, total=total)
             yield lambda n=1: bar.advance(task, n)
+        check_terminated()
 
     def note(self, message: str) -> None:
         """A progress-level message (memory estimates): shown with the bars or with ``-v``."""

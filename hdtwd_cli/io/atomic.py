@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from ..errors import OutputError
+from ..errors import OutputError, check_terminated
 
 __all__ = ["atomic_path", "check_output_path"]
 
@@ -67,6 +67,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     try:
         yield str(tmp)
         _pause_hook(tmp)
+        check_terminated()
         os.replace(tmp, target)
     except OSError as e:
         with contextlib.suppress(OSError):
