@@ -130,6 +130,7 @@ _TIMED = [
     ("hdtwd_cli.distance", "pairwise_l1", "distance"),
     ("hdtwd_cli._pruned", "l1_distances_pruned", "distance"),
     ("hdtwd_cli.io.output", "write_distances", "write"),
+    ("hdtwd_cli.io.output", "write_npy_in_place", "write"),
 ]
 
 
@@ -143,6 +144,9 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
     import importlib
 
     t0 = time.perf_counter()
+    from hdtwd_cli._simd import prefer_wide_vectors
+
+    prefer_wide_vectors()  # as the `hdtwd` command does before its first kernel
     import hdtwd_cli.cli as cli
 
     importlib.import_module("hdtwd_cli._kernels")  # numba, part of the startup cost
