@@ -27,6 +27,7 @@ from numpy.typing import DTypeLike
 
 from ._kernels import lca_factor, lca_tile, small_product, tile_condensed
 from ._linkage import complete_linkage, square_bytes
+from ._small import SMALL_WORK
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 
@@ -452,10 +453,14 @@ def hd_lca_products(
 
 
 def _square_fits(m: int) -> bool:
-    """Whether :func:`_linkage.complete_linkage`'s ``m x m`` matrix takes at most half of the available memory."""
+    """Whether complete linkage runs compiled (:func:`_linkage.complete_linkage`).
+
+    Where its ``m x m`` matrix takes at most half of the available memory, and the problem is
+    not small (below ``_small.SMALL_WORK`` pairs SciPy's is as fast and needs no numba start-up).
+    """
     from ._memory import available_memory
 
-    return square_bytes(m) <= available_memory() // 2
+    return m * (m - 1) // 2 > SMALL_WORK and square_bytes(m) <= available_memory() // 2
 
 
 def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
@@ -479,12 +484,12 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
         raise ValueError("at least two features are needed to build a tree")
     if linkage_rule not in LINKAGES:
         raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
-    from scipy.cluster.hierarchy import linkage  # here: reading a tree does not pay for scipy.cluster
-
     power = 0.5 / n_scales
     if linkage_rule == "complete" and _square_fits(m):
         children, heights = complete_linkage(g, m)
         return children, np.log(heights) * power
+    from scipy.cluster.hierarchy import linkage  # here: reading a tree does not pay for scipy.cluster
+
     if linkage_rule in ("single", "complete"):
         Z = linkage(g, method=linkage_rule)
         merge_log_a = np.log(Z[:, 2]) * power
@@ -543,7 +548,6 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
         raise ValueError("at least two features are needed to build a tree")
     if linkage_rule not in LINKAGES:
         raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
-    from scipy.cluster.hierarchy import linkage
 
     if linkage_rule in ("single", "complete"):
         order = stable_argsort(log_a)
@@ -553,10 +557,14 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
             children, r = complete_linkage(ranks, m)
             del ranks
             return children, log_a[order[r.astype(np.int64)]]
+        from scipy.cluster.hierarchy import linkage  # here: the compiled chain needs no scipy.cluster
+
         Z = linkage(ranks, method=linkage_rule)
         del ranks
         merge_log_a = log_a[order[Z[:, 2].astype(np.int64)]]
     else:
+        from scipy.cluster.hierarchy import linkage
+
         Z = linkage(np.exp(log_a), method=linkage_rule)
         merge_log_a = np.log(Z[:, 2])
     children = np.sort(Z[:, :2].astype(np.int64), axis=1)
