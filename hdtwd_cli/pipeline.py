@@ -377,7 +377,7 @@ class FeatureSpace:
         the data columns; see :func:`auto_leaf_length`.
     """
 
-    matrix: np.ndarray | sp.spmatrix
+    matrix: np.ndarray | sp.spmatrix | None  # None once learn_trees has handed it to the operator
     names: list[str]
     unplaced: list[str]
     weights: dict[str, float] | None
@@ -632,6 +632,9 @@ def align_to_tree(
     multiplied by its leaf's weight, so the rows become the weighted values whose histograms
     the TWD compares.
 
+    The result may be ``X`` itself (dense, already in leaf order, no weights): callers copy before
+    writing (:func:`distance.normalize_rows` does).
+
     Leaves absent from the data get zero mass. Data features absent from the tree are an
     error when they carry mass (the message names a few); all-zero ones are ignored. With
     ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
@@ -668,6 +671,8 @@ def align_to_tree(
         if w is not None:
             out.data *= w[out.indices]
         return out
+    if w is None and X.shape[1] == L and np.array_equal(dest, np.arange(L)):
+        return np.asarray(X, dtype=np.float64)  # already in leaf order (e.g. the tree was learned from X): no copy
     out = np.zeros((n, L), dtype=np.float64)
     src = np.flatnonzero(dest >= 0)
     out[:, dest[src]] = X[:, src]
