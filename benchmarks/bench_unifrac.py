@@ -302,39 +302,45 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-This run: 21:06-21:33 UTC, after the second round of issue-14 changes (tree learning: one
-symmetric BLAS product per scale for the densities, the HD-LCA product straight from the operator
-- scales streamed on the exact path, tiles with in-cache accumulators on the landmark path -,
-float32 Gram matrices, syevd in place, SIMD sort; the compiled kernels with full AVX-512 vectors).
-The machine was in a slow phase during and after it: a 4,000^3 float64 GEMM probe gave 75 GFLOPS
-at 21:35 against 143-158 GFLOPS at 20:10-20:15, and the same pairwise-kernel probe alternated
-between 9.6 and 17.5 G terms/s. Figures measured by hand earlier in the session, on the faster
-phase, are quoted with their time.
+This run: 21:37-21:52 UTC at commit 56c6112, after the second round of issue-14 changes: tree
+learning with one symmetric BLAS product per scale for the densities, the HD-LCA product straight
+from the operator (scales streamed on the exact path: the (K+1) m^2 embedding is never held; tiles
+with in-cache accumulators on the landmark path), float32 Gram matrices (tolerance: log a within
+1e-6, docs/method.md section 3), syevd in place, NumPy's SIMD sort for the tie ranks, complete
+linkage compiled (`hdtwd_cli/_linkage.py`); the compiled kernels with full AVX-512 vectors
+(`hdtwd_cli/_simd.py`); `.npy` results computed straight into a memory map of the output file.
+An earlier run of this script (20:47-21:05, before the linkage, the memory map and the fused
+square roots) met a slow phase of the machine (a float64 GEMM probe at 75 GFLOPS instead of
+135-158): CBMC 4.88 s and Zeisel 3.86 s for the distance step then; the same command varied by
+up to 40 % within minutes all session.
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus
-  (6.8x; was 6.3x), not on Zeisel (4.4x; was 3.5-3.8x) and CBMC (3.6x; was 3.5-3.8x). CBMC by
-  hand at 20:50, same tree: 3.45 / 3.52 / 3.57 s (ssu's median here 17.35 s: 4.9-5.0x); in this run
-  4.88 s, its kernel 3.36 s in the stage table (2.36 s in the previous run): the slow phase. Full
-  AVX-512 vectors make the pairwise kernel 1.77x faster on the fast phase (21.6 vs 12.2 G terms/s,
-  4,096 x 1,000, one process each, same bits) and 1.3x on the slow one (alternating runs: 0.48-0.70 s
-  vs 0.64-0.87 s). Values agree with ssu to 7e-9 - 3e-8 (fp64) and 1e-6 - 2e-6 (fp32).
-- End to end with the defaults: 5,600 x 42,000 met (59.4 s, 3.47 GB against 100 s / 8 GB; was 69.5 s
-  / 4.29 GB). Zeisel: 0.81 GB, met (was 1.89 GB: the (K+1) m^2 embedding is never held); time
-  26.4 s in this run (23.0-26.6), 19.9-20.4 s in three runs by hand at 20:20-20:40 (stage run
-  20.07 s: diffusion operator 6.7 s, HD-LCA products 9.4 s, linkage 1.0 s, distances 1.7 s), against
-  ssu's 17.1 s here: not met. CBMC 5.8 s here (kernel 3.4 s of it), not met in this run. 5,000 x
-  24,000: 54.1 s (was 64.3 s) against 40 s, not met: HD-LCA products 24 s -> 12.4 s (tiles and
-  float32), SciPy's complete linkage on 20,000 placed words still 17.8 s.
-- Tried and dropped: a compiled nearest-neighbour-chain complete linkage on the square 20,000 x
-  20,000 matrix (2 MB pages advised) took 17.2 s against SciPy's 16.0 s: every merge writes one
-  column, 20,000 cache misses per merge (about 20 ns each), the same cost as SciPy's strided
-  condensed reads.
-- The float32 Gram matrices (docs/method.md section 3): on Zeisel the learned tree is identical to
-  the float64 one (all 3,999 clusters) and the distances agree to 4.4e-8 relative; on the 24,000-word
-  corpus log a agrees to 5.8e-7. kNN accuracy with the defaults after these changes: table in the
-  issue-14 note (benchmarks/bench_classify.py --configs defaults).
-- `hdtwd --version` 0.17 s: met. `hdtwd distance sample_data/produce.csv`: 1.27 s median here,
-  1.09 s in the previous run: not met.
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (6.6x;
+  was 6.3x), not on Zeisel (4.1x; was 3.5-3.8x) or CBMC (4.4x; was 3.5-3.8x). After this run, dense
+  data already in the tree's leaf order is no longer copied (`align_to_tree`): Zeisel 3.52 / 3.69 /
+  3.83 s by hand at 21:53 (4.3-4.7x this run's ssu). What is left on Zeisel: the kernel ~1.4-2.3 s
+  (15.5 G terms/s), imports ~0.7 s, numba's first call (loading the cached kernels) ~0.5 s. Full
+  AVX-512 vectors make the pairwise kernel 1.77x faster (21.6 vs 12.2 G terms/s, 4,096 x 1,000,
+  alternating processes, same bits). Values agree with ssu to 7e-9 - 3e-8 (fp64) and 1e-6 - 2e-6
+  (fp32, ssu reads branch lengths as float32).
+- End to end with the defaults: CBMC 4.8 s (4.80, 4.97, 4.36): met. 5,000 x 24,000 corpus 38.4 s
+  (was 64.3 s): met; 5,600 x 42,000 34.3 s and 5.06 GB (target 100 s / 8 GB): met. Zeisel 0.81 GB
+  (was 1.89): the memory target is met; its time, 22.5 s (stage run 20.8 s) against ssu's 16.5 s,
+  is not: the exact operator's eigendecomposition of the 4,000 x 4,000 kernel (LAPACK syevd, ~7 s
+  of the 8.05 s diffusion operator; its tridiagonal reduction is memory-bound) and 8 scales of two
+  products each (8.43 s; the float64 product W W^T is kept so that `hdtwd embed` stores float64
+  densities and `embed` -> `decode-tree` gives the one-shot tree bit for bit). Landmarks would
+  learn this tree in seconds but cost 0.8-1.2 points on Zeisel-48 (table above). kNN accuracy with
+  the defaults after all changes (`bench_classify.py --configs defaults`, 5 splits): CBMC 93.9 +-
+  0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0, identical to before (the float32 Gram matrices
+  leave Zeisel's tree unchanged: all 3,999 clusters).
+- The corpus went 64.3 -> 38.4 s through: the HD-LCA product 24 s -> 14 s (tiles; float32 Gram
+  matrices; single-threaded tile passes, since a numba parallel region between two BLAS calls
+  fought BLAS's spinning threads: 20x slower per tile, measured) and complete linkage 17.8-25 s ->
+  7.1 s (SciPy runs the nearest-neighbour chain on the condensed vector, where one cluster's values
+  lie m - i apart; here a square matrix and only the active clusters: 2.75x SciPy at 20,000
+  features, the same tree; it costs 16 bytes per pair more, hence 5.06 GB).
+- `hdtwd --version` 0.16 s: met. `hdtwd distance sample_data/produce.csv`: 1.13 s median (1.00-1.49):
+  not met; numba is imported (0.2 s) though small problems never call it.
 """
 
 
