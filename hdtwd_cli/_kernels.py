@@ -46,9 +46,9 @@ Determinism
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+
+from ._jit import njit, prange
 
 from . import _small
 
@@ -315,6 +315,8 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
         sa = norms(A)
         sb = sa if sym else norms(Bm)
         tiles = _tile_origins(A.shape[0], Bm.shape[0], sym)
+        import numba
+
         with numba.parallel_chunksize(1):  # dynamic schedule: tiles differ in cost
             _l1_tiles(A, Bm, sa, sb, out, sym, tiles)
     return out

@@ -26,7 +26,8 @@ complete-linkage tree is unique and both give it.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+
+from ._jit import njit, prange
 
 __all__ = ["complete_linkage", "square_bytes"]
 

@@ -28,9 +28,9 @@ two supports; worth it when the intersection is well below the dense width (:fun
 
 from __future__ import annotations
 
-import numba
 import numpy as np
-from numba import njit, prange
+
+from ._jit import njit, prange
 
 from ._kernels import _TK, store_tile, tile_pass
 
@@ -258,6 +258,8 @@ def l1_distances_pruned(A: Panels, B: Panels | None = None, dtype=np.float64, ou
     keep = (jj >= ii) if sym else np.ones_like(ii, dtype=bool)
     pairs = np.ascontiguousarray(np.stack([ii[keep], jj[keep]], axis=1), dtype=np.int64)
     if pairs.shape[0]:
+        import numba
+
         n_chunks = min(pairs.shape[0], 16 * numba.get_num_threads())
         chunks = np.linspace(0, pairs.shape[0], n_chunks + 1).astype(np.int64)
         width = int(min(A.sizes.max(initial=0), Bm.sizes.max(initial=0)))

@@ -180,3 +180,20 @@ def test_start_up_imports_no_numerical_stack():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.startswith("hdtwd "), r.stdout
     assert r.stderr == "[]", r.stderr
+
+
+def test_small_problems_never_load_numba(tmp_path):
+    """A small input takes the NumPy twins of the kernels, so numba is never imported (hdtwd_cli._jit)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom hdtwd_cli.cli import main\n"
+            "sys.argv = ['hdtwd', 'distance', sys.argv[1], '-o', sys.argv[2], '-q']\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "sys.stderr.write(repr('numba' in sys.modules))\n")
+    out = tmp_path / "D.npy"
+    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "produce.csv"), str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.stderr == "False", r.stderr
+    D = np.load(out)
+    assert D.shape[0] == D.shape[1] > 2 and np.all(np.diag(D) == 0) and np.array_equal(D, D.T) and D.max() > 0

@@ -1,0 +1,90 @@
+"""numba on first use: ``njit`` that defers importing numba until a compiled kernel is called.
+
+Importing numba costs about 0.2 s (and its first compiled call about 0.5 s more), which small
+problems never need: they take the NumPy twins of the kernels (:mod:`hdtwd_cli._small`), and
+``hdtwd distance`` on a few hundred values should not wait for a compiler. The kernel modules
+decorate their functions with :func:`njit` from here and import :func:`prange` from here; the
+first call of any of them imports numba, sets every registered module's ``prange`` to
+``numba.prange`` and replaces every registered function, in its module, by numba's dispatcher for
+it (compilation itself stays lazy, per signature, as with ``numba.njit``; the on-disk cache is the
+same). Compiled callers therefore see dispatchers for the kernels they call. Once numba is
+loaded, functions decorated later get their dispatcher at once.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["njit", "prange", "load"]
+
+_PENDING: list["_Lazy"] = []
+_LOADED = False
+
+
+def prange(*args: int) -> range:  # pragma: no cover - replaced by numba.prange before any compilation
+    """Placeholder for ``numba.prange`` (which :func:`load` puts in its place)."""
+    return range(*args)
+
+
+class _Lazy:
+    """A kernel whose numba dispatcher is made on the first call of any kernel."""
+
+    def __init__(self, fn: Callable, options: dict[str, Any]) -> None:
+        self.py_func = fn
+        self.options = options
+        self.dispatcher: Any = None
+        self.__name__ = fn.__name__
+        self.__qualname__ = fn.__qualname__
+        self.__doc__ = fn.__doc__
+        self.__module__ = fn.__module__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.dispatcher is None:
+            load()
+        return self.dispatcher(*args, **kwargs)
+
+
+def _dispatch(lazy: _Lazy) -> None:
+    import numba
+
+    module = sys.modules[lazy.py_func.__module__]
+    if "prange" in vars(module):
+        module.prange = numba.prange  # type: ignore[attr-defined]
+    lazy.dispatcher = numba.njit(**lazy.options)(lazy.py_func)
+    setattr(module, lazy.py_func.__name__, lazy.dispatcher)
+
+
+def load() -> None:
+    """Import numba and give every registered kernel its dispatcher (idempotent).
+
+    Modules that imported a kernel by name (``from ._kernels import tile_pass``) get the
+    dispatcher in its place too: numba resolves a compiled caller's callees from its globals.
+    """
+    global _LOADED
+    _LOADED = True
+    done = []
+    while _PENDING:
+        lazy = _PENDING.pop(0)
+        _dispatch(lazy)
+        done.append(lazy)
+    if done:
+        for name, module in list(sys.modules.items()):
+            if name.split(".")[0] == __name__.split(".")[0]:
+                for attr, value in list(vars(module).items()):
+                    if isinstance(value, _Lazy) and value.dispatcher is not None:
+                        setattr(module, attr, value.dispatcher)
+
+
+def njit(**options: Any) -> Callable[[Callable], Any]:
+    """``numba.njit(**options)``, applied when numba is first needed (see the module docstring)."""
+    def deco(fn: Callable) -> Any:
+        lazy = _Lazy(fn, options)
+        if _LOADED:
+            _dispatch(lazy)
+            return lazy.dispatcher
+        _PENDING.append(lazy)
+        return lazy
+
+    return deco
