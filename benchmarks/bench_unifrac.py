@@ -339,8 +339,11 @@ up to 40 % within minutes all session.
   7.1 s (SciPy runs the nearest-neighbour chain on the condensed vector, where one cluster's values
   lie m - i apart; here a square matrix and only the active clusters: 2.75x SciPy at 20,000
   features, the same tree; it costs 16 bytes per pair more, hence 5.06 GB).
-- `hdtwd --version` 0.16 s: met. `hdtwd distance sample_data/produce.csv`: 1.13 s median (1.00-1.49):
-  not met; numba is imported (0.2 s) though small problems never call it.
+- `hdtwd --version` 0.16 s: met. `hdtwd distance sample_data/produce.csv`: 1.13 s median (1.00-1.49)
+  in this run: not met. After it, numba is imported on first use only (`hdtwd_cli/_jit.py`; small
+  problems take the NumPy twins and never load it, tested): by hand at 22:16, interleaved with the
+  previous code, 1.01-1.31 s (median 1.10) against 1.11-1.56 s (median 1.38); 0.87-0.89 s in three
+  runs at 22:06. At the line, not claimed.
 """
 
 
