@@ -485,13 +485,7 @@ def small_product(pairs: int, n_scales: int) -> bool:
 
 
 def sqrt_densities(S: np.ndarray, s: np.ndarray, dtype) -> tuple[np.ndarray, float]:
-    """:func:`_sqrt_densities` into a new array of ``dtype`` (NumPy for a small ``S``); and the clipped mass per row."""
-    if S.size <= _small.SMALL_WORK:
-        phi = S * s[None, :]
-        phi /= s[:, None]
-        neg = -float(np.minimum(phi, 0.0).sum())
-        np.maximum(phi, 0.0, out=phi)
-        return np.sqrt(phi, out=phi).astype(dtype, copy=False), max(0.0, neg / S.shape[0])
+    """:func:`_sqrt_densities` into a new array of ``dtype``; and the clipped mass per row of ``S``."""
     out = np.empty(S.shape, dtype=dtype)
     neg = np.empty(S.shape[0], dtype=np.float64)
     _sqrt_densities(S, s, out, neg)
@@ -499,10 +493,9 @@ def sqrt_densities(S: np.ndarray, s: np.ndarray, dtype) -> tuple[np.ndarray, flo
 
 
 def lca_factor(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
-               i0: int, c0: int, m: int) -> None:
-    """:func:`lca_factor_condensed`, or its NumPy twin for a small block (same bits)."""
-    (_small.lca_factor_condensed if G.size <= _small.SMALL_WORK else lca_factor_condensed)(
-        out, G, sq_rows, sq_cols, h2, i0, c0, m)
+               i0: int, c0: int, m: int, small: bool) -> None:
+    """:func:`lca_factor_condensed`, or its NumPy twin (same bits) when the whole product is ``small``."""
+    (_small.lca_factor_condensed if small else lca_factor_condensed)(out, G, sq_rows, sq_cols, h2, i0, c0, m)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -277,16 +277,28 @@ def _symmetric_power(op: DiffusionOperator, t: float) -> np.ndarray:
     return (V * (lam**t)[None, :]) @ V.T  # a negative eigenvalue floor (tests, integer t)
 
 
+def _scaled(St: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, float]:
+    r""":math:`\phi = \hat D^{-1/2} S^t \hat D^{1/2}` in place on ``St``, negatives clipped (:func:`clip_negative`)."""
+    St *= s[None, :]
+    St /= s[:, None]
+    return St, clip_negative(St)
+
+
 def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
     r""":math:`\psi = \sqrt{\phi}` of :func:`diffusion_densities` in ``dtype``, without forming ``phi``.
 
     The same bits as ``np.sqrt(diffusion_densities(op, t)[0]).astype(dtype)``: one compiled pass
     over :math:`S^t` (:func:`_kernels.sqrt_densities`) does the scaling, the clipping and the root
-    in the same order. The clipped mass is summed in another order (equal to rounding).
+    in the same order (NumPy's passes for a small ``m``). The clipped mass is summed in another
+    order (equal to rounding).
     """
     from ._kernels import sqrt_densities
+    from ._small import SMALL_WORK
 
     St = _symmetric_power(op, t)
+    if St.size <= SMALL_WORK:  # no numba start-up
+        phi, neg = _scaled(St, op.sqrt_degree)
+        return np.sqrt(phi, out=phi).astype(dtype, copy=False), neg
     return sqrt_densities(St, op.sqrt_degree, dtype)
 
 
@@ -314,9 +326,4 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
         Mass of the negative entries that were clipped, as a fraction of the total mass ``m``
         (fractional powers of a stochastic matrix can have negative entries).
     """
-    phi = _symmetric_power(op, t)
-    s = op.sqrt_degree
-    phi *= s[None, :]
-    phi /= s[:, None]
-    negative_mass = clip_negative(phi)
-    return phi, negative_mass
+    return _scaled(_symmetric_power(op, t), op.sqrt_degree)

@@ -74,6 +74,8 @@ class DensityOperator(Protocol):
 
     def densities(self, t: float) -> tuple[np.ndarray, float]: ...
 
+    def sqrt_densities(self, t: float, dtype: DTypeLike = np.float64) -> tuple[np.ndarray, float]: ...
+
 
 def hyperbolic_embedding(
     op: DensityOperator,
@@ -105,12 +107,11 @@ def hyperbolic_embedding(
     psi: np.ndarray | None = None
     neg = np.empty(scales + 1, dtype=np.float64)
     for k in range(scales + 1):
-        phi, neg[k] = op.densities(2.0**-k)
+        root, neg[k] = op.sqrt_densities(2.0**-k, dtype)
         if psi is None:
-            psi = np.empty((scales + 1,) + phi.shape, dtype=dtype)
-        np.sqrt(phi, out=phi)
-        psi[k] = phi
-        del phi
+            psi = np.empty((scales + 1,) + root.shape, dtype=dtype)
+        psi[k] = root
+        del root
         if progress is not None:
             progress(1)
     assert psi is not None

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -126,6 +126,11 @@ class LandmarkOperator:
     def densities(self, t: float) -> tuple[np.ndarray, float]:
         """Landmark-restricted densities ``rho^t`` (see :func:`landmark_densities`)."""
         return landmark_densities(self, t)
+
+    def sqrt_densities(self, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
+        """Their square roots, computed in float64 and rounded to ``dtype``."""
+        rho, neg = landmark_densities(self, t)
+        return np.sqrt(rho, out=rho).astype(dtype, copy=False), neg
 
 
 def _scaled_columns(X: np.ndarray | sp.spmatrix, metric: Metric) -> tuple[np.ndarray | sp.csc_matrix, np.ndarray, float]:

@@ -295,7 +295,7 @@ def _norms(psi: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", psi, psi, dtype=np.float64)
 
 
-def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int,
+def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small: bool,
                     progress: Callable[[int], None] | None) -> None:
     r"""``g *=`` one scale's factor :math:`\lVert\psi_j-\psi_{j'}\rVert^2/4 + h^2` over the upper triangle.
 
@@ -308,7 +308,7 @@ def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int,
     sq = _norms(psi)
     if block >= m:
         G = psi @ psi.T
-        lca_factor(g, G, sq, sq, h2, 0, 0, m)
+        lca_factor(g, G, sq, sq, h2, 0, 0, m, small)
         del G
         if progress is not None:
             progress(m - 1)
@@ -316,7 +316,7 @@ def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int,
     for i0 in range(0, m - 1, block):
         i1 = min(i0 + block, m - 1)
         G = psi[i0:i1] @ psi[i0 + 1:].T
-        lca_factor(g, G, sq[i0:i1], sq[i0 + 1:], h2, i0, i0 + 1, m)
+        lca_factor(g, G, sq[i0:i1], sq[i0 + 1:], h2, i0, i0 + 1, m, small)
         del G
         if progress is not None:
             progress(i1 - i0)
@@ -359,6 +359,31 @@ def _tiled(m: int, width: int, n_scales: int, dtype: DTypeLike) -> bool:
     return n_scales * width * np.dtype(dtype).itemsize <= 4 * (m - 1)
 
 
+def _products(m: int, width: int, scales: Sequence[int], stored: Callable[[], HyperbolicEmbedding],
+              scale: Callable[[int], tuple[np.ndarray, float]], block: int | None,
+              progress: Callable[[int], None] | None, dtype: DTypeLike) -> tuple[dict[int, np.ndarray], np.ndarray]:
+    """The two schedules of :func:`hd_lca_products`; ``stored()`` gives the embedding in ``dtype``,
+    ``scale(k)`` one scale's ``psi`` in ``dtype`` and its clipped mass."""
+    Kmax = max(scales)
+    if _tiled(m, width, Kmax + 1, dtype):
+        emb = stored()
+        return _tiled_products(emb, scales, _TILE_ROWS if block is None else max(1, int(block)), progress), \
+            emb.negative_mass[: Kmax + 1]
+    block = lca_block_rows(m) if block is None else max(1, int(block))
+    small = small_product(m * (m - 1) // 2, Kmax + 1)
+    heights = scale_heights(Kmax)
+    neg = np.empty(Kmax + 1, dtype=np.float64)
+    g = np.ones(m * (m - 1) // 2, dtype=np.float64)
+    out: dict[int, np.ndarray] = {}
+    for k in range(Kmax + 1):
+        psi, neg[k] = scale(k)
+        _multiply_scale(g, psi, float(heights[k]) ** 2, block, small, progress)
+        del psi
+        if k in scales:
+            out[k] = g if k == Kmax else g.copy()
+    return out, neg
+
+
 def hd_lca_product(
     emb: HyperbolicEmbedding,
     block: int | None = None,
@@ -388,16 +413,16 @@ def hd_lca_product(
     ndarray, shape (m*(m-1)/2,)
         In the order of :func:`scipy.spatial.distance.squareform`.
     """
-    m, K1 = emb.n_features, emb.n_scales
-    if _tiled(m, emb.psi.shape[2], K1, dtype):
-        cast = HyperbolicEmbedding(psi=emb.psi.astype(dtype, copy=False), heights=emb.heights,
+    K = emb.n_scales - 1
+
+    def stored() -> HyperbolicEmbedding:
+        return HyperbolicEmbedding(psi=emb.psi.astype(dtype, copy=False), heights=emb.heights,
                                    negative_mass=emb.negative_mass)
-        return _tiled_products(cast, [K1 - 1], _TILE_ROWS if block is None else max(1, int(block)), progress)[K1 - 1]
-    block = lca_block_rows(m) if block is None else max(1, int(block))
-    g = np.ones(m * (m - 1) // 2, dtype=np.float64)
-    for k in range(K1):
-        _multiply_scale(g, emb.psi[k].astype(dtype, copy=False), float(emb.heights[k]) ** 2, block, progress)
-    return g
+
+    def scale(k: int) -> tuple[np.ndarray, float]:
+        return emb.psi[k].astype(dtype, copy=False), float(emb.negative_mass[k])
+
+    return _products(emb.n_features, emb.psi.shape[2], [K], stored, scale, block, progress, dtype)[0][K]
 
 
 def hd_lca_products(
@@ -415,8 +440,8 @@ def hd_lca_products(
       output (landmarks: :math:`(K+1)m' < m` in float32): it is stored and the product is tiled
       (:func:`_tiled_products`), whose accumulators stay in cache;
     - otherwise (the exact operator, :math:`m' = m`) the scales are streamed: scale ``k`` is
-      embedded (:math:`\psi^k = \sqrt{P^{2^{-k}}}` in float64, as
-      :func:`hyperbolic.hyperbolic_embedding`), rounded to ``dtype``, multiplied into the running
+      embedded (``op.sqrt_densities``: :math:`\psi^k = \sqrt{P^{2^{-k}}}` in float64 rounded to
+      ``dtype``, as :func:`hyperbolic.hyperbolic_embedding`), multiplied into the running
       condensed product (:func:`_multiply_scale`) and dropped: one scale's ``psi`` at a time.
 
     ``dtype`` is the precision of the BLAS products (:data:`PRODUCT_DTYPE`).
@@ -428,28 +453,10 @@ def hd_lca_products(
     negative_mass : ndarray, shape (max(scales) + 1,)
         As :attr:`hyperbolic.HyperbolicEmbedding.negative_mass`.
     """
-    m, Kmax = op.n_features, max(scales)
-    if _tiled(m, int(getattr(op, "n_landmarks", m)), Kmax + 1, dtype):
-        emb = hyperbolic_embedding(op, Kmax, dtype=dtype)
-        rows = _TILE_ROWS if block is None else max(1, int(block))
-        return _tiled_products(emb, scales, rows, progress), emb.negative_mass
-    block = lca_block_rows(m) if block is None else max(1, int(block))
-    heights = scale_heights(Kmax)
-    neg = np.empty(Kmax + 1, dtype=np.float64)
-    g = np.ones(m * (m - 1) // 2, dtype=np.float64)
-    out: dict[int, np.ndarray] = {}
-    for k in range(Kmax + 1):
-        if hasattr(op, "sqrt_densities"):  # the exact operator: one pass, no float64 copy of psi
-            psi, neg[k] = op.sqrt_densities(2.0**-k, dtype)
-        else:
-            phi, neg[k] = op.densities(2.0**-k)
-            psi = np.sqrt(phi, out=phi).astype(dtype, copy=False)
-            del phi
-        _multiply_scale(g, psi, float(heights[k]) ** 2, block, progress)
-        del psi
-        if k in scales:
-            out[k] = g if k == Kmax else g.copy()
-    return out, neg
+    m = op.n_features
+    return _products(m, int(getattr(op, "n_landmarks", m)), scales,
+                     lambda: hyperbolic_embedding(op, max(scales), dtype=dtype),
+                     lambda k: op.sqrt_densities(2.0**-k, dtype), block, progress, dtype)
 
 
 def _square_fits(m: int) -> bool:
