@@ -64,6 +64,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "__version__",
+    "prefer_wide_vectors",
     "TreeParams",
     "PRESETS",
     "Tree",
