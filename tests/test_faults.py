@@ -153,17 +153,20 @@ def test_killed_while_writing_keeps_the_old_file(tmp_path, sig, code):
 
 
 def test_sigterm_during_computation_exits_143_and_leaves_nothing(tmp_path):
-    data = _data(tmp_path, n=3000, m=400)
+    # ~4 s of work on this machine (2.7 s at 400 features: too short to aim at). The data go through a
+    # real pipe: once the last byte is written the run is reading or computing, with no need to catch
+    # the short-lived spool file (polling for it raced with fast runs).
+    data = _data(tmp_path, n=3000, m=1500)
     out = tmp_path / "D.npy"
     spool = tmp_path / "spool"
     spool.mkdir()
-    with open(data, "rb") as stdin:
-        proc = _popen("distance", "-", "-o", out, "-q", env={"TMPDIR": str(spool)}, stdin=stdin)
-    deadline = time.monotonic() + 60
-    while not any(spool.iterdir()):  # standard input spooled: the run is under way
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.01)
-    time.sleep(0.5)
+    r, w = os.pipe()
+    proc = _popen("distance", "-", "-o", out, "-q", env={"TMPDIR": str(spool)}, stdin=r)
+    os.close(r)
+    with open(w, "wb") as pipe:
+        pipe.write(data.read_bytes())
+    time.sleep(0.3)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143, err.decode()
