@@ -62,7 +62,11 @@ def load() -> None:
     Modules that imported a kernel by name (``from ._kernels import tile_pass``) get the
     dispatcher in its place too: numba resolves a compiled caller's callees from its globals.
     """
+    from . import _simd
+
     global _LOADED
+    if _simd._ON_LOAD and "numba" not in sys.modules:
+        _simd.prefer_wide_vectors()  # the command's choice, before numba reads its target features
     _LOADED = True
     done = []
     while _PENDING:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _small
 from ._jit import njit, prange
 
 __all__ = ["complete_linkage", "square_bytes"]
@@ -137,6 +138,12 @@ def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """
     if g.shape[0] != m * (m - 1) // 2:
         raise ValueError("the condensed vector does not hold m (m - 1) / 2 values")
+    if g.shape[0] <= _small.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
+        a, b, h = _small.nn_chain(g, m)
+        order = np.argsort(h, kind="stable")
+        Z = np.empty((max(m - 1, 0), 2), dtype=np.int64)
+        _relabel.py_func(a, b, order, m, Z)
+        return Z, h[order]
     D = np.empty((m, m), dtype=np.float64)
     _square(g, m, D)
     a = np.empty(max(m - 1, 0), dtype=np.int64)

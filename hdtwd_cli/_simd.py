@@ -8,8 +8,9 @@ depend on the vector width (the kernels' determinism contract).
 
 Numba reads its target features once, when it is imported, from ``NUMBA_CPU_FEATURES``;
 :func:`prefer_wide_vectors` sets that variable to the host's features minus the preference. The
-``hdtwd`` command calls it before its first compiled kernel (the whole process is ours); in a
-notebook, call it before anything imports numba (it does nothing once numba is loaded, or when
+``hdtwd`` command asks for it (:func:`prefer_wide_vectors_on_load`: the whole process is ours) and
+:func:`hdtwd_cli._jit.load` applies it just before numba is imported, so a run that never needs
+numba never loads LLVM either; in a notebook, call it before anything imports numba (it does nothing once numba is loaded, or when
 ``NUMBA_CPU_FEATURES`` is already set), so other libraries' numba code is left as the user set
 it up. Child processes (Dask workers started here) inherit the variable.
 """
@@ -19,7 +20,15 @@ from __future__ import annotations
 import os
 import sys
 
-__all__ = ["prefer_wide_vectors"]
+__all__ = ["prefer_wide_vectors", "prefer_wide_vectors_on_load"]
+
+_ON_LOAD = False
+
+
+def prefer_wide_vectors_on_load() -> None:
+    """Have :func:`prefer_wide_vectors` applied when hdtwd imports numba (:func:`hdtwd_cli._jit.load`)."""
+    global _ON_LOAD
+    _ON_LOAD = True
 
 
 def prefer_wide_vectors() -> bool:

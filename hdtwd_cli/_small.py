@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["SMALL_WORK", "row_sums_dense", "norms", "l1_distances", "tree_vectors", "lca_factor_condensed",
-           "lca_factor_tile", "tile_to_condensed"]
+           "lca_factor_tile", "tile_to_condensed", "nn_chain"]
 
 #: Problems up to this many elementary operations take the NumPy path.
 SMALL_WORK = 2_000_000
@@ -106,3 +106,45 @@ def tile_to_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int
         cf = max(i + 1 - j0, 0)
         start = i * m - (i * (i + 1)) // 2 + (j0 + cf - i - 1)
         out[start:start + acc.shape[1] - cf] = acc[r, cf:]
+
+
+def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_linkage._square`` and ``_linkage._nn_chain``: the same chain, ties and merges, one NumPy step each.
+
+    Left clusters are marked with ``inf`` (their row and column) instead of leaving the active
+    list; a scan's ``argmin`` takes the first minimum, i.e. the smallest slot, as the compiled
+    scan does. Returns the slots ``a``, ``b`` and heights ``h`` of each merge.
+    """
+    D = np.empty((m, m), dtype=np.float64)
+    iu = np.triu_indices(m, 1)
+    D[iu] = g
+    D.T[iu] = g
+    np.fill_diagonal(D, np.inf)
+    a = np.empty(max(m - 1, 0), dtype=np.int64)
+    b = np.empty(max(m - 1, 0), dtype=np.int64)
+    h = np.empty(max(m - 1, 0), dtype=np.float64)
+    chain: list[int] = []
+    active = np.ones(m, dtype=bool)
+    for s in range(m - 1):
+        if not chain:  # a new chain starts at the smallest active slot
+            chain.append(int(np.argmax(active)))
+        while True:
+            x = chain[-1]
+            y = int(np.argmin(D[x]))
+            best = D[x, y]
+            if not np.isfinite(best):
+                raise ValueError("complete linkage: the values are not finite")
+            if len(chain) > 1 and D[x, chain[-2]] == best:
+                y = chain[-2]
+                break
+            chain.append(y)
+        del chain[-2:]
+        a[s], b[s], h[s] = x, y, best
+        v = np.maximum(D[x], D[y])  # the union in slot y; x leaves (its row and column: inf)
+        v[y] = np.inf
+        D[y] = v
+        D[:, y] = v
+        D[x] = np.inf
+        D[:, x] = np.inf
+        active[x] = False
+    return a, b, h

@@ -185,9 +185,9 @@ def _warn_to_stderr(message: Any, category: type, filename: str, lineno: int, fi
 
 def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_path: Any) -> Any:
     """Run a command body; user errors become one stderr line and an exit code, never a traceback."""
-    from ._simd import prefer_wide_vectors
+    from ._simd import prefer_wide_vectors_on_load
 
-    prefer_wide_vectors()  # before the command's first compiled kernel (the process is ours)
+    prefer_wide_vectors_on_load()  # applied when numba is first imported (the process is ours)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")

@@ -37,6 +37,7 @@ __all__ = [
     "clip_negative",
     "diffusion_sqrt_densities",
     "EIGENVALUE_FLOOR",
+    "POWER_DTYPE",
     "column_scale",
 ]
 
@@ -44,6 +45,12 @@ __all__ = [
 #: Eigenvalues of the symmetric conjugate are clipped to ``[EIGENVALUE_FLOOR, 1]`` before the
 #: fractional power ``lambda ** t``; the cosine Gaussian kernel is not positive semi-definite.
 EIGENVALUE_FLOOR = 1e-12
+
+#: Precision of the BLAS product :math:`S^t = W W^\top` behind the embedding
+#: (:func:`diffusion_sqrt_densities`): float32, like the HD-LCA Gram matrices
+#: (:data:`hdtwd_cli.tree.PRODUCT_DTYPE`). ``W`` is formed in float64 and rounded once; the scaling,
+#: clipping and square root run in float64. Tolerance: docs/method.md section 3.
+POWER_DTYPE = np.float32
 
 
 @dataclass(frozen=True)
@@ -141,7 +148,9 @@ def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") ->
         if np.any(sq <= 0):
             raise ValueError("cosine distance is undefined for an all-zero feature column")
         inv = 1.0 / np.sqrt(sq)
-        D = 1.0 - G * inv[:, None] * inv[None, :]
+        G *= inv[:, None]  # 1 - (G * inv_j) * inv_j', in place: the operations of the expression
+        G *= inv[None, :]
+        D = np.subtract(1.0, G, out=G)
         np.clip(D, 0.0, 2.0, out=D)
     elif metric == "euclidean":
         D = sq[:, None] + sq[None, :] - 2.0 * G
@@ -240,7 +249,7 @@ def diffusion_operator(
     lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
     del S
     lam = lam[::-1].copy()
-    V = np.ascontiguousarray(V[:, ::-1])
+    V = V[:, ::-1]  # descending order: a view of LAPACK's column-major output (no 128 MB copy at m = 4,000)
     clipped = np.clip(lam, eigenvalue_floor, 1.0)
     total = float(np.abs(lam).sum())
     mass = float(np.abs(lam - clipped).sum() / total) if total > 0 else 0.0
@@ -266,15 +275,19 @@ def clip_negative(phi: np.ndarray) -> float:
     return max(0.0, (float(phi.sum(dtype=np.float64)) - before) / phi.shape[0])
 
 
-def _symmetric_power(op: DiffusionOperator, t: float) -> np.ndarray:
-    r""":math:`S^t = V\Lambda^t V^\top`, as :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (one BLAS syrk)."""
+def _symmetric_power(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
+    r""":math:`S^t = V\Lambda^t V^\top`, as :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (one BLAS syrk).
+
+    ``W`` is computed in float64 and rounded once to ``dtype``, the precision of the product.
+    """
     V, lam = op.eigenvectors, op.eigenvalues
     if lam.min() >= 0:
-        W = V * (lam ** (0.5 * t))[None, :]
+        W = np.empty_like(V, dtype=dtype, order="K")  # V's (column-major) layout
+        np.multiply(V, (lam ** (0.5 * t))[None, :], out=W, casting="same_kind")
         St = W @ W.T  # numpy calls syrk for W @ W.T: half a GEMM, exactly symmetric
         del W
         return St
-    return (V * (lam**t)[None, :]) @ V.T  # a negative eigenvalue floor (tests, integer t)
+    return ((V * (lam**t)[None, :]) @ V.T).astype(dtype, copy=False)  # a negative floor (tests, integer t)
 
 
 def _scaled(St: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, float]:
@@ -285,19 +298,20 @@ def _scaled(St: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
-    r""":math:`\psi = \sqrt{\phi}` of :func:`diffusion_densities` in ``dtype``, without forming ``phi``.
+    r""":math:`\psi = \sqrt{\phi}` of the densities at time ``t`` in ``dtype``, without forming ``phi``.
 
-    The same bits as ``np.sqrt(diffusion_densities(op, t)[0]).astype(dtype)``: one compiled pass
-    over :math:`S^t` (:func:`_kernels.sqrt_densities`) does the scaling, the clipping and the root
-    in the same order (NumPy's passes for a small ``m``). The clipped mass is summed in another
-    order (equal to rounding).
+    :math:`S^t` is the float32 product (:data:`POWER_DTYPE`); one compiled pass over it
+    (:func:`_kernels.sqrt_densities`) does the scaling, the clipping and the root in float64, in
+    the order of :func:`diffusion_densities` (NumPy's passes for a small ``m``, the same bits), and
+    rounds once to ``dtype``. Hence ``psi`` in float32 is the float32 rounding of ``psi`` in
+    float64. The clipped mass is summed in another order (equal to rounding).
     """
     from ._kernels import sqrt_densities
     from ._small import SMALL_WORK
 
-    St = _symmetric_power(op, t)
+    St = _symmetric_power(op, t, POWER_DTYPE)
     if St.size <= SMALL_WORK:  # no numba start-up
-        phi, neg = _scaled(St, op.sqrt_degree)
+        phi, neg = _scaled(St.astype(np.float64), op.sqrt_degree)
         return np.sqrt(phi, out=phi).astype(dtype, copy=False), neg
     return sqrt_densities(St, op.sqrt_degree, dtype)
 
@@ -317,6 +331,9 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
     op : DiffusionOperator
     t : float
         Diffusion time (the paper uses the dyadic grid ``t = 2**-k``).
+
+    This float64 form is the reference; the embedding takes the float32 product
+    (:func:`diffusion_sqrt_densities`).
 
     Returns
     -------

@@ -171,6 +171,9 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
 
 def _nn_descent(Y: np.ndarray, c: int, seed: int) -> np.ndarray:
     """pynndescent's graph of ``Y`` (L1): each row's ``c + 1`` nearest found, itself included."""
+    from . import _jit
+
+    _jit.load()  # numba imported by hdtwd first: the command's wide vectors apply (hdtwd_cli._simd)
     from pynndescent import NNDescent
 
     index = NNDescent(Y, metric="manhattan", n_neighbors=min(c + 1, Y.shape[0]), random_state=int(seed), n_jobs=-1,

@@ -27,7 +27,6 @@ from numpy.typing import DTypeLike
 
 from ._kernels import lca_factor, lca_tile, small_product, tile_condensed
 from ._linkage import complete_linkage, square_bytes
-from ._small import SMALL_WORK
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 
@@ -295,6 +294,19 @@ def _norms(psi: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", psi, psi, dtype=np.float64)
 
 
+def _gram_upper(psi: np.ndarray) -> np.ndarray:
+    r""":math:`\Psi\Psi^\top` with the pairs ``j > i`` filled (all that :func:`_kernels.lca_factor` reads).
+
+    BLAS syrk straight from SciPy: NumPy's ``psi @ psi.T`` calls the same syrk and then mirrors
+    the triangle, a strided pass over ``m x m`` values (about 45 ms at m = 4,000, per scale).
+    The result is C-ordered; its lower triangle is not meaningful.
+    """
+    from scipy.linalg import blas
+
+    syrk = blas.ssyrk if psi.dtype == np.float32 else blas.dsyrk
+    return syrk(1.0, psi.T, trans=1, lower=1).T
+
+
 def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small: bool,
                     progress: Callable[[int], None] | None) -> None:
     r"""``g *=`` one scale's factor :math:`\lVert\psi_j-\psi_{j'}\rVert^2/4 + h^2` over the upper triangle.
@@ -307,7 +319,7 @@ def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small
     m = psi.shape[0]
     sq = _norms(psi)
     if block >= m:
-        G = psi @ psi.T
+        G = _gram_upper(psi)
         lca_factor(g, G, sq, sq, h2, 0, 0, m, small)
         del G
         if progress is not None:
@@ -460,14 +472,13 @@ def hd_lca_products(
 
 
 def _square_fits(m: int) -> bool:
-    """Whether complete linkage runs compiled (:func:`_linkage.complete_linkage`).
-
-    Where its ``m x m`` matrix takes at most half of the available memory, and the problem is
-    not small (below ``_small.SMALL_WORK`` pairs SciPy's is as fast and needs no numba start-up).
+    """Whether complete linkage runs on a square matrix (:func:`_linkage.complete_linkage`, compiled,
+    or its NumPy twin for small ``m``): where the ``m x m`` matrix takes at most half of the
+    available memory (else SciPy's, on the condensed vector).
     """
     from ._memory import available_memory
 
-    return m * (m - 1) // 2 > SMALL_WORK and square_bytes(m) <= available_memory() // 2
+    return square_bytes(m) <= available_memory() // 2
 
 
 def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,

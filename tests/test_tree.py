@@ -148,12 +148,16 @@ def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
         assert 0 < err < 1e-6
 
 
+@pytest.mark.parametrize("compiled", [True, False])  # numba, or the NumPy twin (small problems)
 @pytest.mark.parametrize("m", [2, 3, 17, 300])
-def test_compiled_complete_linkage_equals_scipy(m):
+def test_compiled_complete_linkage_equals_scipy(m, compiled, monkeypatch):
     from scipy.cluster.hierarchy import linkage
 
+    from hdtwd_cli import _small
     from hdtwd_cli._linkage import complete_linkage
 
+    if compiled:
+        monkeypatch.setattr(_small, "SMALL_WORK", 0)
     g = np.random.default_rng(m).random(m * (m - 1) // 2)  # distinct values: the tree is unique
     Z = linkage(g, method="complete")
     children, heights = complete_linkage(g, m)
@@ -161,17 +165,20 @@ def test_compiled_complete_linkage_equals_scipy(m):
     assert np.array_equal(heights, Z[:, 2])
 
 
-def test_compiled_complete_linkage_with_ties_is_a_complete_linkage():
+def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
     # with ties several trees are complete-linkage trees; check the defining property directly:
     # each merge joins two current clusters at the smallest complete-linkage distance
     from scipy.spatial.distance import squareform
 
+    from hdtwd_cli import _small
     from hdtwd_cli._linkage import complete_linkage
 
     m = 25
     g = np.round(np.random.default_rng(1).random(m * (m - 1) // 2) * 4)
     D = squareform(g)
-    children, heights = complete_linkage(g, m)
+    children, heights = complete_linkage(g, m)  # the NumPy twin
+    monkeypatch.setattr(_small, "SMALL_WORK", 0)
+    assert all(np.array_equal(u, v) for u, v in zip(complete_linkage(g, m), (children, heights)))  # same ties
     members = {i: [i] for i in range(m)}
     for s, (p, q) in enumerate(children.tolist()):
         ids = list(members)
