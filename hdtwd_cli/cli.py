@@ -305,11 +305,14 @@ def _exit(code: int) -> None:
     what is skipped is the final garbage collection of every module (numba, LLVM, SciPy):
     0.10-0.30 s of nothing after the result is written (benchmarks/RESULTS.md, issue 14). Every
     output file is closed and renamed before this point. Where a flush fails (a closed pipe), the
-    normal exit reports it.
+    normal exit reports it; under a profiler or a tracer (cProfile, a debugger) the exit is the
+    normal one, so that they can report.
     """
     import atexit
     import os
 
+    if sys.getprofile() is not None or sys.gettrace() is not None:
+        sys.exit(code)
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
