@@ -392,25 +392,47 @@ def tile_to_condensed(acc, out, i0, j0, m):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _sqrt_densities(S, s, out, neg):  # pragma: no cover - compiled
-    """``out[j, i] = sqrt(max(S[j, i] * s[i] / s[j], 0))`` rounded to ``out``'s type, in one pass.
+def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
+    """``out[j, i] = sqrt(max(S[j, i] * s[i] / s[j], 0))`` rounded to ``out``'s type, from the upper
+    triangle of the symmetric ``S`` (``T[j, i]``, ``i >= j``; the lower one is never read).
 
     The operations of :func:`diffusion.diffusion_densities` (``phi *= s[None, :]``,
     ``phi /= s[:, None]``, clip) and of the square root, in the same order: the same bits as
-    NumPy's passes, without writing ``phi``. ``neg[j]``: the clipped negative mass of row ``j``.
+    NumPy's passes on the mirrored matrix, without writing ``phi``. Tiles of ``B x B``: tile
+    ``(J, I)``, ``I >= J``, gives ``out[j, i]`` and ``out[i, j]`` from each ``T[j, i]`` (the
+    transposed writes stay in cache); block rows ``J`` and ``nb - 1 - J`` go to one thread (equal
+    work). ``negp[J, r]``: the clipped negative mass of row ``r`` met in block row ``J``.
     """
-    m = S.shape[0]
-    for j in prange(m):
-        sj = s[j]
-        acc = 0.0
-        for i in range(S.shape[1]):
-            v = S[j, i] * s[i]
-            v = v / sj
-            if v < 0.0:
-                acc += v
-                v = 0.0
-            out[j, i] = np.sqrt(v)
-        neg[j] = -acc
+    m = T.shape[0]
+    nb = (m + B - 1) // B
+    for p in prange((nb + 1) // 2):
+        pp = np.int64(p)  # prange's index may be unsigned: keep the block arithmetic signed
+        for q in range(2):
+            bj = pp if q == 0 else nb - 1 - pp
+            if q == 1 and bj == pp:
+                continue
+            j0 = bj * B
+            j1 = min(j0 + B, m)
+            for bi in range(bj, nb):
+                i0 = bi * B
+                i1 = min(i0 + B, m)
+                for j in range(j0, j1):
+                    sj = s[j]
+                    for i in range(max(i0, j), i1):
+                        val = T[j, i]
+                        v = val * s[i]
+                        v = v / sj
+                        if v < 0.0:
+                            negp[bj, j] += v
+                            v = 0.0
+                        out[j, i] = np.sqrt(v)
+                        if i != j:
+                            w = val * sj
+                            w = w / s[i]
+                            if w < 0.0:
+                                negp[bj, i] += w
+                                w = 0.0
+                            out[i, j] = np.sqrt(w)
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -484,12 +506,14 @@ def small_product(pairs: int, n_scales: int) -> bool:
     return pairs * n_scales <= _small.SMALL_WORK
 
 
-def sqrt_densities(S: np.ndarray, s: np.ndarray, dtype) -> tuple[np.ndarray, float]:
-    """:func:`_sqrt_densities` into a new array of ``dtype``; and the clipped mass per row of ``S``."""
-    out = np.empty(S.shape, dtype=dtype)
-    neg = np.empty(S.shape[0], dtype=np.float64)
-    _sqrt_densities(S, s, out, neg)
-    return out, max(0.0, float(neg.sum()) / S.shape[0])
+def sqrt_densities(T: np.ndarray, s: np.ndarray, dtype, block: int = 64) -> tuple[np.ndarray, float]:
+    """:func:`_sqrt_densities` of the upper triangle ``T`` into a new array of ``dtype``; and the
+    clipped mass per row."""
+    m = T.shape[0]
+    out = np.empty(T.shape, dtype=dtype)
+    negp = np.zeros(((m + block - 1) // block, m), dtype=np.float64)
+    _sqrt_densities(T, s, out, negp, block)
+    return out, max(0.0, -float(negp.sum()) / max(m, 1))
 
 
 def lca_factor(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,

@@ -172,6 +172,24 @@ def kernel_scale(D: np.ndarray) -> float:
     return float(np.median(D[iu]))
 
 
+def _symmetrize(A: np.ndarray, block: int = 256) -> np.ndarray:
+    """``A = (A + A^T) * 0.5`` in place, block pair by block pair (each pair and its transpose in cache).
+
+    The same bits as ``A += A.T; A *= 0.5`` (every entry is ``(a_ij + a_ji) * 0.5``) without that
+    expression's strided pass over the whole matrix and its temporary copy.
+    """
+    m = A.shape[0]
+    for i0 in range(0, m, block):
+        i1 = min(i0 + block, m)
+        for j0 in range(i0, m, block):
+            j1 = min(j0 + block, m)
+            avg = A[i0:i1, j0:j1] + A[j0:j1, i0:i1].T
+            avg *= 0.5
+            A[i0:i1, j0:j1] = avg
+            A[j0:j1, i0:i1] = avg.T
+    return A
+
+
 def diffusion_operator(
     X: np.ndarray | sp.spmatrix,
     eps: float = 1.0,
@@ -239,9 +257,7 @@ def diffusion_operator(
     s = 1.0 / np.sqrt(qh)
     Q *= s[:, None]
     Q *= s[None, :]  # S = Dh^-1/2 Qh Dh^-1/2
-    S = Q
-    S += Q.T  # exactly symmetric (the sums above are not, to the last bit)
-    S *= 0.5
+    S = _symmetrize(Q)  # exactly symmetric (the sums above are not, to the last bit)
     del Q
     from scipy.linalg import eigh  # here: only the exact operator needs it
 
@@ -275,19 +291,41 @@ def clip_negative(phi: np.ndarray) -> float:
     return max(0.0, (float(phi.sum(dtype=np.float64)) - before) / phi.shape[0])
 
 
-def _symmetric_power(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
-    r""":math:`S^t = V\Lambda^t V^\top`, as :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (one BLAS syrk).
+def _power_upper(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
+    r""":math:`S^t = V\Lambda^t V^\top` with the entries ``[j, i]``, ``i >= j``, filled (C order).
 
-    ``W`` is computed in float64 and rounded once to ``dtype``, the precision of the product.
+    One BLAS syrk, :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (computed in float64, rounded
+    once to ``dtype``, the precision of the product): half a GEMM, and no mirror pass (S^t is
+    symmetric; :func:`_symmetric_power` mirrors it where the full matrix is wanted).
     """
+    from scipy.linalg import blas
+
     V, lam = op.eigenvectors, op.eigenvalues
-    if lam.min() >= 0:
-        W = np.empty_like(V, dtype=dtype, order="K")  # V's (column-major) layout
-        np.multiply(V, (lam ** (0.5 * t))[None, :], out=W, casting="same_kind")
-        St = W @ W.T  # numpy calls syrk for W @ W.T: half a GEMM, exactly symmetric
-        del W
-        return St
-    return ((V * (lam**t)[None, :]) @ V.T).astype(dtype, copy=False)  # a negative floor (tests, integer t)
+    if lam.min() < 0:  # a negative floor (tests, integer t): the general product, all entries
+        return ((V * (lam**t)[None, :]) @ V.T).astype(dtype, copy=False)
+    W = np.empty_like(V, dtype=dtype, order="K")  # V's (column-major) layout
+    np.multiply(V, (lam ** (0.5 * t))[None, :], out=W, casting="same_kind")
+    a, trans = (W, 0) if W.flags.f_contiguous else (W.T, 1)  # the Fortran view of W, no copy
+    syrk = blas.ssyrk if W.dtype == np.float32 else blas.dsyrk
+    return syrk(1.0, a, trans=trans, lower=1).T  # lower triangle in column-major = upper in C order
+
+
+def _mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
+    """Copy the upper triangle of ``A`` onto the lower one in place (exact: a selection, no arithmetic)."""
+    m = A.shape[0]
+    for i0 in range(0, m, block):
+        i1 = min(i0 + block, m)
+        d = A[i0:i1, i0:i1]
+        d[...] = np.where(np.triu(np.ones(d.shape, dtype=bool)), d, d.T)
+        for j0 in range(i1, m, block):
+            j1 = min(j0 + block, m)
+            A[j0:j1, i0:i1] = A[i0:i1, j0:j1].T
+    return A
+
+
+def _symmetric_power(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
+    r"""The full :math:`S^t`: :func:`_power_upper` mirrored (exactly symmetric)."""
+    return _mirror_upper(_power_upper(op, t, dtype))
 
 
 def _scaled(St: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, float]:
@@ -300,18 +338,19 @@ def _scaled(St: np.ndarray, s: np.ndarray) -> tuple[np.ndarray, float]:
 def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> tuple[np.ndarray, float]:
     r""":math:`\psi = \sqrt{\phi}` of the densities at time ``t`` in ``dtype``, without forming ``phi``.
 
-    :math:`S^t` is the float32 product (:data:`POWER_DTYPE`); one compiled pass over it
-    (:func:`_kernels.sqrt_densities`) does the scaling, the clipping and the root in float64, in
-    the order of :func:`diffusion_densities` (NumPy's passes for a small ``m``, the same bits), and
-    rounds once to ``dtype``. Hence ``psi`` in float32 is the float32 rounding of ``psi`` in
+    :math:`S^t` is the float32 product (:data:`POWER_DTYPE`), its upper triangle only
+    (:func:`_power_upper`); one compiled pass over it (:func:`_kernels.sqrt_densities`, tile by
+    tile, both ``[j, i]`` and ``[i, j]`` from each value) does the scaling, the clipping and the
+    root in float64, in the order of :func:`diffusion_densities` (NumPy's passes on the mirrored
+    matrix for a small ``m``, the same bits), and rounds once to ``dtype``. Hence ``psi`` in float32 is the float32 rounding of ``psi`` in
     float64. The clipped mass is summed in another order (equal to rounding).
     """
     from ._kernels import sqrt_densities
     from ._small import SMALL_WORK
 
-    St = _symmetric_power(op, t, POWER_DTYPE)
+    St = _power_upper(op, t, POWER_DTYPE)
     if St.size <= SMALL_WORK:  # no numba start-up
-        phi, neg = _scaled(St.astype(np.float64), op.sqrt_degree)
+        phi, neg = _scaled(_mirror_upper(St).astype(np.float64), op.sqrt_degree)
         return np.sqrt(phi, out=phi).astype(dtype, copy=False), neg
     return sqrt_densities(St, op.sqrt_degree, dtype)
 

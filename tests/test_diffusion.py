@@ -98,7 +98,7 @@ def test_column_gram_kernel_matches_dense_product(counts):
     assert np.count_nonzero(G) == np.count_nonzero(ref)
 
 
-@pytest.mark.parametrize("m", [40, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above
+@pytest.mark.parametrize("m", [40, 1450, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above (23 and 24 tiles of 64)
 def test_sqrt_densities_are_the_bits_of_sqrt_of_the_densities(m):
     # psi: the float32 product S^t, then scaling, clipping and root in float64, rounded once
     from hdtwd_cli.diffusion import POWER_DTYPE, _scaled, _symmetric_power, diffusion_sqrt_densities
@@ -133,3 +133,15 @@ def test_float32_power_keeps_log_a_within_the_stated_tolerance():
                                   dtype=np.float64)
     err = np.abs(np.log(g) - np.log(ref)).max() * 0.5 / (K + 1)
     assert 0 < err < 2e-5
+
+
+@pytest.mark.parametrize("m, block", [(1, 4), (7, 4), (300, 64), (257, 256)])
+def test_symmetrize_is_the_bits_of_the_expression(m, block):
+    from hdtwd_cli.diffusion import _symmetrize
+
+    A = np.random.default_rng(m).random((m, m))
+    ref = A.copy()
+    ref += ref.T  # NumPy buffers the overlapping transpose: every entry (a_ij + a_ji)
+    ref *= 0.5
+    out = _symmetrize(A, block)
+    assert out is A and np.array_equal(out, ref) and np.array_equal(out, out.T)
