@@ -18,6 +18,7 @@ Fractional powers are taken through the symmetric conjugate
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,21 +173,35 @@ def kernel_scale(D: np.ndarray) -> float:
     return float(np.median(D[iu]))
 
 
+def _block_pairs(m: int, block: int) -> Iterator[tuple[slice, slice]]:
+    """Row and column blocks ``(I, J)`` of an ``m x m`` matrix with ``J`` on or right of the diagonal."""
+    for i0 in range(0, m, block):
+        for j0 in range(i0, m, block):
+            yield slice(i0, min(i0 + block, m)), slice(j0, min(j0 + block, m))
+
+
 def _symmetrize(A: np.ndarray, block: int = 256) -> np.ndarray:
     """``A = (A + A^T) * 0.5`` in place, block pair by block pair (each pair and its transpose in cache).
 
     The same bits as ``A += A.T; A *= 0.5`` (every entry is ``(a_ij + a_ji) * 0.5``) without that
     expression's strided pass over the whole matrix and its temporary copy.
     """
-    m = A.shape[0]
-    for i0 in range(0, m, block):
-        i1 = min(i0 + block, m)
-        for j0 in range(i0, m, block):
-            j1 = min(j0 + block, m)
-            avg = A[i0:i1, j0:j1] + A[j0:j1, i0:i1].T
-            avg *= 0.5
-            A[i0:i1, j0:j1] = avg
-            A[j0:j1, i0:i1] = avg.T
+    for I, J in _block_pairs(A.shape[0], block):
+        avg = A[I, J] + A[J, I].T
+        avg *= 0.5
+        A[I, J] = avg
+        A[J, I] = avg.T
+    return A
+
+
+def _mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
+    """Copy the upper triangle of ``A`` onto the lower one in place (exact: a selection, no arithmetic)."""
+    for I, J in _block_pairs(A.shape[0], block):
+        if I == J:
+            d = A[I, I]
+            d[...] = np.where(np.triu(np.ones(d.shape, dtype=bool)), d, d.T)
+        else:
+            A[J, I] = A[I, J].T
     return A
 
 
@@ -310,19 +325,6 @@ def _power_upper(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np
     return syrk(1.0, a, trans=trans, lower=1).T  # lower triangle in column-major = upper in C order
 
 
-def _mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
-    """Copy the upper triangle of ``A`` onto the lower one in place (exact: a selection, no arithmetic)."""
-    m = A.shape[0]
-    for i0 in range(0, m, block):
-        i1 = min(i0 + block, m)
-        d = A[i0:i1, i0:i1]
-        d[...] = np.where(np.triu(np.ones(d.shape, dtype=bool)), d, d.T)
-        for j0 in range(i1, m, block):
-            j1 = min(j0 + block, m)
-            A[j0:j1, i0:i1] = A[i0:i1, j0:j1].T
-    return A
-
-
 def _symmetric_power(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
     r"""The full :math:`S^t`: :func:`_power_upper` mirrored (exactly symmetric)."""
     return _mirror_upper(_power_upper(op, t, dtype))
@@ -342,8 +344,9 @@ def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.fl
     (:func:`_power_upper`); one compiled pass over it (:func:`_kernels.sqrt_densities`, tile by
     tile, both ``[j, i]`` and ``[i, j]`` from each value) does the scaling, the clipping and the
     root in float64, in the order of :func:`diffusion_densities` (NumPy's passes on the mirrored
-    matrix for a small ``m``, the same bits), and rounds once to ``dtype``. Hence ``psi`` in float32 is the float32 rounding of ``psi`` in
-    float64. The clipped mass is summed in another order (equal to rounding).
+    matrix for a small ``m``, the same bits), and rounds once to ``dtype``. Hence ``psi`` in
+    float32 is the float32 rounding of ``psi`` in float64. The clipped mass is summed in another
+    order (equal to rounding).
     """
     from ._kernels import sqrt_densities
     from ._small import SMALL_WORK

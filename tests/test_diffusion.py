@@ -137,11 +137,14 @@ def test_float32_power_keeps_log_a_within_the_stated_tolerance():
 
 @pytest.mark.parametrize("m, block", [(1, 4), (7, 4), (300, 64), (257, 256)])
 def test_symmetrize_is_the_bits_of_the_expression(m, block):
-    from hdtwd_cli.diffusion import _symmetrize
+    from hdtwd_cli.diffusion import _mirror_upper, _symmetrize
 
     A = np.random.default_rng(m).random((m, m))
     ref = A.copy()
     ref += ref.T  # NumPy buffers the overlapping transpose: every entry (a_ij + a_ji)
     ref *= 0.5
+    upper = np.triu(A) + np.triu(A, 1).T
+    B = A.copy()
     out = _symmetrize(A, block)
     assert out is A and np.array_equal(out, ref) and np.array_equal(out, out.T)
+    assert np.array_equal(_mirror_upper(B, block), upper)  # the triangle of S^t made whole
