@@ -302,48 +302,44 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-This run: 21:37-21:52 UTC at commit 56c6112, after the second round of issue-14 changes: tree
-learning with one symmetric BLAS product per scale for the densities, the HD-LCA product straight
-from the operator (scales streamed on the exact path: the (K+1) m^2 embedding is never held; tiles
-with in-cache accumulators on the landmark path), float32 Gram matrices (tolerance: log a within
-1e-6, docs/method.md section 3), syevd in place, NumPy's SIMD sort for the tie ranks, complete
-linkage compiled (`hdtwd_cli/_linkage.py`); the compiled kernels with full AVX-512 vectors
-(`hdtwd_cli/_simd.py`); `.npy` results computed straight into a memory map of the output file.
-An earlier run of this script (20:47-21:05, before the linkage, the memory map and the fused
-square roots) met a slow phase of the machine (a float64 GEMM probe at 75 GFLOPS instead of
-135-158): CBMC 4.88 s and Zeisel 3.86 s for the distance step then; the same command varied by
-up to 40 % within minutes all session.
+This run: 23:51-00:05 UTC (2026-11-26/27) at commit 209abfd, every part of this script in one go,
+after the third round of issue-14 changes: `S^t` as a float32 product (docs/method.md section 3),
+taken from SciPy's syrk as a triangle, the square roots computed tile by tile from it; the Gram
+matrices by syrk without NumPy's mirror pass; the eigenvectors kept in LAPACK's layout; the kernel
+symmetrised block pair by block pair; cosine distances in place; complete linkage's NumPy twin for
+small problems (no scipy.cluster); LLVM loaded only with numba; the process ends without tearing
+the interpreter down. A float64 GEMM probe gave 132 GFLOPS just before (120-158 in quiet phases
+this session, 75 in slow ones). An earlier run this session (23:29-23:38, commit c01b9d4, a slow
+phase: ssu fp64 took 19.7 s on Zeisel) gave Zeisel end to end 18.5 s, distance step 4.6x / 4.2x.
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (6.6x;
-  was 6.3x), not on Zeisel (4.1x; was 3.5-3.8x) or CBMC (4.4x; was 3.5-3.8x). After this run, dense
-  data already in the tree's leaf order is no longer copied (`align_to_tree`): Zeisel 3.52 / 3.69 /
-  3.83 s by hand at 21:53 (4.3-4.7x this run's ssu). What is left on Zeisel: the kernel ~1.4-2.3 s
-  (15.5 G terms/s), imports ~0.7 s, numba's first call (loading the cached kernels) ~0.5 s. Full
-  AVX-512 vectors make the pairwise kernel 1.77x faster (21.6 vs 12.2 G terms/s, 4,096 x 1,000,
-  alternating processes, same bits). Values agree with ssu to 7e-9 - 3e-8 (fp64) and 1e-6 - 2e-6
-  (fp32, ssu reads branch lengths as float32).
-- End to end with the defaults: CBMC 4.8 s (4.80, 4.97, 4.36): met. 5,000 x 24,000 corpus 38.4 s
-  (was 64.3 s): met; 5,600 x 42,000 34.3 s and 5.06 GB (target 100 s / 8 GB): met. Zeisel 0.81 GB
-  (was 1.89): the memory target is met; its time, 22.5 s (stage run 20.8 s) against ssu's 16.5 s,
-  is not: the exact operator's eigendecomposition of the 4,000 x 4,000 kernel (LAPACK syevd, ~7 s
-  of the 8.05 s diffusion operator; its tridiagonal reduction is memory-bound) and 8 scales of two
-  products each (8.43 s; the float64 product W W^T is kept so that `hdtwd embed` stores float64
-  densities and `embed` -> `decode-tree` gives the one-shot tree bit for bit). Landmarks would
-  learn this tree in seconds but cost 0.8-1.2 points on Zeisel-48 (table above). kNN accuracy with
-  the defaults after all changes (`bench_classify.py --configs defaults`, 5 splits): CBMC 93.9 +-
-  0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0, identical to before (the float32 Gram matrices
-  leave Zeisel's tree unchanged: all 3,999 clusters).
-- The corpus went 64.3 -> 38.4 s through: the HD-LCA product 24 s -> 14 s (tiles; float32 Gram
-  matrices; single-threaded tile passes, since a numba parallel region between two BLAS calls
-  fought BLAS's spinning threads: 20x slower per tile, measured) and complete linkage 17.8-25 s ->
-  7.1 s (SciPy runs the nearest-neighbour chain on the condensed vector, where one cluster's values
-  lie m - i apart; here a square matrix and only the active clusters: 2.75x SciPy at 20,000
-  features, the same tree; it costs 16 bytes per pair more, hence 5.06 GB).
-- `hdtwd --version` 0.16 s: met. `hdtwd distance sample_data/produce.csv`: 1.13 s median (1.00-1.49)
-  in this run: not met. After it, numba is imported on first use only (`hdtwd_cli/_jit.py`; small
-  problems take the NumPy twins and never load it, tested): by hand at 22:16, interleaved with the
-  previous code, 1.01-1.31 s (median 1.10) against 1.11-1.56 s (median 1.38); 0.87-0.89 s in three
-  runs at 22:06. At the line, not claimed.
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (7.0x),
+  not on Zeisel (4.4x) or CBMC (4.3x). What a CBMC run (3.3 s) is made of: the pairwise kernel
+  1.4-1.7 s at 24-25 G terms/s, the in-cache rate of its float64 min-add on this CPU; the rest is
+  fixed cost: Python, NumPy, typer (which builds a pydantic adapter per option: ~0.1 s) and
+  scipy.sparse imports (~0.45 s together), numba's import and cached-kernel load (~0.3 s), the
+  594 MB result (page faults of a fresh file). Values agree with ssu to 6.6e-9 - 3.2e-8 (fp64).
+- End to end with the defaults: Zeisel 15.8 s (15.4-16.2) against ssu's 16.2 s for the distance
+  step alone in the same run: met in this run, by a margin (0.4 s) inside the machine's noise (the
+  slow-phase run above: 18.5 vs 19.7 s; the previous session: 22.5 vs 16.5 s); 0.81 GB (met). CBMC
+  3.2 s (met), 5,000 x 24,000 corpus 28.5 s (met), 5,600 x 42,000 32.2 s and 5.06 GB (met).
+- Where Zeisel's 22.5 s went (stage tables, previous run against this one): the HD-LCA products
+  8.43 -> 5.75 s (`S^t` in float32: one float64 syrk per scale becomes a float32 one; no mirror
+  passes: NumPy's `W @ W.T` copies the syrk's triangle to the other half in a strided pass, ~45 ms
+  per product at 4,000 features, two products per scale); the diffusion operator 8.05 -> 6.27 s (no
+  128 MB eigenvector copy, 0.24 s; the symmetrisation 0.30 -> 0.05 s; cosine in place; what is left
+  is LAPACK's syevd, ~5.5 s, its tridiagonal reduction memory-bound); the interpreter's teardown
+  after the result is written (0.26-0.31 s with numba loaded, measured) is skipped.
+- Precision of the float32 `S^t` (stated: `log a` within 2e-5 of float64, tested): measured 2.7e-6
+  (pbmc68k), 3.9e-6 (Zeisel), 1.0e-5 (CBMC); every tree identical to the all-float64 one (764,
+  3,999 and 499 clusters), distances within 9.2e-8, 8.5e-8 and 1.5e-5 relative, every sample's 15
+  nearest neighbours the same. Rejected: the eigendecomposition in float32 (3.4 s faster on Zeisel)
+  changed 65 of its 3,999 clusters and the distances by 2.3 % (median). The text sets take the
+  landmark path and are unchanged (BBCSPORT's distances: the same bits).
+- kNN accuracy with the defaults at this commit (`bench_classify.py --configs defaults`, 5 splits):
+  CBMC 93.9 +- 0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0: unchanged (the trees are).
+- `hdtwd --version` 0.11 s (met). `hdtwd distance sample_data/produce.csv` 0.74 s (0.54-0.79):
+  met; from 1.13 s: numba not imported (its NumPy twins), nor LLVM (wide vectors are applied when
+  numba loads), nor scipy.cluster (complete linkage's NumPy twin), and no teardown at exit.
 """
 
 
