@@ -53,7 +53,6 @@ def _dispatch(lazy: _Lazy) -> None:
     if "prange" in vars(module):
         module.prange = numba.prange  # type: ignore[attr-defined]
     lazy.dispatcher = numba.njit(**lazy.options)(lazy.py_func)
-    setattr(module, lazy.py_func.__name__, lazy.dispatcher)
 
 
 def load() -> None:
@@ -68,12 +67,9 @@ def load() -> None:
     if _simd._ON_LOAD and "numba" not in sys.modules:
         _simd.prefer_wide_vectors()  # the command's choice, before numba reads its target features
     _LOADED = True
-    done = []
-    while _PENDING:
-        lazy = _PENDING.pop(0)
-        _dispatch(lazy)
-        done.append(lazy)
-    if done:
+    if _PENDING:
+        while _PENDING:
+            _dispatch(_PENDING.pop(0))
         for name, module in list(sys.modules.items()):
             if name.split(".")[0] == __name__.split(".")[0]:
                 for attr, value in list(vars(module).items()):

@@ -30,7 +30,7 @@ import numpy as np
 from . import _small
 from ._jit import njit, prange
 
-__all__ = ["complete_linkage", "square_bytes"]
+__all__ = ["complete_linkage", "square_bytes", "square_fits"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -126,6 +126,12 @@ def square_bytes(m: int) -> int:
     return 8 * m * m
 
 
+def square_fits(m: int, available: int) -> bool:
+    """Whether :func:`complete_linkage` runs (its square matrix in at most half of ``available`` bytes);
+    SciPy's chain on the condensed vector otherwise."""
+    return square_bytes(m) <= available // 2
+
+
 def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """Complete linkage on the condensed values ``g`` (order of ``scipy.spatial.distance.squareform``).
 
@@ -138,20 +144,18 @@ def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """
     if g.shape[0] != m * (m - 1) // 2:
         raise ValueError("the condensed vector does not hold m (m - 1) / 2 values")
-    if g.shape[0] <= _small.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
+    small = g.shape[0] <= _small.SMALL_WORK  # the NumPy twin: no numba start-up (and no scipy.cluster)
+    if small:
         a, b, h = _small.nn_chain(g, m)
-        order = np.argsort(h, kind="stable")
-        Z = np.empty((max(m - 1, 0), 2), dtype=np.int64)
-        _relabel.py_func(a, b, order, m, Z)
-        return Z, h[order]
-    D = np.empty((m, m), dtype=np.float64)
-    _square(g, m, D)
-    a = np.empty(max(m - 1, 0), dtype=np.int64)
-    b = np.empty(max(m - 1, 0), dtype=np.int64)
-    h = np.empty(max(m - 1, 0), dtype=np.float64)
-    _nn_chain(D, m, a, b, h)
-    del D
+    else:
+        D = np.empty((m, m), dtype=np.float64)
+        _square(g, m, D)
+        a = np.empty(max(m - 1, 0), dtype=np.int64)
+        b = np.empty(max(m - 1, 0), dtype=np.int64)
+        h = np.empty(max(m - 1, 0), dtype=np.float64)
+        _nn_chain(D, m, a, b, h)
+        del D
     order = np.argsort(h, kind="stable")
     Z = np.empty((max(m - 1, 0), 2), dtype=np.int64)
-    _relabel(a, b, order, m, Z)
+    (_relabel.py_func if small else _relabel)(a, b, order, m, Z)
     return Z, h[order]

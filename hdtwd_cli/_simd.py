@@ -10,9 +10,9 @@ Numba reads its target features once, when it is imported, from ``NUMBA_CPU_FEAT
 :func:`prefer_wide_vectors` sets that variable to the host's features minus the preference. The
 ``hdtwd`` command asks for it (:func:`prefer_wide_vectors_on_load`: the whole process is ours) and
 :func:`hdtwd_cli._jit.load` applies it just before numba is imported, so a run that never needs
-numba never loads LLVM either; in a notebook, call it before anything imports numba (it does nothing once numba is loaded, or when
-``NUMBA_CPU_FEATURES`` is already set), so other libraries' numba code is left as the user set
-it up. Child processes (Dask workers started here) inherit the variable.
+numba never loads LLVM either. In a notebook, call it before anything imports numba (it does
+nothing once numba is loaded, or when ``NUMBA_CPU_FEATURES`` is already set), so other
+libraries' numba code is left as the user set it up. Child processes (Dask workers started here) inherit the variable.
 """
 
 from __future__ import annotations

@@ -87,16 +87,19 @@ def lca_factor_condensed(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq
         start = i * m - (i * (i + 1)) // 2
         n = m - 1 - i
         c = i + 1 - c0
-        d2 = (sq_rows[r] + sq_cols[c:c + n]) - 2.0 * G[r, c:c + n]
-        d2[d2 < 0.0] = 0.0
-        out[start:start + n] *= 0.25 * d2 + h2
+        out[start:start + n] *= _lca_factor(sq_rows[r], sq_cols[c:c + n], G[r, c:c + n], h2)
 
 
 def lca_factor_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
     """``_kernels.lca_factor_tile``: ``acc *= max((s_r + s_c) - 2 G, 0) / 4 + h2``."""
-    d2 = (sq_rows[:, None] + sq_cols[None, :]) - 2.0 * G
+    acc *= _lca_factor(sq_rows[:, None], sq_cols[None, :], G, h2)
+
+
+def _lca_factor(sq_rows: np.ndarray, sq_cols: np.ndarray, G: np.ndarray, h2: float) -> np.ndarray:
+    """One scale's HD-LCA factor ``max((s_r + s_c) - 2 G, 0) / 4 + h2`` (the kernels' expression, broadcast)."""
+    d2 = (sq_rows + sq_cols) - 2.0 * G
     d2[d2 < 0.0] = 0.0
-    acc *= 0.25 * d2 + h2
+    return 0.25 * d2 + h2
 
 
 def tile_to_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int) -> None:

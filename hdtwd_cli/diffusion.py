@@ -88,6 +88,11 @@ class DiffusionOperator:
     def n_features(self) -> int:
         return int(self.eigenvalues.shape[0])
 
+    @property
+    def density_width(self) -> int:
+        """Densities are over all ``m`` features."""
+        return self.n_features
+
     def densities(self, t: float) -> tuple[np.ndarray, float]:
         """Densities of every feature at time ``t`` (see :func:`diffusion_densities`)."""
         return diffusion_densities(self, t)

@@ -123,6 +123,11 @@ class LandmarkOperator:
     def n_landmarks(self) -> int:
         return int(self.left.shape[1])
 
+    @property
+    def density_width(self) -> int:
+        """Densities are over the landmarks."""
+        return self.n_landmarks
+
     def densities(self, t: float) -> tuple[np.ndarray, float]:
         """Landmark-restricted densities ``rho^t`` (see :func:`landmark_densities`)."""
         return landmark_densities(self, t)

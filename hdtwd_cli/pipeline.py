@@ -25,6 +25,7 @@ from .features import (
     latent_feature_space,
     never_cooccur_fraction,
 )
+from ._linkage import square_bytes, square_fits
 from .landmarks import KMEANS_ITERATIONS, LANDMARK_METHODS, LandmarkOperator, effective_landmarks, landmark_operator
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 from .progress import Reporter
@@ -245,8 +246,8 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     pairs = m * (m - 1) // 2
     nl = effective_landmarks(params.landmarks, m)
     store = params.edge_weights != "lca" if store_embedding is None else store_embedding
-    fits = available is None or 16 * pairs <= available // 2
-    square = 16 * pairs if params.linkage == "complete" and fits else 0  # complete linkage's m x m matrix
+    fits = available is None or square_fits(m, available)
+    square = square_bytes(m) if params.linkage == "complete" and fits else 0  # complete linkage's m x m matrix
     if nl == 0:
         if store:
             return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,

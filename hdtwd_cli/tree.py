@@ -19,14 +19,14 @@ two children at every scale, and each child's edge weight is
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from ._kernels import lca_factor, lca_tile, small_product, tile_condensed
-from ._linkage import complete_linkage, square_bytes
+from ._linkage import complete_linkage, square_fits
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 
@@ -246,11 +246,16 @@ def lengthen_leaves(tree: Tree, amount: float) -> Tree:
 
 def lca_log(g: np.ndarray, n_scales: int) -> np.ndarray:
     r""":math:`\log a = \log g / (2(K+1))`, IN PLACE on the condensed product ``g``; returns ``g``."""
-    step = 1 << 24
-    for c0 in range(0, g.shape[0], step):
-        np.log(g[c0:c0 + step], out=g[c0:c0 + step])
-        g[c0:c0 + step] *= 0.5 / n_scales
+    for c in _chunks(g):
+        np.log(c, out=c)
+        c *= 0.5 / n_scales
     return g
+
+
+def _chunks(g: np.ndarray, step: int = 1 << 24) -> Iterator[np.ndarray]:
+    """Views of ``g`` of ``step`` values: in-place passes over a condensed vector stay in cache-sized pieces."""
+    for c0 in range(0, g.shape[0], step):
+        yield g[c0:c0 + step]
 
 
 def hd_lca(emb: HyperbolicEmbedding, block: int | None = None, dtype: DTypeLike = PRODUCT_DTYPE) -> np.ndarray:
@@ -466,8 +471,7 @@ def hd_lca_products(
     negative_mass : ndarray, shape (max(scales) + 1,)
         As :attr:`hyperbolic.HyperbolicEmbedding.negative_mass`.
     """
-    m = op.n_features
-    return _products(m, int(getattr(op, "n_landmarks", m)), scales,
+    return _products(op.n_features, op.density_width, scales,
                      lambda: hyperbolic_embedding(op, max(scales), dtype=dtype),
                      lambda k: op.sqrt_densities(2.0**-k, dtype), block, progress, dtype)
 
@@ -479,7 +483,7 @@ def _square_fits(m: int) -> bool:
     """
     from ._memory import available_memory
 
-    return square_bytes(m) <= available_memory() // 2
+    return square_fits(m, available_memory())
 
 
 def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
@@ -513,9 +517,8 @@ def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
         Z = linkage(g, method=linkage_rule)
         merge_log_a = np.log(Z[:, 2]) * power
     else:
-        step = 1 << 24
-        for c0 in range(0, g.shape[0], step):
-            np.power(g[c0:c0 + step], power, out=g[c0:c0 + step])
+        for c in _chunks(g):
+            np.power(c, power, out=c)
         Z = linkage(g, method=linkage_rule)
         merge_log_a = np.log(Z[:, 2])
     children = np.sort(Z[:, :2].astype(np.int64), axis=1)
@@ -647,9 +650,7 @@ def lca_height_weights(heights: np.ndarray, children: np.ndarray, merge_log_a: n
     height = np.empty(2 * m - 1, dtype=np.float64)
     height[:m] = float(np.mean(np.log(heights)))
     height[m:] = np.maximum.accumulate(np.maximum(merge_log_a, height[0]))
-    parent = np.full(2 * m - 1, -1, dtype=np.int64)
-    parent[children[:, 0]] = np.arange(m, 2 * m - 1)
-    parent[children[:, 1]] = np.arange(m, 2 * m - 1)
+    parent = _parents(children)
     w = np.zeros(2 * m - 1, dtype=np.float64)
     w[:-1] = height[parent[:-1]] - height[:-1]
     return np.maximum(w, 0.0)
@@ -739,10 +740,15 @@ def lca_tree(g: np.ndarray, heights: np.ndarray, leaf_names: Sequence[str], link
     return _binary_tree(children, lca_height_weights(heights, children, merge_log_a), leaf_names, merge_log_a)
 
 
-def _binary_tree(children: np.ndarray, length: np.ndarray, leaf_names: Sequence[str],
-                 merge_log_a: np.ndarray) -> Tree:
+def _parents(children: np.ndarray) -> np.ndarray:
+    """Parent of every node of the linkage ``children`` (merge ``s`` creates node ``m + s``); -1 for the root."""
     m = children.shape[0] + 1
     parent = np.full(2 * m - 1, -1, dtype=np.int64)
     parent[children[:, 0]] = np.arange(m, 2 * m - 1)
     parent[children[:, 1]] = np.arange(m, 2 * m - 1)
-    return Tree(parent=parent, length=length, leaf_names=list(leaf_names), merge_height=np.exp(merge_log_a))
+    return parent
+
+
+def _binary_tree(children: np.ndarray, length: np.ndarray, leaf_names: Sequence[str],
+                 merge_log_a: np.ndarray) -> Tree:
+    return Tree(parent=_parents(children), length=length, leaf_names=list(leaf_names), merge_height=np.exp(merge_log_a))
