@@ -674,9 +674,16 @@ def align_to_tree(
         return out
     if w is None and X.shape[1] == L and np.array_equal(dest, np.arange(L)):
         return np.asarray(X, dtype=np.float64)  # already in leaf order (e.g. the tree was learned from X): no copy
-    out = np.zeros((n, L), dtype=np.float64)
-    src = np.flatnonzero(dest >= 0)
-    out[:, dest[src]] = X[:, src]
+    # a gather along the rows (one pass, each output row written in order) rather than a scatter
+    # into columns: 0.04 s instead of 0.44 s on 3,005 x 4,000 (benchmarks/RESULTS.md, issue 14)
+    src = np.zeros(L, dtype=np.int64)
+    src[dest[dest >= 0]] = np.flatnonzero(dest >= 0)
+    Xd = np.asarray(X, dtype=np.float64)
+    out = np.take(Xd, src, axis=1) if Xd.shape[1] else np.zeros((n, L))
+    absent = np.ones(L, dtype=bool)
+    absent[dest[dest >= 0]] = False
+    if absent.any():
+        out[:, absent] = 0.0  # leaves absent from the data get zero mass
     if w is not None:
         out *= w[None, :]
     return out

@@ -391,3 +391,28 @@ def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monk
     X[5] = 0
     with pytest.raises(ValueError, match="row 5 sums to zero"):
         evaluate(X, names, y, ["hdtwd"], [1.0], [3], resolve_params("default")[0], ks=[1], n_splits=2)
+
+
+def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
+    """Columns land on their leaves by name; leaves without a column get zero mass; all-zero
+    unknown features are ignored; feature weights scale the columns (dense == sparse)."""
+    from hdtwd_cli.tree import Tree
+
+    rng = np.random.default_rng(3)
+    # 5 leaves: c, a, e, b, d; one internal node over (c, a), the root over the rest
+    tree = Tree(parent=np.array([5, 5, 6, 6, 6, 6, -1]), length=np.array([1.0, 2, 3, 4, 5, 1, 0]),
+                leaf_names=["c", "a", "e", "b", "d"], feature_weights=np.array([1.0, 2, 3, 4, 5]))
+    names = ["a", "b", "zz", "c", "d"]  # 'e' is absent; 'zz' is not a leaf and all zero
+    X = rng.random((6, 5))
+    X[:, 2] = 0.0
+    want = np.zeros((6, 5))
+    for j, name in enumerate(names):
+        if name in tree.leaf_names:
+            leaf = tree.leaf_names.index(name)
+            want[:, leaf] = X[:, j] * tree.feature_weights[leaf]
+    dense = align_to_tree(X, names, tree)
+    np.testing.assert_array_equal(dense, want)
+    np.testing.assert_array_equal(align_to_tree(sp.csr_matrix(X), names, tree).toarray(), want)
+    X[0, 2] = 1.0  # now 'zz' carries mass: an error naming it
+    with pytest.raises(Exception, match="zz"):
+        align_to_tree(X, names, tree)
