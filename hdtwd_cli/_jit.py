@@ -53,6 +53,39 @@ def _dispatch(lazy: _Lazy) -> None:
     if "prange" in vars(module):
         module.prange = numba.prange  # type: ignore[attr-defined]
     lazy.dispatcher = numba.njit(**lazy.options)(lazy.py_func)
+    _load_cached_code_only(lazy.dispatcher)
+
+
+def _load_cached_code_only(dispatcher: Any) -> None:
+    """Let ``dispatcher`` load its on-disk machine code without numba's full context refresh.
+
+    numba's ``Cache.load_overload`` first calls ``target_context.refresh()``, which imports and
+    installs every lowering registry numba has (NumPy, linear algebra, random, typed containers,
+    and through them SciPy's BLAS bindings): 0.18-0.25 s on the first call of a process (measured
+    on CBMC, benchmarks/RESULTS.md, issue 14), none of it needed to run machine code that is
+    already compiled. Loading that code needs the symbols it links against: numba's C helpers and
+    math functions (installed when the context is created), the parallel runtime (re-run by the
+    cached entry's own ``reload_init``) and the NRT, which this initialises. A cache miss still
+    compiles through numba's compiler, which refreshes the contexts itself. Only hdtwd's
+    dispatchers are changed (their cache object, not numba's class); an unknown numba layout
+    leaves them as they are. The machine code, and so every result, is the same bytes.
+    """
+    cache = getattr(dispatcher, "_cache", None)
+    if cache is None or not all(hasattr(cache, a) for a in ("_load_overload", "_guard_against_spurious_io_errors")):
+        return
+    try:
+        from numba.core.runtime import nrt
+    except ImportError:  # pragma: no cover - another numba layout
+        return
+    if not hasattr(nrt, "rtsys") or not hasattr(nrt.rtsys, "initialize"):  # pragma: no cover
+        return
+
+    def load_overload(sig: Any, target_context: Any) -> Any:
+        nrt.rtsys.initialize(target_context)
+        with cache._guard_against_spurious_io_errors():
+            return cache._load_overload(sig, target_context)
+
+    cache.load_overload = load_overload
 
 
 def load() -> None:

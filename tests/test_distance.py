@@ -121,6 +121,14 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
                        check=True, env=env)
     assert any((tmp_path / "cache").rglob("*.nbi"))
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))
+    # the cached code is loaded without numba's lowering registries (hdtwd_cli._jit), and a cache
+    # miss after such a load still compiles (numba's compiler loads them itself)
+    check = (code + "; assert 'numba.np.linalg' not in sys.modules, 'full refresh on a cache load'"
+             "; from hdtwd_cli._kernels import row_norms; out = np.empty(3)"
+             "; row_norms(np.ones((3, 5), dtype=np.float32), out); assert (out == 5).all()"
+             "; assert 'numba.np.linalg' in sys.modules")
+    subprocess.run([sys.executable, "-c", check, tmp_path / "Y.npy", tmp_path / "D3.npy"], check=True, env=env)
+    assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D3.npy"))
     # and the same bits with LLVM's default vector width (the runs above inherit the full width
     # that conftest asks for, as `hdtwd` does: hdtwd_cli._simd)
     narrow = {k: v for k, v in env.items() if k != "NUMBA_CPU_FEATURES"}
