@@ -48,6 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._sparse import sp
+
 from ._jit import njit, prange
 
 from . import _small
@@ -480,8 +482,6 @@ def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out
     :func:`tree_vectors_dense` / :func:`tree_vectors_csr`, or their NumPy twin for small problems
     (same bits, :mod:`hdtwd_cli._small`).
     """
-    import scipy.sparse as sp
-
     if x.shape[0] * parent.shape[0] <= _small.SMALL_WORK and parent.shape[0] <= _small.SMALL_NODES:
         _small.tree_vectors(x.toarray() if sp.issparse(x) else np.asarray(x), parent, cols, scale, out)
     elif sp.issparse(x):
@@ -553,8 +553,6 @@ def l1_distances_sparse(A, B) -> np.ndarray:
     (a fixed order of additions); equal to :func:`l1_distances` up to rounding (absolute error
     about ``1e-16 (|a|_1 + |b|_1)``), not bit for bit; negative rounding residues are set to 0.
     """
-    import scipy.sparse as sp
-
     A = sp.csr_matrix(A, dtype=np.float64)
     A.sort_indices()
     Bc = sp.csc_matrix(B, dtype=np.float64)
@@ -615,8 +613,6 @@ def _tree_vectors_sparse(indptr, indices, data, parent, cols, back, scale, out_i
 
 def tree_vectors_sparse(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: int):
     """CSR matrix of the tree vectors of the CSR rows ``x`` on the kept columns ``cols`` (``-1``: dropped)."""
-    import scipy.sparse as sp
-
     x = sp.csr_matrix(x, dtype=np.float64)
     parent = np.ascontiguousarray(parent, dtype=np.int64)
     cols = np.ascontiguousarray(cols, dtype=np.int64)
@@ -658,8 +654,6 @@ def row_sums(X) -> np.ndarray:
     sparse sum skips only zeros, and adding +0.0 to a sum of non-negative values is exact.
     NumPy's pairwise ``sum`` would not (its order depends on the storage).
     """
-    import scipy.sparse as sp
-
     out = np.empty(X.shape[0], dtype=np.float64)
     if sp.issparse(X):
         X = sp.csr_matrix(X, dtype=np.float64)
@@ -709,8 +703,6 @@ def column_gram_csr(X) -> np.ndarray:
     equal to any other order, for integer counts divided by powers of two). scipy's sparse
     product took 33 s on 100,000 x 2,000 UMI-like counts (two passes, one thread).
     """
-    import scipy.sparse as sp
-
     X = sp.csr_matrix(X, dtype=np.float64)
     if not X.has_canonical_format:
         X = X.copy()

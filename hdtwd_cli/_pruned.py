@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._sparse import sp
+
 from ._jit import njit, prange
 
 from ._kernels import _TK, store_tile, tile_pass
@@ -122,8 +124,6 @@ class Panels:
 def row_panels(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: int, dtype=np.float64,
                R: int = BLOCK_ROWS) -> Panels:
     """:class:`Panels` of the tree vectors of the CSR rows ``x`` (kept columns ``cols``, ``-1``: dropped)."""
-    import scipy.sparse as sp
-
     x = sp.csr_matrix(x, dtype=np.float64)
     n = x.shape[0]
     nb = -(-n // R)

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from . import __version__
 from ._memory import available_memory, human_bytes

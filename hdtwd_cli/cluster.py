@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .distance import TreeVectors, smallest_k
 from ._kernels import l1_distances

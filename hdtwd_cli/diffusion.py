@@ -24,7 +24,7 @@ from typing import Any
 
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .defaults import Bandwidth, Metric
 from .errors import ParameterError

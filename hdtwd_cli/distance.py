@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .errors import ParameterError
 

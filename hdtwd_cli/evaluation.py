@@ -18,7 +18,7 @@ from itertools import product
 from dataclasses import dataclass, field
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from ._kernels import l1_distances
 from .defaults import BASELINES, DEFAULT_K

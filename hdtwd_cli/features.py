@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .defaults import FEATURE_SPACES, WEIGHTINGS
 

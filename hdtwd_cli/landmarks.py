@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .defaults import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .errors import InputError, ParameterError

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .defaults import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from typing import Any
 
 __all__ = ["Reporter"]
 
@@ -24,11 +25,18 @@ class Reporter:
     """
 
     def __init__(self, quiet: bool = False, verbose: int = 0) -> None:
-        from rich.console import Console  # imported here: ``hdtwd --version`` does not pay for rich
-
-        self.console = Console(stderr=True, highlight=False)
+        self._console: Any = None
         self.show_bars = (not quiet) and sys.stderr.isatty()
         self.verbose = 0 if quiet else verbose
+
+    @property
+    def console(self) -> Any:
+        """rich's stderr console, made on first use: a quiet run that prints nothing never imports rich."""
+        if self._console is None:
+            from rich.console import Console
+
+            self._console = Console(stderr=True, highlight=False)
+        return self._console
 
     @contextlib.contextmanager
     def stage(self, description: str, total: int | None = None) -> Iterator[Callable[[int], None]]:

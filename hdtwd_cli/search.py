@@ -20,6 +20,8 @@ from typing import Literal
 
 import numpy as np
 
+from ._sparse import sp
+
 from ._kernels import l1_gather
 from .distance import TreeVectors, nearest_neighbours, smallest_k
 from .errors import ParameterError
@@ -101,7 +103,6 @@ def locality_order(cand: np.ndarray) -> np.ndarray:
     Rows next to each other in this order share most of their candidates, so a block of rows needs
     the vectors of few other rows (deterministic: RCM visits by degree, then index).
     """
-    import scipy.sparse as sp
     from scipy.sparse.csgraph import reverse_cuthill_mckee
 
     n, c = cand.shape

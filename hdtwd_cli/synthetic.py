@@ -15,7 +15,7 @@ r"""Data with a known (planted) feature hierarchy, for tests, examples and bench
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 __all__ = [
     "PRODUCE_WORDS",

@@ -639,7 +639,7 @@ def hd_binary_tree(
 def lca_height_weights(heights: np.ndarray, children: np.ndarray, merge_log_a: np.ndarray) -> np.ndarray:
     r"""Edge weights from the heights of the HD-LCA points (the ``lca`` rule).
 
-    Every node sits at its HD-LCA point :math:`ar h = [0, \dots, 0, a]` (Def. 4): a leaf at
+    Every node sits at its HD-LCA point :math:`\bar h = [0, \dots, 0, a]` (Def. 4): a leaf at
     :math:`a(j,j) = (\prod_k 2^{k/2-2})^{1/(K+1)}`, an internal node at the HD-LCA value of its merge.
     Both lie on the vertical geodesic of the half-space, where the hyperbolic distance is
     :math:`|\log a_{parent} - \log a_{child}|`; that is the edge weight. The tree metric is then the

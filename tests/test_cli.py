@@ -200,3 +200,33 @@ def test_small_problems_never_load_numba(tmp_path):
     assert r.returncode == 0 and r.stderr == "[]", r.stderr
     D = np.load(out)
     assert D.shape[0] == D.shape[1] > 2 and np.all(np.diag(D) == 0) and np.array_equal(D, D.T) and D.max() > 0
+
+
+def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
+    """`hdtwd distance X.npy --tree T.nwk -q` on dense data imports neither scipy.sparse
+    (hdtwd_cli._sparse) nor h5py nor rich (nothing to print), and its kernels come from numba's
+    cache without numba's lowering registries (hdtwd_cli._jit); the result equals the API's."""
+    import subprocess
+    import sys
+
+    from hdtwd_cli.api import distances, learn_tree
+    from hdtwd_cli.io import read_tree_file, write_newick_file
+
+    rng = np.random.default_rng(0)
+    X = rng.poisson(1.0, (400, 60)).astype(float) + 0.5  # 400 x 60: large enough for numba's kernels
+    np.save(tmp_path / "X.npy", X)
+    tree = learn_tree(X, [f"f{j}" for j in range(60)])
+    tree.feature_weights = None  # Newick holds none
+    write_newick_file(str(tmp_path / "T.nwk"), tree)
+    mods = "('scipy.sparse', 'h5py', 'rich', 'numba.np.linalg', 'numba')"
+    code = ("import atexit, sys\nfrom hdtwd_cli.cli import main\n"
+            "sys.argv = ['hdtwd', 'distance', sys.argv[1], '--tree', sys.argv[2], '-o', sys.argv[3], '-q']\n"
+            f"atexit.register(lambda: sys.stderr.write(repr([m for m in {mods} if m in sys.modules])))\n"
+            "main()\n")
+    out = tmp_path / "D.npy"
+    for _ in range(2):  # the first run may compile (a cache miss loads numba's registries itself)
+        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "X.npy"), str(tmp_path / "T.nwk"), str(out)],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    assert r.stderr == "['numba']", r.stderr
+    np.testing.assert_array_equal(np.load(out), distances(X, read_tree_file(str(tmp_path / "T.nwk"))))

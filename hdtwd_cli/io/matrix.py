@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
+from .._sparse import sp
 
 from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
 from .tenx import read_10x_h5, read_10x_mtx, tenx_files

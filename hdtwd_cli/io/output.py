@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .._sparse import sp
+
 from ..errors import HdtwdWarning, InputError, OutputError
 from ..tree import Tree
 from .atomic import atomic_path
@@ -137,8 +139,6 @@ def write_knn(path: str, graph: Any, record: dict, *, key_added: str | None = No
     of each row. ``.h5ad``: ``adata`` (the input AnnData, or a new one) with the graph in
     ``sc.pp.neighbors``' layout (:func:`hdtwd_cli.api.write_graph`) and ``vectors`` as ``obsm["X_hdtwd"]``.
     """
-    import scipy.sparse as sp
-
     suffix = Path(path).suffix.lower()
     if suffix not in KNN_SUFFIXES:
         raise OutputError(f"a kNN graph is written as .npz or .h5ad, not {suffix or '(no suffix)'!r}", path)

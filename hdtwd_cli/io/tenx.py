@@ -23,7 +23,7 @@ import re
 from typing import Literal
 
 import numpy as np
-import scipy.sparse as sp
+from .._sparse import sp
 
 from ..errors import InputError, ParameterError
 from .text import open_text

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import scipy.sparse as sp
+from .._sparse import sp
 
 from ..errors import InputError
 from .text import open_text
