@@ -84,9 +84,11 @@ def data_path(name: str) -> Path:
 ONLY: set[str] = set(WORKLOADS)  # --only: the workloads to (re)run; the others' records are kept
 
 
-def _save(part: str, rec: dict[str, Any]) -> None:
+def _save(part: str, rec: dict[str, Any], facts: dict[str, Any] | None = None) -> None:
+    """Store a part's record with the facts of its run (date, commit, machine), taken at run time."""
     old = _load(part) if part not in ("startup", "roofline") else {}
-    (WD / f"{part}.json").write_text(json.dumps({**old, **rec}, indent=1, default=str))
+    rec = {**old, **rec, "facts": facts or harness.machine_facts()}
+    (WD / f"{part}.json").write_text(json.dumps(rec, indent=1, default=str))
 
 
 def _load(part: str) -> dict[str, Any]:
@@ -315,49 +317,60 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-This run: 23:51-00:05 UTC (2026-11-26/27) at commit 209abfd, every part of this script in one go,
-after the third round of issue-14 changes: `S^t` as a float32 product (docs/method.md section 3),
-taken from SciPy's syrk as a triangle, the square roots computed tile by tile from it; the Gram
-matrices by syrk without NumPy's mirror pass; the eigenvectors kept in LAPACK's layout; the kernel
-symmetrised block pair by block pair; cosine distances in place; complete linkage's NumPy twin for
-small problems (no scipy.cluster); LLVM loaded only with numba; the process ends without tearing
-the interpreter down. A float64 GEMM probe gave 132 GFLOPS just before (120-158 in quiet phases
-this session, 75 in slow ones). An earlier run this session (23:29-23:38, commit c01b9d4, a slow
-phase: ssu fp64 took 19.7 s on Zeisel) gave Zeisel end to end 18.5 s, distance step 4.6x / 4.2x.
+This run: 01:30-01:47 UTC (2026-11-27), every part of this script in one go, after the fourth
+round of issue-14 changes (all bit-neutral: the distance matrices of CBMC, Zeisel and the 5,000 x
+24,000 corpus, end to end with the defaults, are the same bytes as before them):
+- the leaves' columns gathered along the rows (`np.take`) instead of scattered into columns
+  (`pipeline.align_to_tree`: 0.44 -> 0.04 s on Zeisel's 3,005 x 4,000);
+- hdtwd's numba kernels load their cached machine code without numba's full context refresh,
+  which imports and installs every lowering registry numba has (`_jit._load_cached_code_only`:
+  the first kernel call 0.21 -> 0.03 s; a cache miss still compiles through numba's compiler);
+- scipy.sparse (0.17 s), h5py (0.05 s) and rich imported on first use: a dense `.npy` run writing
+  `.npy` with `-q` imports none of them (tested);
+- this script byte-compiles hdtwd_cli before timing, as `pip install` does (these machines set
+  `PYTHONDONTWRITEBYTECODE=1`, so every earlier run compiled all of hdtwd's modules from source,
+  ~0.2 s a run).
+The fixed cost of a dense run on a given tree (CBMC's first 1,000 rows, old and new code in turns,
+8 runs each): 0.95 -> 0.70 s (median) before the byte-compilation, ~0.6 s after it.
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on the sparse corpus (7.0x),
-  not on Zeisel (4.4x) or CBMC (4.3x). What a CBMC run (3.3 s) is made of: the pairwise kernel
-  1.4-1.7 s at 24-25 G terms/s, the in-cache rate of its float64 min-add on this CPU; the rest is
-  fixed cost: Python, NumPy, typer (which builds a pydantic adapter per option: ~0.1 s) and
-  scipy.sparse imports (~0.45 s together), numba's import and cached-kernel load (~0.3 s), the
-  594 MB result (page faults of a fresh file). Values agree with ssu to 6.6e-9 - 3.2e-8 (fp64).
-- End to end with the defaults: Zeisel 15.8 s (15.4-16.2) against ssu's 16.2 s for the distance
-  step alone in the same run: met in this run, by a margin (0.4 s) inside the machine's noise (the
-  slow-phase run above: 18.5 vs 19.7 s; the previous session: 22.5 vs 16.5 s); 0.81 GB (met). CBMC
-  3.2 s (met), 5,000 x 24,000 corpus 28.5 s (met), 5,600 x 42,000 32.2 s and 5.06 GB (met).
-- Where Zeisel's 22.5 s went (stage tables, previous run against this one): the HD-LCA products
-  8.43 -> 5.75 s (`S^t` in float32: one float64 syrk per scale becomes a float32 one; no mirror
-  passes: NumPy's `W @ W.T` copies the syrk's triangle to the other half in a strided pass, ~45 ms
-  per product at 4,000 features, two products per scale); the diffusion operator 8.05 -> 6.27 s (no
-  128 MB eigenvector copy, 0.24 s; the symmetrisation 0.30 -> 0.05 s; cosine in place; what is left
-  is LAPACK's syevd, ~5.5 s, its tridiagonal reduction memory-bound); the interpreter's teardown
-  after the result is written (0.26-0.31 s with numba loaded, measured) is skipped.
-- Precision of the float32 `S^t` (stated: `log a` within 2e-5 of float64, tested): measured 2.7e-6
-  (pbmc68k), 3.9e-6 (Zeisel), 1.0e-5 (CBMC); every tree identical to the all-float64 one (764,
-  3,999 and 499 clusters), distances within 9.2e-8, 8.5e-8 and 1.5e-5 relative, every sample's 15
-  nearest neighbours the same. Rejected: the eigendecomposition in float32 (3.4 s faster on Zeisel)
-  changed 65 of its 3,999 clusters and the distances by 2.3 % (median). The text sets take the
-  landmark path and are unchanged (BBCSPORT's distances: the same bits).
-- kNN accuracy with the defaults at this commit (`bench_classify.py --configs defaults`, 5 splits):
-  CBMC 93.9 +- 0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0: unchanged (the trees are).
-- `hdtwd --version` 0.11 s (met). `hdtwd distance sample_data/produce.csv` 0.74 s (0.54-0.79):
-  met; from 1.13 s: numba not imported (its NumPy twins), nor LLVM (wide vectors are applied when
-  numba loads), nor scipy.cluster (complete linkage's NumPy twin), and no teardown at exit.
+The machine was in a slow phase for both runs of this session: a float64 GEMM probe gave 106-115
+GFLOPS (132 in the previous session's run), ssu fp64 took 17.8-19.6 s on Zeisel and CBMC (16.2 and
+14.2 s in the previous session's run, 9.3 and 11.5 s when the issue was filed) and, in this run,
+the dense micro-kernel's in-cache rate was 16.2 G terms/s (24.8 in the previous session's run):
+the AVX-512 kernels lose more than ssu in such phases. An earlier run this session (01:03-01:20,
+commit d51f341, the same code without the byte-compilation) gave: distance step 2.91 / 3.35 /
+10.17 s against ssu fp64 18.41 / 16.95 / 68.20 s = 6.3x / 5.1x / 6.7x; end to end Zeisel 19.8 s
+against ssu's 18.4 s, CBMC 4.2 s, corpus 44.1 s, 5,600 x 42,000 47.7 s and 5.06 GB.
+
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): this run 5.0x on Zeisel (17.82
+  / 3.56 s = 5.006), 5.0x on CBMC (19.61 / 3.93 s = 4.99: short by 0.02 s), 7.0x on the corpus;
+  the earlier run 6.3x / 5.1x / 6.7x. A CBMC run is the pairwise kernel (37 G terms: 1.5 s at the
+  previous session's 24-25 G terms/s, 2.2-2.6 s in this phase) plus ~0.6 s of fixed cost, now
+  mostly other packages' imports: numba's (0.19 s) and typer 0.29's, which imports pydantic and
+  builds a pydantic TypeAdapter for every one of the command's 39 options on every call (~0.17 s
+  together; typer 0.28 needs no pydantic: ~0.1 s less, measured, but not pinned). Values agree
+  with ssu to 6.6e-9 - 3.2e-8 (fp64).
+- End to end with the defaults: Zeisel 18.1 s against ssu's 17.8 s for the distance step alone:
+  not met in this run (+1.7 %; the earlier run +7.6 %; the previous session's run 15.8 vs 16.2 s,
+  met), 0.78 GB (met). What is left is LAPACK: syevd on the 4,000 x 4,000 operator (5.4-6.5 s;
+  `driver="evr"` measured 6.8-7.8 s; one thread 10.5 s) and eight float32 syrk pairs for the
+  HD-LCA products (0.31 + 0.27 s per scale, ~200 GFLOPS, the machine's float32 rate). CBMC 3.9 s
+  (met); corpus 5,000 x 24,000 39.4 s (met; the earlier run 44.1 s, not met; 28.5 s in the
+  previous session's run): its HD-LCA products are float32 GEMMs at ~200 GFLOPS and its complete
+  linkage (7.5 s) is the nearest-neighbour chain over 24,000 clusters, whose column updates are
+  strided; 5,600 x 42,000 35.8 s and 5.04 GB (met).
+- kNN accuracy: unchanged, the trees and distances being the same bytes (CBMC 93.9 +- 0.5,
+  Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0, `bench_classify.py --configs defaults`).
+- `hdtwd --version` 0.13 s (met). `hdtwd distance sample_data/produce.csv` 0.53 s (met; 0.74 s in
+  the previous session's run).
+- Stage tables above; the sparse kernel's roofline fraction: 40 % of the dense micro-kernel's rate
+  in this run (45 % in the previous session's).
 """
 
 
 def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: dict) -> str:
-    o = [HEADING, "", harness.machine_line(), ""]
+    facts = next((p["facts"] for p in (dist, e2e, stages, start, roof) if p.get("facts")), None)
+    o = [HEADING, "", harness.machine_line(facts), ""]  # the run's date and commit, not the rendering's
     if dist:
         o += [f"### Distance step on a given tree, whole process vs whole process ({dist.get('ssu', 'ssu')})", "",
               "Medians of 3 runs in turns under `/usr/bin/time -v`; both tools use both cores; each reads its "
@@ -432,7 +445,8 @@ def main() -> None:
     if args.parts:
         byte_compile()
     for part in args.parts:
-        _save(part, PARTS[part]())
+        facts = harness.machine_facts()
+        _save(part, PARTS[part](), facts)
     if args.markdown:
         text = markdown()
         print(text)

@@ -414,5 +414,7 @@ def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
     np.testing.assert_array_equal(dense, want)
     np.testing.assert_array_equal(align_to_tree(sp.csr_matrix(X), names, tree).toarray(), want)
     X[0, 2] = 1.0  # now 'zz' carries mass: an error naming it
-    with pytest.raises(Exception, match="zz"):
+    from hdtwd_cli.errors import InputError
+
+    with pytest.raises(InputError, match="zz"):
         align_to_tree(X, names, tree)
