@@ -445,7 +445,7 @@ def main() -> None:
     if args.parts:
         byte_compile()
     for part in args.parts:
-        facts = harness.machine_facts()
+        facts = harness.machine_facts(probe=True)
         _save(part, PARTS[part](), facts)
     if args.markdown:
         text = markdown()

@@ -185,8 +185,23 @@ def _blas_name() -> str:
         return "?"
 
 
-def machine_facts() -> dict[str, Any]:
-    """What a benchmark ran on, for its JSON record.
+def gemm_probe(n: int = 3000, reps: int = 3) -> float:
+    """The machine's float64 GEMM rate now, in GFLOPS (median of ``reps`` n x n products, both cores).
+
+    These shared machines swing by 30-50 % between phases within an hour; recorded with a run, the
+    probe tells a slow phase from a slow change.
+    """
+    a = np.random.default_rng(0).random((n, n))
+    rates = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        a @ a
+        rates.append(2 * n**3 / (time.perf_counter() - t) / 1e9)
+    return float(np.median(rates))
+
+
+def machine_facts(probe: bool = False) -> dict[str, Any]:
+    """What a benchmark ran on, for its JSON record (with ``probe``: :func:`gemm_probe` too, ~1 s).
 
     Returns
     -------
@@ -219,6 +234,7 @@ def machine_facts() -> dict[str, Any]:
         "blas": _blas_name(),
         "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
                                                 "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")},
+        **({"gemm_probe_GFLOPS": gemm_probe()} if probe else {}),
     }
 
 
@@ -269,8 +285,9 @@ def machine_line(facts: Mapping[str, Any] | None = None, extra: Sequence[str] = 
     f = machine_facts() if facts is None else facts
     dirty = " (hdtwd_cli/ had uncommitted changes)" if f.get("git_dirty") else ""
     items = [f"Python {f['python']}", f"numpy {f['numpy']}", *extra]
+    probe = f" A float64 GEMM probe gave {f['gemm_probe_GFLOPS']:.0f} GFLOPS at the start." if f.get("gemm_probe_GFLOPS") else ""
     return (f"Run {f['date_utc']} at commit `{f['git_commit']}`{dirty}. Machine: {machine_summary(f)}. "
-            + ", ".join(items) + ".")
+            + ", ".join(items) + "." + probe)
 
 
 # ------------------------------------------------------------------ idle machine
