@@ -48,9 +48,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sparse import sp
-
 from ._jit import njit, prange
+from ._sparse import sp
 
 from . import _small
 

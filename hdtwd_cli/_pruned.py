@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._sparse import sp
-
 from ._jit import njit, prange
+from ._sparse import sp
 
 from ._kernels import _TK, store_tile, tile_pass
 

@@ -82,7 +82,6 @@ DISTANCES_TYPE = "hdtwd-distances"
 ENCODING_VERSION = "0.1.0"
 
 
-
 def _h5py() -> Any:
     """h5py, imported on first use (0.05 s that a run writing ``.npy`` never needs)."""
     import h5py
