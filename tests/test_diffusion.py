@@ -74,6 +74,14 @@ def test_zero_column_is_refused():
 def test_kernel_scale_is_median_of_pairs():
     D = np.array([[0, 1, 4], [1, 0, 2], [4, 2, 0]], dtype=float)
     assert kernel_scale(D) == 2.0
+    # an even number of pairs (the mean of the middle two), and the matrix left untouched
+    rng = np.random.default_rng(1)
+    A = rng.random((9, 9))
+    D = A + A.T
+    np.fill_diagonal(D, 0.0)
+    before = D.copy()
+    assert kernel_scale(D) == float(np.median(D[np.triu_indices(9, 1)]))
+    np.testing.assert_array_equal(D, before)
 
 
 @pytest.mark.parametrize("counts", [True, False])
