@@ -317,7 +317,7 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-This run: 01:30-01:47 UTC (2026-11-27), every part of this script in one go, after the fourth
+This run: 02:33-02:53 UTC (2026-11-27), every part of this script in one go, after the fourth
 round of issue-14 changes (all bit-neutral: the distance matrices of CBMC, Zeisel and the 5,000 x
 24,000 corpus, end to end with the defaults, are the same bytes as before them):
 - the leaves' columns gathered along the rows (`np.take`) instead of scattered into columns
@@ -327,44 +327,48 @@ round of issue-14 changes (all bit-neutral: the distance matrices of CBMC, Zeise
   the first kernel call 0.21 -> 0.03 s; a cache miss still compiles through numba's compiler);
 - scipy.sparse (0.17 s), h5py (0.05 s) and rich imported on first use: a dense `.npy` run writing
   `.npy` with `-q` imports none of them (tested);
+- the median distance of the kernel scale from a row-by-row copy of the upper triangle (0.22-0.49
+  -> 0.11 s at 4,000 features; the same median, bit for bit);
 - this script byte-compiles hdtwd_cli before timing, as `pip install` does (these machines set
   `PYTHONDONTWRITEBYTECODE=1`, so every earlier run compiled all of hdtwd's modules from source,
-  ~0.2 s a run).
+  ~0.2 s a run), and records a GEMM probe with each part.
 The fixed cost of a dense run on a given tree (CBMC's first 1,000 rows, old and new code in turns,
 8 runs each): 0.95 -> 0.70 s (median) before the byte-compilation, ~0.6 s after it.
 
-The machine was in a slow phase for both runs of this session: a float64 GEMM probe gave 106-115
-GFLOPS (132 in the previous session's run), ssu fp64 took 17.8-19.6 s on Zeisel and CBMC (16.2 and
-14.2 s in the previous session's run, 9.3 and 11.5 s when the issue was filed) and, in this run,
-the dense micro-kernel's in-cache rate was 16.2 G terms/s (24.8 in the previous session's run):
-the AVX-512 kernels lose more than ssu in such phases. An earlier run this session (01:03-01:20,
-commit d51f341, the same code without the byte-compilation) gave: distance step 2.91 / 3.35 /
-10.17 s against ssu fp64 18.41 / 16.95 / 68.20 s = 6.3x / 5.1x / 6.7x; end to end Zeisel 19.8 s
-against ssu's 18.4 s, CBMC 4.2 s, corpus 44.1 s, 5,600 x 42,000 47.7 s and 5.06 GB.
+All three runs of this session fell in slow, noisy phases of the machine (GEMM probe 101-123
+GFLOPS; 132 in the previous session's run; ssu fp64 took 17.3-19.6 s on Zeisel and CBMC, 16.2 and
+14.2 s in the previous session's run, 9.3 and 11.5 s when the issue was filed; the dense
+micro-kernel's in-cache rate 16.2-20.6 G terms/s, 24.8 in the previous session's run: the AVX-512
+kernels lose more than ssu in such phases). The two earlier runs (medians of 3, tools in turns):
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): this run 5.0x on Zeisel (17.82
-  / 3.56 s = 5.006), 5.0x on CBMC (19.61 / 3.93 s = 4.99: short by 0.02 s), 7.0x on the corpus;
-  the earlier run 6.3x / 5.1x / 6.7x. A CBMC run is the pairwise kernel (37 G terms: 1.5 s at the
-  previous session's 24-25 G terms/s, 2.2-2.6 s in this phase) plus ~0.6 s of fixed cost, now
-  mostly other packages' imports: numba's (0.19 s) and typer 0.29's, which imports pydantic and
-  builds a pydantic TypeAdapter for every one of the command's 39 options on every call (~0.17 s
-  together; typer 0.28 needs no pydantic: ~0.1 s less, measured, but not pinned). Values agree
-  with ssu to 6.6e-9 - 3.2e-8 (fp64).
-- End to end with the defaults: Zeisel 18.1 s against ssu's 17.8 s for the distance step alone:
-  not met in this run (+1.7 %; the earlier run +7.6 %; the previous session's run 15.8 vs 16.2 s,
-  met), 0.78 GB (met). What is left is LAPACK: syevd on the 4,000 x 4,000 operator (5.4-6.5 s;
-  `driver="evr"` measured 6.8-7.8 s; one thread 10.5 s) and eight float32 syrk pairs for the
-  HD-LCA products (0.31 + 0.27 s per scale, ~200 GFLOPS, the machine's float32 rate). CBMC 3.9 s
-  (met); corpus 5,000 x 24,000 39.4 s (met; the earlier run 44.1 s, not met; 28.5 s in the
-  previous session's run): its HD-LCA products are float32 GEMMs at ~200 GFLOPS and its complete
-  linkage (7.5 s) is the nearest-neighbour chain over 24,000 clusters, whose column updates are
-  strided; 5,600 x 42,000 35.8 s and 5.04 GB (met).
-- kNN accuracy: unchanged, the trees and distances being the same bytes (CBMC 93.9 +- 0.5,
-  Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0, `bench_classify.py --configs defaults`).
-- `hdtwd --version` 0.13 s (met). `hdtwd distance sample_data/produce.csv` 0.53 s (met; 0.74 s in
-  the previous session's run).
-- Stage tables above; the sparse kernel's roofline fraction: 40 % of the dense micro-kernel's rate
-  in this run (45 % in the previous session's).
+| run | distance step Zeisel / CBMC / corpus (ratio to ssu fp64) | end to end Zeisel (ssu alone) | CBMC | corpus 24k | corpus 42k |
+|---|---|---|---|---|---|
+| 01:03-01:20, d51f341, not byte-compiled | 2.91 / 3.35 / 10.17 s (6.3x / 5.1x / 6.7x) | 19.8 s (18.4 s) | 4.2 s | 44.1 s | 47.7 s, 5.06 GB |
+| 01:30-01:47, 4b6459c | 3.56 / 3.93 / 11.70 s (5.0x / 4.99x / 7.0x) | 18.1 s (17.8 s) | 3.9 s | 39.4 s | 35.8 s, 5.04 GB |
+| this run, 5ba5b77 | 2.89 / 3.70 / 12.49 s (6.1x / 4.9x / 5.9x) | 21.1 s (17.6 s) | 3.8 s | 36.2 s | 40.3 s, 5.04 GB |
+
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on Zeisel and on the corpus
+  in every run; on CBMC in one run of three (5.1x; 4.99x and 4.9x in the others): not reliably
+  met. A CBMC run is 37 G min-add terms (the inner loop, checked in the assembly: per 8 pairs x 4
+  rows x 4 nodes, 4 loads, 16 `vminpd`, 16 `vaddpd`, 4 stores, no spills: bound by the two vector
+  ports at 2 operations per term; 1.5 s at the previous session's 24-25 G terms/s, 2.2-2.9 s in
+  these phases), its 594 MB result (a tile's mirror and the page faults of a fresh file) and ~0.6 s
+  of fixed cost, now mostly other packages' imports: numba's (0.19 s) and typer 0.29's, which
+  imports pydantic and builds a pydantic TypeAdapter for every one of the command's 39 options on
+  every call (~0.17 s together; typer 0.28 needs no pydantic: ~0.1 s less, measured, not pinned).
+  Values agree with ssu to 6.6e-9 - 3.2e-8 (fp64).
+- End to end with the defaults: Zeisel against ssu's distance step alone: not met in these runs
+  (+1.7 % to +20 %; its three runs here spread 18.7-23.4 s; the previous session's run: 15.8 vs
+  16.2 s, met), 0.78 GB (met). What is left is LAPACK and BLAS at the machine's rate: syevd on the
+  4,000 x 4,000 operator (5.4-6.5 s alone; `driver="evr"` 6.8-7.8 s; one thread 10.5 s) and eight
+  pairs of float32 syrk for the HD-LCA products (0.31 + 0.27 s per scale at ~200 GFLOPS). CBMC
+  3.8 s (met); corpus 5,000 x 24,000 36.2 s (met; 44.1 s in the first run); 5,600 x 42,000 40.3 s
+  and 5.04 GB (met).
+- kNN accuracy with the defaults after the changes (`bench_classify.py --configs defaults`,
+  01:48-01:53): CBMC 93.9 +- 0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0: unchanged.
+- `hdtwd --version` 0.09 s (met). `hdtwd distance sample_data/produce.csv` 0.56 s (met).
+- Stage tables above; the sparse kernel's roofline fraction: 48 % of the dense micro-kernel's rate
+  in this run (40 % and 45 % in the two before).
 """
 
 
