@@ -53,7 +53,7 @@ from ._sparse import sp
 
 from . import _small
 
-__all__ = ["l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -503,6 +503,21 @@ def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, s
 def small_product(pairs: int, n_scales: int) -> bool:
     """Whether an HD-LCA product of ``pairs`` pairs over ``n_scales`` scales takes the NumPy twins."""
     return pairs * n_scales <= _small.SMALL_WORK
+
+
+def gram_upper(W: np.ndarray) -> np.ndarray:
+    r""":math:`W W^\top` with the entries ``[i, j]``, ``j >= i``, filled (C order; the rest not meaningful).
+
+    One BLAS syrk straight from SciPy (``ssyrk`` or ``dsyrk`` by ``W``'s type) on the Fortran view
+    of ``W`` in either layout, no copy: half a GEMM, and none of the strided mirror pass that
+    NumPy's ``W @ W.T`` adds (about 45 ms at 4,000 x 4,000). Used for :math:`S^t` (diffusion) and
+    the HD-LCA Gram matrices (tree).
+    """
+    from scipy.linalg import blas
+
+    a, trans = (W, 0) if W.flags.f_contiguous else (W.T, 1)
+    syrk = blas.ssyrk if W.dtype == np.float32 else blas.dsyrk
+    return syrk(1.0, a, trans=trans, lower=1).T  # lower triangle in column-major = upper in C order
 
 
 def sqrt_densities(T: np.ndarray, s: np.ndarray, dtype, block: int = 64) -> tuple[np.ndarray, float]:

@@ -321,16 +321,14 @@ def _power_upper(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np
     once to ``dtype``, the precision of the product): half a GEMM, and no mirror pass (S^t is
     symmetric; :func:`_symmetric_power` mirrors it where the full matrix is wanted).
     """
-    from scipy.linalg import blas
+    from ._kernels import gram_upper
 
     V, lam = op.eigenvectors, op.eigenvalues
     if lam.min() < 0:  # a negative floor (tests, integer t): the general product, all entries
         return ((V * (lam**t)[None, :]) @ V.T).astype(dtype, copy=False)
     W = np.empty_like(V, dtype=dtype, order="K")  # V's (column-major) layout
     np.multiply(V, (lam ** (0.5 * t))[None, :], out=W, casting="same_kind")
-    a, trans = (W, 0) if W.flags.f_contiguous else (W.T, 1)  # the Fortran view of W, no copy
-    syrk = blas.ssyrk if W.dtype == np.float32 else blas.dsyrk
-    return syrk(1.0, a, trans=trans, lower=1).T  # lower triangle in column-major = upper in C order
+    return gram_upper(W)
 
 
 def _symmetric_power(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:

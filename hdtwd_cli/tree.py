@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import DTypeLike
 
-from ._kernels import lca_factor, lca_tile, small_product, tile_condensed
+from ._kernels import gram_upper, lca_factor, lca_tile, small_product, tile_condensed
 from ._linkage import complete_linkage, square_fits
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
@@ -300,19 +300,6 @@ def _norms(psi: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", psi, psi, dtype=np.float64)
 
 
-def _gram_upper(psi: np.ndarray) -> np.ndarray:
-    r""":math:`\Psi\Psi^\top` with the pairs ``j > i`` filled (all that :func:`_kernels.lca_factor` reads).
-
-    BLAS syrk straight from SciPy: NumPy's ``psi @ psi.T`` calls the same syrk and then mirrors
-    the triangle, a strided pass over ``m x m`` values (about 45 ms at m = 4,000, per scale).
-    The result is C-ordered; its lower triangle is not meaningful.
-    """
-    from scipy.linalg import blas
-
-    syrk = blas.ssyrk if psi.dtype == np.float32 else blas.dsyrk
-    return syrk(1.0, psi.T, trans=1, lower=1).T
-
-
 def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small: bool,
                     progress: Callable[[int], None] | None) -> None:
     r"""``g *=`` one scale's factor :math:`\lVert\psi_j-\psi_{j'}\rVert^2/4 + h^2` over the upper triangle.
@@ -325,7 +312,7 @@ def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small
     m = psi.shape[0]
     sq = _norms(psi)
     if block >= m:
-        G = _gram_upper(psi)
+        G = gram_upper(psi)
         lca_factor(g, G, sq, sq, h2, 0, 0, m, small)
         del G
         if progress is not None:
