@@ -20,7 +20,10 @@ so the work shrinks with the number of clusters (:math:`\sum_s (m - s) \approx m
 
 Ties: among equal values the chain keeps its predecessor (which guarantees termination), else
 takes the smallest slot; deterministic, not necessarily SciPy's choice. With distinct values the
-complete-linkage tree is unique and both give it.
+complete-linkage tree is unique and both give it. The chain also reports whether any of its
+decisions met a tie (:func:`untied_complete_linkage`): when none did and the heights are distinct,
+the tree is the one of EVERY strict order that refines the values (e.g. ``(value, pair index)``),
+so the caller needs no ranks.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ import numpy as np
 from . import _small
 from ._jit import njit, prange
 
-__all__ = ["complete_linkage", "square_bytes", "square_fits"]
+__all__ = ["complete_linkage", "untied_complete_linkage", "square_bytes", "square_fits"]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -61,12 +64,14 @@ def _nn_chain(D, m, a, b, h):  # pragma: no cover - compiled
     """Complete linkage by nearest-neighbour chain on the square ``D`` (overwritten).
 
     Merge ``s`` joins the clusters held in slots ``a[s]`` and ``b[s]`` at height ``h[s]``; the
-    union keeps slot ``b[s]``. ``act[:n]`` lists the active slots in increasing order.
+    union keeps slot ``b[s]``. ``act[:n]`` lists the active slots in increasing order. Returns
+    True when some scan's smallest value was held by two slots (a decision made by slot order).
     """
     act = np.arange(m)
     n = m
     chain = np.empty(m, dtype=np.int64)
     L = 0
+    tied = False
     for s in range(m - 1):
         if L == 0:
             chain[0] = act[0]
@@ -76,11 +81,18 @@ def _nn_chain(D, m, a, b, h):  # pragma: no cover - compiled
             row = D[x]
             best = np.inf
             y = -1
+            seen = np.nan  # a value met twice while it was the smallest so far
             for k in range(n):
                 i = act[k]
-                if i != x and row[i] < best:
-                    best = row[i]
-                    y = i
+                if i != x:
+                    v = row[i]
+                    if v < best:
+                        best = v
+                        y = i
+                    elif v == best:
+                        seen = v
+            if seen == best:
+                tied = True
             if y < 0:
                 raise ValueError("complete linkage: the values are not finite")
             if L > 1 and row[chain[L - 2]] == best:
@@ -107,6 +119,7 @@ def _nn_chain(D, m, a, b, h):  # pragma: no cover - compiled
                 ry[i] = v
                 D[i, y] = v
         n = w
+    return tied
 
 
 @njit(cache=True, nogil=True)
@@ -132,6 +145,29 @@ def square_fits(m: int, available: int) -> bool:
     return square_bytes(m) <= available // 2
 
 
+def _merges(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Slots ``a``, ``b``, heights ``h`` of the chain's merges, and whether a scan met a tie."""
+    if g.shape[0] != m * (m - 1) // 2:
+        raise ValueError("the condensed vector does not hold m (m - 1) / 2 values")
+    if g.shape[0] <= _small.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
+        return _small.nn_chain(g, m)
+    D = np.empty((m, m), dtype=np.float64)
+    _square(g, m, D)
+    a = np.empty(max(m - 1, 0), dtype=np.int64)
+    b = np.empty(max(m - 1, 0), dtype=np.int64)
+    h = np.empty(max(m - 1, 0), dtype=np.float64)
+    tied = bool(_nn_chain(D, m, a, b, h))
+    return a, b, h, tied
+
+
+def _linkage_matrix(a: np.ndarray, b: np.ndarray, h: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(h, kind="stable")
+    Z = np.empty((max(m - 1, 0), 2), dtype=np.int64)
+    small = m * (m - 1) // 2 <= _small.SMALL_WORK
+    (_relabel.py_func if small else _relabel)(a, b, order, m, Z)
+    return Z, h[order]
+
+
 def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     """Complete linkage on the condensed values ``g`` (order of ``scipy.spatial.distance.squareform``).
 
@@ -142,20 +178,26 @@ def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     heights : ndarray, shape (m - 1,)
         SciPy's ``Z[:, 2]``, non-decreasing.
     """
-    if g.shape[0] != m * (m - 1) // 2:
-        raise ValueError("the condensed vector does not hold m (m - 1) / 2 values")
-    small = g.shape[0] <= _small.SMALL_WORK  # the NumPy twin: no numba start-up (and no scipy.cluster)
-    if small:
-        a, b, h = _small.nn_chain(g, m)
-    else:
-        D = np.empty((m, m), dtype=np.float64)
-        _square(g, m, D)
-        a = np.empty(max(m - 1, 0), dtype=np.int64)
-        b = np.empty(max(m - 1, 0), dtype=np.int64)
-        h = np.empty(max(m - 1, 0), dtype=np.float64)
-        _nn_chain(D, m, a, b, h)
-        del D
-    order = np.argsort(h, kind="stable")
-    Z = np.empty((max(m - 1, 0), 2), dtype=np.int64)
-    (_relabel.py_func if small else _relabel)(a, b, order, m, Z)
-    return Z, h[order]
+    a, b, h, _ = _merges(g, m)
+    return _linkage_matrix(a, b, h, m)
+
+
+def untied_complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:func:`complete_linkage` when no tie decided anything; ``None`` otherwise.
+
+    "Untied": every scan of the chain found its smallest value in one slot only, and the ``m - 1``
+    heights are distinct. Then the result equals the complete linkage, on the same values, under
+    any strict order that refines them (ties broken by ``(value, min, max)`` ranks, say): let
+    ``r`` be the ranks and ``v(r)`` the non-decreasing map back to the values. By induction the
+    chain on ``r`` holds ``v``'s preimage of the chain on ``g`` at every step: a strict smallest
+    value is the strict smallest rank, and ``max(v(r1), v(r2)) = v(max(r1, r2))``; so both chains
+    take the same slots, and distinct heights sort the same way. Returns what
+    :func:`complete_linkage` returns (the heights are values of ``g``).
+    """
+    a, b, h, tied = _merges(g, m)
+    if tied:
+        return None
+    Z, heights = _linkage_matrix(a, b, h, m)
+    if heights.shape[0] > 1 and np.any(heights[1:] == heights[:-1]):
+        return None
+    return Z, heights

@@ -111,12 +111,13 @@ def tile_to_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int
         out[start:start + acc.shape[1] - cf] = acc[r, cf:]
 
 
-def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """``_linkage._square`` and ``_linkage._nn_chain``: the same chain, ties and merges, one NumPy step each.
 
     Left clusters are marked with ``inf`` (their row and column) instead of leaving the active
     list; a scan's ``argmin`` takes the first minimum, i.e. the smallest slot, as the compiled
-    scan does. Returns the slots ``a``, ``b`` and heights ``h`` of each merge.
+    scan does. Returns the slots ``a``, ``b`` and heights ``h`` of each merge, and whether a scan's
+    smallest value was held by two slots.
     """
     D = np.empty((m, m), dtype=np.float64)
     iu = np.triu_indices(m, 1)
@@ -128,6 +129,7 @@ def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     h = np.empty(max(m - 1, 0), dtype=np.float64)
     chain: list[int] = []
     active = np.ones(m, dtype=bool)
+    tied = False
     for s in range(m - 1):
         if not chain:  # a new chain starts at the smallest active slot
             chain.append(int(np.argmax(active)))
@@ -137,6 +139,7 @@ def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
             best = D[x, y]
             if not np.isfinite(best):
                 raise ValueError("complete linkage: the values are not finite")
+            tied = tied or int(np.count_nonzero(D[x] == best)) > 1
             if len(chain) > 1 and D[x, chain[-2]] == best:
                 y = chain[-2]
                 break
@@ -150,4 +153,4 @@ def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
         D[x] = np.inf
         D[:, x] = np.inf
         active[x] = False
-    return a, b, h
+    return a, b, h, tied

@@ -186,3 +186,42 @@ def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
         assert heights[s] == D[np.ix_(members[p], members[q])].max() == best
         members[m + s] = members.pop(p) + members.pop(q)
     assert np.all(np.diff(heights) >= 0)
+
+
+def _complete_by_ranks(log_a, m):
+    """The reference: complete linkage on the ranks of ``(log a, pair index)`` (distinct: unique tree)."""
+    from scipy.cluster.hierarchy import linkage
+
+    order = np.argsort(log_a, kind="stable")
+    ranks = np.empty(order.shape[0])
+    ranks[order] = np.arange(order.shape[0])
+    Z = linkage(ranks, method="complete")
+    return np.sort(Z[:, :2].astype(np.int64), axis=1), log_a[order[Z[:, 2].astype(np.int64)]]
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_untied_complete_linkage_is_the_tree_of_the_ranks(compiled, monkeypatch):
+    # the chain on the values themselves is taken when no tie decided anything; else None, and
+    # hd_lca_merge_order falls back to the ranks: either way the tree of the ranks, bit for bit
+    from hdtwd_cli import _small
+    from hdtwd_cli._linkage import complete_linkage, untied_complete_linkage
+
+    if compiled:
+        monkeypatch.setattr(_small, "SMALL_WORK", 0)
+    outcomes = set()
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        m = int(rng.integers(3, 40))
+        levels = (4, 50, 10**6)[seed % 3]  # many ties, a few, none
+        log_a = -np.round(rng.random(m * (m - 1) // 2) * levels) / levels - 0.5
+        expected = _complete_by_ranks(log_a, m)
+        got = hd_lca_merge_order(log_a.copy(), m, "complete")
+        assert all(np.array_equal(u, v) for u, v in zip(got, expected))
+        untied = untied_complete_linkage(log_a, m)
+        outcomes.add(untied is None)
+        if untied is not None:
+            assert all(np.array_equal(u, v) for u, v in zip(untied, expected))
+            assert all(np.array_equal(u, v) for u, v in zip(untied, complete_linkage(log_a, m)))
+    assert outcomes == {True, False}  # both branches were exercised
+    # identical features: every scan ties
+    assert untied_complete_linkage(np.full(10, -1.0), 5) is None
