@@ -400,40 +400,56 @@ def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
     The operations of :func:`diffusion.diffusion_densities` (``phi *= s[None, :]``,
     ``phi /= s[:, None]``, clip) and of the square root, in the same order: the same bits as
     NumPy's passes on the mirrored matrix, without writing ``phi``. Tiles of ``B x B``: tile
-    ``(J, I)``, ``I >= J``, gives ``out[j, i]`` and ``out[i, j]`` from each ``T[j, i]`` (the
-    transposed writes stay in cache); block rows ``J`` and ``nb - 1 - J`` go to one thread (equal
-    work). ``negp[J, r]``: the clipped negative mass of row ``r`` met in block row ``J``.
+    ``(J, I)``, ``I >= J``, gives ``out[j, i]`` (rows of ``T``, unit stride) and then ``out[i, j]``
+    (from a transposed copy of the tile: unit stride again), so both loops are vector loops (the
+    divisions and square roots are the cost: 8 lanes per instruction instead of 1). Block rows
+    ``J`` and ``nb - 1 - J`` go to one thread (equal work). ``negp[J]``: the clipped negative mass
+    met in block row ``J``'s tiles, per column of the entry (only its sum is used).
     """
     m = T.shape[0]
     nb = (m + B - 1) // B
     for p in prange((nb + 1) // 2):
         pp = np.int64(p)  # prange's index may be unsigned: keep the block arithmetic signed
+        Tt = np.empty((B, B), dtype=np.float64)
         for q in range(2):
             bj = pp if q == 0 else nb - 1 - pp
             if q == 1 and bj == pp:
                 continue
+            neg = negp[bj]
             j0 = bj * B
             j1 = min(j0 + B, m)
             for bi in range(bj, nb):
                 i0 = bi * B
                 i1 = min(i0 + B, m)
-                for j in range(j0, j1):
+                for j in range(j0, j1):  # out[j, i], i >= j (views from the loop's start: a
+                    lo = max(i0, j)         # variable start stops LLVM from vectorising the loop)
                     sj = s[j]
-                    for i in range(max(i0, j), i1):
-                        val = T[j, i]
-                        v = val * s[i]
+                    tr = T[j, lo:i1]
+                    orow = out[j, lo:i1]
+                    si = s[lo:i1]
+                    ng = neg[lo:i1]
+                    for k in range(i1 - lo):
+                        v = np.float64(tr[k]) * si[k]
                         v = v / sj
-                        if v < 0.0:
-                            negp[bj, j] += v
-                            v = 0.0
-                        out[j, i] = np.sqrt(v)
-                        if i != j:
-                            w = val * sj
-                            w = w / s[i]
-                            if w < 0.0:
-                                negp[bj, i] += w
-                                w = 0.0
-                            out[i, j] = np.sqrt(w)
+                        ng[k] += v if v < 0.0 else 0.0
+                        orow[k] = np.sqrt(0.0 if v < 0.0 else v)
+                for j in range(j0, j1):  # the tile transposed: Tt[i - i0, j - j0] = T[j, i]
+                    for i in range(i0, i1):
+                        Tt[i - i0, j - j0] = T[j, i]
+                for i in range(i0, i1):  # out[i, j], j < i
+                    hi = min(j1, i)
+                    if hi <= j0:
+                        continue
+                    si = s[i]
+                    tr = Tt[i - i0, : hi - j0]
+                    orow = out[i, j0:hi]
+                    sj = s[j0:hi]
+                    ng = neg[j0:hi]
+                    for k in range(hi - j0):
+                        w = tr[k] * sj[k]
+                        w = w / si
+                        ng[k] += w if w < 0.0 else 0.0
+                        orow[k] = np.sqrt(0.0 if w < 0.0 else w)
 
 
 @njit(parallel=True, cache=True, nogil=True)

@@ -218,3 +218,25 @@ def test_newick_with_comments_and_multifurcation():
     assert t.leaf_names == ["a", "b", "c", "d"]
     assert t.n_nodes == 6 and t.parent[-1] == -1
     assert np.allclose(t.length[:4], [1, 2, 3, 4])
+
+
+@pytest.mark.parametrize("populate", [True, False])  # pages faulted in first, or not (old kernel / large result)
+def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, populate):
+    from hdtwd_cli.io import output
+
+    if not populate:
+        monkeypatch.setattr(output, "_MADV_POPULATE_WRITE", 10_000)  # EINVAL: ignored
+    D = np.random.default_rng(0).random((37, 53))
+    np.save(tmp_path / "ref.npy", D)
+    output.write_npy_in_place(str(tmp_path / "d.npy"), D.shape, D.dtype, lambda out: out.__setitem__(..., D))
+    assert (tmp_path / "d.npy").read_bytes() == (tmp_path / "ref.npy").read_bytes()
+    output.write_npy_in_place(str(tmp_path / "e.npy"), (0, 4), np.float32, lambda out: None)
+    assert np.load(tmp_path / "e.npy").shape == (0, 4)
+
+    def fail(out):
+        out[0] = 1.0
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError):
+        output.write_npy_in_place(str(tmp_path / "f.npy"), D.shape, D.dtype, fail)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "e.npy", "ref.npy"]  # no partial file
