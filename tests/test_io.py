@@ -1,6 +1,8 @@
 """Every input format, Newick round trips (deep caterpillars, awkward labels) and HDF5 layouts."""
 
 import io
+import mmap
+import os
 
 import numpy as np
 import pytest
@@ -225,7 +227,7 @@ def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, popul
     from hdtwd_cli.io import output
 
     if not populate:
-        monkeypatch.setattr(output, "_MADV_POPULATE_WRITE", 10_000)  # EINVAL: ignored
+        monkeypatch.setattr(output, "_MADV_POPULATE_WRITE", 10_000)  # EINVAL: ignored, the pages fault in
     D = np.random.default_rng(0).random((37, 53))
     np.save(tmp_path / "ref.npy", D)
     output.write_npy_in_place(str(tmp_path / "d.npy"), D.shape, D.dtype, lambda out: out.__setitem__(..., D))
@@ -239,4 +241,12 @@ def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, popul
 
     with pytest.raises(RuntimeError):
         output.write_npy_in_place(str(tmp_path / "f.npy"), D.shape, D.dtype, fail)
+    if populate and tuple(int(v) for v in os.uname().release.split(".")[:2]) >= (5, 14):
+        buf = mmap.mmap(-1, 3 * mmap.PAGESIZE)
+        view = np.frombuffer(buf, dtype=np.uint8)
+        thread = output._populate(view.ctypes.data + 100, 2 * mmap.PAGESIZE)  # not on a page boundary
+        thread.join()
+        assert thread.result == 0  # the call itself succeeded
+        del view
+        buf.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "e.npy", "ref.npy"]  # no partial file

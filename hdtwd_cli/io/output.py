@@ -217,22 +217,40 @@ def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str],
 _MADV_POPULATE_WRITE = 23
 
 
-def _populate(mm: Any, nbytes: int) -> None:
-    """Fault in every page of the fresh mapping ``mm`` for writing, in one system call.
+def _populate(address: int, nbytes: int) -> Any:
+    """Fault in the fresh mapping ``[address, address + nbytes)`` for writing, in a background thread.
 
-    The kernel then writes to mapped pages: one page fault per 4 kB page otherwise (145,000 for
-    CBMC's 594 MB result, 0.6-0.7 s of system time against 0.2-0.4 s, benchmarks/RESULTS.md, issue
-    14). Skipped where the result is over a quarter of the available memory (the pages would be
-    written back and evicted before use) and where the kernel lacks the call; nothing else changes.
+    Else the compute threads take one page fault per 4 kB page as they write (145,000 for CBMC's
+    594 MB result: 0.45-0.7 s of system time; one ``madvise(MADV_POPULATE_WRITE)`` call does the
+    same in 0.15-0.4 s, benchmarks/RESULTS.md, issue 14). The call runs beside the work, with the
+    GIL released (ctypes): a page the work reaches first is faulted in as before, one populated
+    first is written without a fault; the bytes are the same either way. Returns the thread to
+    join, or ``None`` where it is skipped: results over a quarter of the available memory (the
+    pages would be written back and evicted before use), platforms without the call (an error of
+    the call itself is ignored: the work faults the pages in).
     """
     from .._memory import available_memory
 
-    if nbytes > available_memory() // 4:
-        return
+    if not sys.platform.startswith("linux") or nbytes > available_memory() // 4:
+        return None
     try:
-        mm.madvise(_MADV_POPULATE_WRITE)
-    except (OSError, ValueError, AttributeError):  # older kernel, or no madvise on this platform
-        pass
+        import ctypes
+        import mmap
+        import threading
+
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    except (OSError, AttributeError):  # pragma: no cover - no libc symbol
+        return None
+    start = address - address % mmap.PAGESIZE  # madvise wants a page boundary: the mapping starts on one
+    thread = threading.Thread(daemon=True)
+
+    def run() -> None:
+        thread.result = madvise(start, nbytes + address - start, _MADV_POPULATE_WRITE)  # type: ignore[attr-defined]
+
+    thread.run = run  # type: ignore[method-assign]
+    thread.start()
+    return thread
 
 
 def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Callable[[np.ndarray], Any]) -> None:
@@ -241,31 +259,24 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
     The same bytes as ``np.save`` of the computed array, without the copy: for CBMC's 8,617 x
     8,617 result that copy was 0.7 s of a 5 s run (benchmarks/RESULTS.md, issue 14). The file's
     blocks are reserved first (``posix_fallocate``): a full disk is an error before any work,
-    never a SIGBUS while the mapped pages are written. The pages are faulted in before the work
+    never a SIGBUS while the mapped pages are written. The pages are faulted in beside the work
     (:func:`_populate`).
     """
-    import mmap
-
     dt = np.dtype(dtype)
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
             np.lib.format.write_array_header_1_0(
                 fh, {"descr": np.lib.format.dtype_to_descr(dt), "fortran_order": False, "shape": tuple(shape)})
             offset = fh.tell()
-            total = offset + dt.itemsize * shape[0] * shape[1]
-            os.posix_fallocate(fh.fileno(), 0, total)
-        with open(tmp, "r+b") as fh:
-            mm = mmap.mmap(fh.fileno(), total, access=mmap.ACCESS_WRITE)
-        _populate(mm, total)
-        out = np.ndarray(tuple(shape), dtype=dt, buffer=mm, offset=offset)
+            os.posix_fallocate(fh.fileno(), 0, offset + dt.itemsize * shape[0] * shape[1])
+        out = np.memmap(tmp, dtype=dt, mode="r+", offset=offset, shape=tuple(shape))
+        populating = _populate(out.ctypes.data, out.nbytes) if out.size else None
         try:
             fill(out)
         finally:
-            del out  # no msync: the kernel writes the pages back, as after np.save's write()
-            try:
-                mm.close()
-            except BufferError:  # pragma: no cover - a view is still held (an exception's frame): unmapped with it
-                pass
+            if populating is not None:
+                populating.join()
+            del out  # unmapped; no msync: the kernel writes the pages back, as after np.save's write()
 
 
 def write_tree_file(path: str, tree: Tree, meta: dict) -> None:
