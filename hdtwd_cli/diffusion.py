@@ -123,7 +123,11 @@ def column_scale(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     Dividing by a power of two is exact, so integer counts keep exact products and sums whatever
     the storage (dense or sparse) and the distances are the same bit for bit.
     """
-    m = np.asarray(abs(X).max(axis=0).toarray()).ravel() if sp.issparse(X) else np.abs(X).max(axis=0)
+    if sp.issparse(X):
+        m = np.asarray(abs(X).max(axis=0).toarray()).ravel()
+    else:  # max |x| = max(max x, -min x): two reductions, no |X| copy (exact either way)
+        X = np.asarray(X)
+        m = np.maximum(X.max(axis=0), -X.min(axis=0)) if X.shape[0] else np.zeros(X.shape[1])
     _, e = np.frexp(np.where(m > 0, m, 1.0))  # m = f * 2**e, 0.5 <= f < 1
     return np.ldexp(1.0, e - 1)
 
