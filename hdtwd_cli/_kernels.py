@@ -53,7 +53,7 @@ from ._sparse import sp
 
 from . import _small
 
-__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "tile_to_square", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -392,6 +392,29 @@ def tile_to_condensed(acc, out, i0, j0, m):  # pragma: no cover - compiled
             out[start + c - cf] = acc[r, c]
 
 
+@njit(cache=True, nogil=True)
+def tile_to_square(acc, D, i0, j0):  # pragma: no cover - compiled
+    """The pairs ``j > i`` of the tile ``acc[r, c]`` (``i = i0 + r``, ``j = j0 + c``) to ``D[i, j]`` and ``D[j, i]``.
+
+    The rows of the tile go to rows of ``D`` (unit stride), then its columns to rows of ``D``
+    (the mirror; ``acc``'s column read down its rows: one cache line per row serves eight columns).
+    """
+    nr, nc = acc.shape
+    for r in range(nr):
+        i = i0 + r
+        cf = min(max(i + 1 - j0, 0), nc)
+        src = acc[r, cf:]
+        dst = D[i, j0 + cf:j0 + nc]
+        for c in range(nc - cf):
+            dst[c] = src[c]
+    for c in range(nc):
+        j = j0 + c
+        rl = min(max(j - i0, 0), nr)  # rows i < j
+        dst = D[j, i0:i0 + rl]
+        for r in range(rl):
+            dst[r] = acc[r, c]
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
     """``out[j, i] = sqrt(max(S[j, i] * s[i] / s[j], 0))`` rounded to ``out``'s type, from the upper
@@ -512,8 +535,12 @@ def lca_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.nd
 
 
 def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, small: bool) -> None:
-    """:func:`tile_to_condensed`, or its NumPy twin when the whole product is ``small``."""
-    (_small.tile_to_condensed if small else tile_to_condensed)(acc, out, i0, j0, m)
+    """:func:`tile_to_condensed`, or its NumPy twin when the whole product is ``small``; with a square
+    ``out`` (``m x m``), :func:`tile_to_square` (its NumPy twin for ``small``)."""
+    if out.ndim == 2:
+        (tile_to_square.py_func if small else tile_to_square)(acc, out, i0, j0)
+    else:
+        (_small.tile_to_condensed if small else tile_to_condensed)(acc, out, i0, j0, m)
 
 
 def small_product(pairs: int, n_scales: int) -> bool:

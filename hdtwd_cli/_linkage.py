@@ -146,13 +146,24 @@ def square_fits(m: int, available: int) -> bool:
 
 
 def _merges(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """Slots ``a``, ``b``, heights ``h`` of the chain's merges, and whether a scan met a tie."""
-    if g.shape[0] != m * (m - 1) // 2:
-        raise ValueError("the condensed vector does not hold m (m - 1) / 2 values")
-    if g.shape[0] <= _small.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
-        return _small.nn_chain(g, m)
-    D = np.empty((m, m), dtype=np.float64)
-    _square(g, m, D)
+    """Slots ``a``, ``b``, heights ``h`` of the chain's merges, and whether a scan met a tie.
+
+    ``g``: the condensed values, or the symmetric ``m x m`` float64 matrix itself (C order; used in
+    place and overwritten, its diagonal never read: no copy, no second ``8 m^2`` bytes).
+    """
+    square = g.ndim == 2
+    if (g.shape != (m, m)) if square else (g.shape[0] != m * (m - 1) // 2):
+        raise ValueError("the values are neither m (m - 1) / 2 condensed values nor an m x m matrix")
+    if m * (m - 1) // 2 <= _small.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
+        return _small.nn_chain(g[np.triu_indices(m, 1)] if square else g, m)
+    if square:
+        if g.dtype != np.float64 or not g.flags.c_contiguous:
+            raise ValueError("the square matrix must be C-ordered float64")
+        D = g
+        np.fill_diagonal(D, np.inf)
+    else:
+        D = np.empty((m, m), dtype=np.float64)
+        _square(g, m, D)
     a = np.empty(max(m - 1, 0), dtype=np.int64)
     b = np.empty(max(m - 1, 0), dtype=np.int64)
     h = np.empty(max(m - 1, 0), dtype=np.float64)
@@ -169,7 +180,8 @@ def _linkage_matrix(a: np.ndarray, b: np.ndarray, h: np.ndarray, m: int) -> tupl
 
 
 def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Complete linkage on the condensed values ``g`` (order of ``scipy.spatial.distance.squareform``).
+    """Complete linkage on the condensed values ``g`` (order of ``scipy.spatial.distance.squareform``),
+    or on the square matrix ``g`` (overwritten; see :func:`_merges`).
 
     Returns
     -------

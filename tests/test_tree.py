@@ -225,3 +225,28 @@ def test_untied_complete_linkage_is_the_tree_of_the_ranks(compiled, monkeypatch)
     assert outcomes == {True, False}  # both branches were exercised
     # identical features: every scan ties
     assert untied_complete_linkage(np.full(10, -1.0), 5) is None
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_square_product_is_the_condensed_one_and_gives_the_same_tree(compiled, monkeypatch):
+    # landmarks + complete linkage: the tiled product written straight into the m x m matrix the
+    # chain works on; the same values on both sides of the diagonal, the same merges as the condensed path
+    from hdtwd_cli import _small
+    from hdtwd_cli.landmarks import landmark_operator
+
+    if compiled:
+        monkeypatch.setattr(_small, "SMALL_WORK", 0)
+    X = np.random.default_rng(4).poisson(0.9, size=(50, 90)).astype(float) + 0.01
+    op = landmark_operator(X, 12, seed=0)
+    monkeypatch.setattr(tree_mod, "_TILE_ROWS", 16)  # several tiles on and off the diagonal
+    monkeypatch.setattr(tree_mod, "_TILE_COLS", 32)
+    g = tree_mod.hd_lca_products(op, [4])[0][4]
+    D = tree_mod.hd_lca_products(op, [4], square=True)[0][4]
+    iu = np.triu_indices(90, 1)
+    assert D.shape == (90, 90) and np.array_equal(D[iu], g) and np.array_equal(D.T[iu], g)
+    names = [f"f{j}" for j in range(90)]
+    a = tree_mod.lca_tree(g.copy(), scale_heights(4), names, "complete", tie_ranks=False)
+    b = tree_mod.lca_tree(D, scale_heights(4), names, "complete", tie_ranks=False)
+    assert np.array_equal(a.parent, b.parent) and np.array_equal(a.length, b.length)
+    with pytest.raises(ValueError, match="complete"):
+        tree_mod.hd_lca_product_merge_order(np.zeros((90, 90)), 90, 5, "single")
