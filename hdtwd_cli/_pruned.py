@@ -154,9 +154,18 @@ def pruned_fraction(a: Panels, b: Panels | None = None, samples: int = 256, seed
     rng = np.random.default_rng(seed)
     ii = rng.integers(0, a.sizes.size, samples)
     jj = rng.integers(0, b.sizes.size, samples)
-    u = [np.intersect1d(a.supp[a.supp_ptr[i]:a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j]:b.supp_ptr[j + 1]]).size
+    u = [_shared(a.supp[a.supp_ptr[i]:a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j]:b.supp_ptr[j + 1]])
          for i, j in zip(ii, jj)]
     return float(np.mean(u)) / a.dim
+
+
+def _shared(p: np.ndarray, q: np.ndarray) -> int:
+    """``|p n q|`` of two sorted supports without repeats: each of ``p`` looked up in ``q`` (binary search;
+    ``np.intersect1d`` would sort and deduplicate both again: 1 s of the corpus's 5,000 x 24,000 run)."""
+    if not p.size or not q.size:
+        return 0
+    at = np.minimum(np.searchsorted(q, p), q.size - 1)
+    return int(np.count_nonzero(q[at] == p))
 
 
 @njit(cache=True, nogil=True)

@@ -240,7 +240,8 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
     n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values (float32 for the tree, or
     float64 stored and its float32 copy) next to the condensed HD-LCA product (one more copy for
-    non-single linkages).
+    non-single linkages), or, for complete linkage with ``lca`` weights, the square matrix alone
+    (the product is written into it).
     """
     K1 = params.scales + 1
     pairs = m * (m - 1) // 2
@@ -254,7 +255,9 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
                     "tree": 8 * (K1 * m * m + 3 * pairs) + square}
         return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
-    copies = 1 if params.linkage == "single" or square else 2  # SciPy's condensed copy, where no square one
+    # the condensed product, and SciPy's condensed copy where no square matrix; none at all where the
+    # product is written straight into the square matrix (lca weights, one K: hd_lca_products(square=True))
+    copies = 0 if square and not store else 1 if params.linkage == "single" or square else 2
     psi = (12 if store else 4) * K1 * m * nl
     return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
             "tree": psi + 8 * copies * pairs + square + (1 << 23)}

@@ -375,3 +375,13 @@ def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
     compiled = run()
     for a, b in zip(small, compiled):
         assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+def test_shared_support_count_is_the_intersection():
+    # pruned_fraction's count of the nodes two blocks share: sorted supports without repeats
+    from hdtwd_cli._pruned import _shared
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        p, q = (np.unique(rng.integers(0, rng.integers(1, 300), rng.integers(0, 80))) for _ in range(2))
+        assert _shared(p, q) == np.intersect1d(p, q).size == _shared(q, p)
