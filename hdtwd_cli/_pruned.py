@@ -42,16 +42,51 @@ BLOCK_ROWS = 32
 
 
 @njit(cache=True, nogil=True)
-def _block_values(indptr, indices, data, parent, r0, r1, Yb):  # pragma: no cover - compiled
-    """``Yb[r, v]`` = mass of row ``r0 + r`` below node ``v`` (the additions of ``tree_vectors_csr``)."""
-    n_nodes = parent.shape[0]
-    for r in range(r1 - r0):
-        y = Yb[r]
-        y[:] = 0.0
+def _block_nodes(indptr, indices, parent, r0, r1, mark, nodes):  # pragma: no cover - compiled
+    """The nodes with an entry of rows ``r0 .. r1-1`` below them (the leaves of the entries and their
+    ancestors), into ``nodes`` in increasing order; returns their number. ``mark`` is all False on
+    entry and on return."""
+    cnt = 0
+    for p in range(indptr[r0], indptr[r1]):
+        v = indices[p]
+        while v >= 0 and not mark[v]:  # up to the root, or to a node already met (its ancestors are too)
+            mark[v] = True
+            nodes[cnt] = v
+            cnt += 1
+            v = parent[v]
+    nodes[:cnt].sort()
+    for u in range(cnt):
+        mark[nodes[u]] = False
+    return cnt
+
+
+@njit(cache=True, nogil=True)
+def _block_values(indptr, indices, data, parent, r0, r1, nodes, cnt, pos, Yc):  # pragma: no cover - compiled
+    """``Yc[u, r]`` = mass of row ``r0 + r`` below node ``nodes[u]`` (the additions of ``tree_vectors_csr``).
+
+    Only the block's nodes (:func:`_block_nodes`; ``pos[v]``: the position of node ``v`` among them,
+    set here): every other node holds zero mass in every row of the block. Node-major: the subtree
+    sums run over all the block's rows at once (unit stride), and the support scan reads a node's
+    values side by side. For each row the additions are those of ``tree_vectors_csr`` in the same
+    order (the entries of the row, then the nodes by increasing id) less the additions of ``+0``
+    from nodes without mass, which change nothing: the values are the same bits.
+    """
+    nr = r1 - r0
+    for u in range(cnt):
+        pos[nodes[u]] = u
+        Yc[u, :nr] = 0.0
+    for r in range(nr):
         for p in range(indptr[r0 + r], indptr[r0 + r + 1]):
-            y[indices[p]] += data[p]
-        for c in range(n_nodes - 1):
-            y[parent[c]] += y[c]
+            Yc[pos[indices[p]], r] += data[p]
+    for u in range(cnt):
+        c = nodes[u]
+        pc = parent[c]
+        if pc < 0:
+            continue
+        src = Yc[u, :nr]
+        dst = Yc[pos[pc], :nr]
+        for r in range(nr):
+            dst[r] += src[r]
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -67,30 +102,37 @@ def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr
     for b in prange(nb):
         r0 = b * R
         r1 = min(r0 + R, n)
-        Yb = np.empty((r1 - r0, n_nodes))
-        _block_values(indptr, indices, data, parent, r0, r1, Yb)
+        nr = r1 - r0
+        mark = np.zeros(n_nodes, dtype=np.bool_)
+        nodes = np.empty(n_nodes, dtype=np.int64)
+        pos = np.empty(n_nodes, dtype=np.int64)
+        cnt = _block_nodes(indptr, indices, parent, r0, r1, mark, nodes)
+        Yc = np.empty((cnt, R))
+        _block_values(indptr, indices, data, parent, r0, r1, nodes, cnt, pos, Yc)
         t = 0
-        for v in range(n_nodes):
+        for u in range(cnt):
+            v = nodes[u]
             k = cols[v]
             if k < 0:
                 continue
+            yv = Yc[u]
+            sv = scale[v]
             nz = False
-            for r in range(r1 - r0):
-                if Yb[r, v] * scale[v] != 0.0:
+            for r in range(nr):
+                if yv[r] * sv != 0.0:
                     nz = True
                     break
             if not nz:
                 continue
             if fill:
                 supp[supp_ptr[b] + t] = k
-                base = pan_ptr[b]
-                for r in range(r1 - r0):  # column-major: a column's values side by side
-                    pan[base + t * (r1 - r0) + r] = Yb[r, v] * scale[v]
+                base = pan_ptr[b] + t * nr
+                for r in range(nr):  # column-major: a column's values side by side
+                    pan[base + r] = yv[r] * sv
             t += 1
         if not fill:
             sizes[b] = t
             continue
-        nr = r1 - r0
         base = pan_ptr[b]
         for r in range(nr):  # the kernel's two-level order over the row's columns (zeros add +0)
             tot = 0.0
