@@ -53,7 +53,7 @@ from ._sparse import sp
 
 from . import _small
 
-__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "tile_condensed", "tile_to_square", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "lca_products_tile", "tile_condensed", "tile_to_square", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -382,6 +382,31 @@ def lca_factor_tile(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compile
 
 
 @njit(cache=True, nogil=True)
+def lca_product_tile(acc, Gs, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
+    """``acc[r, c] = 1 * f_0 * f_1 * ... * f_K``, ``f_k = max(sq_rows[k, r] + sq_cols[k, c] - 2 Gs[k, r, c], 0) / 4 + h2[k]``.
+
+    All scales of a tile in one pass (the Gram tiles of every scale computed first): the product
+    of each pair is formed in a register, in the order of :func:`lca_factor_tile` applied scale by
+    scale to an accumulator of ones (the same bits), and ``acc`` is written once instead of read
+    and written once per scale. One thread, as :func:`lca_factor_tile`.
+    """
+    K1, nr, nc = Gs.shape
+    for r in range(nr):
+        a = acc[r, :nc]
+        a[:] = 1.0
+        for k in range(K1):
+            s = sq_rows[k, r]
+            g = Gs[k, r]
+            sc = sq_cols[k]
+            hk = h2[k]
+            for c in range(nc):
+                d2 = s + sc[c] - 2.0 * g[c]
+                if d2 < 0.0:
+                    d2 = 0.0
+                a[c] *= 0.25 * d2 + hk
+
+
+@njit(cache=True, nogil=True)
 def tile_to_condensed(acc, out, i0, j0, m):  # pragma: no cover - compiled
     """Copy the pairs ``j > i`` of the tile ``acc[r, c]`` (``i = i0 + r``, ``j = j0 + c``) to their condensed slots."""
     for r in range(acc.shape[0]):
@@ -532,6 +557,17 @@ def lca_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.nd
              small: bool) -> None:
     """:func:`lca_factor_tile`, or its NumPy twin (same bits) when the whole product is ``small``."""
     (_small.lca_factor_tile if small else lca_factor_tile)(acc, G, sq_rows, sq_cols, h2)
+
+
+def lca_products_tile(acc: np.ndarray, Gs: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: np.ndarray,
+                      small: bool) -> None:
+    """:func:`lca_product_tile`, or the NumPy twin (:func:`_small.lca_factor_tile` scale by scale) when ``small``."""
+    if small:
+        acc.fill(1.0)
+        for k in range(Gs.shape[0]):
+            _small.lca_factor_tile(acc, Gs[k], sq_rows[k], sq_cols[k], float(h2[k]))
+    else:
+        lca_product_tile(acc, Gs, sq_rows, sq_cols, h2)
 
 
 def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, small: bool) -> None:

@@ -346,6 +346,9 @@ def _tiled_products(emb: HyperbolicEmbedding, scales: Sequence[int], rows: int,
     out = {K: np.empty(shape, dtype=np.float64) for K in want}
     acc = np.empty((rows, _TILE_COLS), dtype=np.float64)
     small = small_product(m * (m - 1) // 2, want[-1] + 1)
+    if len(want) == 1:  # one product: all scales of a tile in one pass (the same bits)
+        _fused_tiles(emb, sq, h2, want[0], rows, out[want[0]], acc, small, progress)
+        return out
     for i0 in range(0, m - 1, rows):
         i1 = min(i0 + rows, m - 1)
         for j0 in range(i0 + 1, m, _TILE_COLS):
@@ -360,6 +363,34 @@ def _tiled_products(emb: HyperbolicEmbedding, scales: Sequence[int], rows: int,
         if progress is not None:
             progress(K1 * (i1 - i0))
     return out
+
+
+def _fused_tiles(emb: HyperbolicEmbedding, sq: list[np.ndarray], h2: list[float], K: int, rows: int,
+                 out: np.ndarray, acc: np.ndarray, small: bool, progress: Callable[[int], None] | None) -> None:
+    r""":func:`_tiled_products` for one ``K``: per tile the Gram tiles of scales ``0..K`` (one BLAS
+    product each, into a reused buffer), then one pass forms every pair's product
+    (:func:`_kernels.lca_products_tile`: ``1 * f_0 * ... * f_K`` in this order, the bits of the
+    scale-by-scale accumulator) and copies it out. The accumulator is written once, not read and
+    written once per scale."""
+    from ._kernels import lca_products_tile
+
+    m, K1 = emb.n_features, K + 1
+    sqs = np.stack(sq[:K1])
+    hh = np.asarray(h2[:K1], dtype=np.float64)
+    buf = np.empty((K1, rows, _TILE_COLS), dtype=emb.psi.dtype)
+    for i0 in range(0, m - 1, rows):
+        i1 = min(i0 + rows, m - 1)
+        for j0 in range(i0 + 1, m, _TILE_COLS):
+            j1 = min(j0 + _TILE_COLS, m)
+            nr, nc = i1 - i0, j1 - j0
+            Gs = buf if (nr, nc) == (rows, _TILE_COLS) else np.empty((K1, nr, nc), dtype=emb.psi.dtype)
+            for k in range(K1):
+                np.matmul(emb.psi[k][i0:i1], emb.psi[k][j0:j1].T, out=Gs[k])
+            a = acc[:nr, :nc]
+            lca_products_tile(a, Gs, sqs[:, i0:i1], sqs[:, j0:j1], hh, small)
+            tile_condensed(a, out, i0, j0, m, small)
+        if progress is not None:
+            progress(emb.n_scales * (i1 - i0))
 
 
 def _tiled(m: int, width: int, n_scales: int, dtype: DTypeLike) -> bool:
