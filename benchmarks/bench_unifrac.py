@@ -317,58 +317,64 @@ def markdown() -> str:
 
 NOTES = """### Reading these figures: what is met, what is not
 
-This run: 02:33-02:53 UTC (2026-11-27), every part of this script in one go, after the fourth
-round of issue-14 changes (all bit-neutral: the distance matrices of CBMC, Zeisel and the 5,000 x
-24,000 corpus, end to end with the defaults, are the same bytes as before them):
-- the leaves' columns gathered along the rows (`np.take`) instead of scattered into columns
-  (`pipeline.align_to_tree`: 0.44 -> 0.04 s on Zeisel's 3,005 x 4,000);
-- hdtwd's numba kernels load their cached machine code without numba's full context refresh,
-  which imports and installs every lowering registry numba has (`_jit._load_cached_code_only`:
-  the first kernel call 0.21 -> 0.03 s; a cache miss still compiles through numba's compiler);
-- scipy.sparse (0.17 s), h5py (0.05 s) and rich imported on first use: a dense `.npy` run writing
-  `.npy` with `-q` imports none of them (tested);
-- the median distance of the kernel scale from a row-by-row copy of the upper triangle (0.22-0.49
-  -> 0.11 s at 4,000 features; the same median, bit for bit);
-- this script byte-compiles hdtwd_cli before timing, as `pip install` does (these machines set
-  `PYTHONDONTWRITEBYTECODE=1`, so every earlier run compiled all of hdtwd's modules from source,
-  ~0.2 s a run), and records a GEMM probe with each part.
-The fixed cost of a dense run on a given tree (CBMC's first 1,000 rows, old and new code in turns,
-8 runs each): 0.95 -> 0.70 s (median) before the byte-compilation, ~0.6 s after it.
+This run: 04:42-04:57 UTC (2026-11-27), every part of this script in one go at 1877f7a, after the
+fifth round of issue-14 changes. All are bit-neutral: the distance matrices of Zeisel, CBMC and the
+5,000 x 24,000 corpus end to end with the defaults are the same bytes as at 609029f (the previous
+session's last commit), and each change is tested for the same bits.
+- Complete linkage without the ranks when no tie decides (`_linkage.untied_complete_linkage`):
+  the chain runs on `log a` itself and reports whether a scan's smallest value sat in two slots;
+  untied, with distinct heights, its tree is the ranks' tree (proof in the docstring). Zeisel's
+  merge order 1.0-1.35 -> 0.21-0.27 s (the sort of 8 M values is gone).
+- The square roots of the densities vectorised (`_kernels._sqrt_densities`: zero-start views and
+  a transposed copy of each tile, so `vdivpd`/`vsqrtpd` run instead of scalar code): 0.10-0.14 ->
+  0.045-0.07 s per scale at 4,000 features.
+- The output file's pages are faulted in by one `madvise(MADV_POPULATE_WRITE)` in a background
+  thread beside the kernel (`io.output._populate`): CBMC's distance step on its tree, 6 runs each
+  in turns against 609029f, median 3.31 vs 3.75 s, system time 0.62-0.89 vs 0.83-1.07 s.
+- No copy of dense data whose columns are all kept, `column_scale` without an `|X|` copy (Zeisel:
+  0.11 + 0.1 s, peak 762 -> 668 MB end to end).
+- Landmarks + complete linkage: the tiled product goes straight into the square matrix the chain
+  works on (`hd_lca_products(square=True)`), no condensed vector and no copy of it: peak 4.96 ->
+  3.8-3.9 GB on both corpora; products + linkage 27.8 -> 25.1-26.3 s (corpus, in turns). Per tile
+  the Gram tiles of all scales first, then one pass forms each pair's product in a register
+  (`_kernels.lca_product_tile`, 2.4-2.8 -> 1.5-1.6 ms per tile), 512-row tiles (BLAS packs each
+  operand half as often: 15-25 % faster at 14,000 features; 64 rows would change the bits).
+- The pruned kernel's panels from each block's own nodes only (`_pruned._block_nodes`: 1.2-1.46 ->
+  0.37-0.59 s on the corpus) and the kernel choice's sampled overlap by binary search
+  (`pruned_share` 1 s -> 0.09 s).
 
-All three runs of this session fell in slow, noisy phases of the machine (GEMM probe 101-123
-GFLOPS; 132 in the previous session's run; ssu fp64 took 17.3-19.6 s on Zeisel and CBMC, 16.2 and
-14.2 s in the previous session's run, 9.3 and 11.5 s when the issue was filed; the dense
-micro-kernel's in-cache rate 16.2-20.6 G terms/s, 24.8 in the previous session's run: the AVX-512
-kernels lose more than ssu in such phases). The two earlier runs (medians of 3, tools in turns):
+The two runs of this session (each every part in one go; medians of 3, tools in turns):
 
-| run | distance step Zeisel / CBMC / corpus (ratio to ssu fp64) | end to end Zeisel (ssu alone) | CBMC | corpus 24k | corpus 42k |
-|---|---|---|---|---|---|
-| 01:03-01:20, d51f341, not byte-compiled | 2.91 / 3.35 / 10.17 s (6.3x / 5.1x / 6.7x) | 19.8 s (18.4 s) | 4.2 s | 44.1 s | 47.7 s, 5.06 GB |
-| 01:30-01:47, 4b6459c | 3.56 / 3.93 / 11.70 s (5.0x / 4.99x / 7.0x) | 18.1 s (17.8 s) | 3.9 s | 39.4 s | 35.8 s, 5.04 GB |
-| this run, 5ba5b77 | 2.89 / 3.70 / 12.49 s (6.1x / 4.9x / 5.9x) | 21.1 s (17.6 s) | 3.8 s | 36.2 s | 40.3 s, 5.04 GB |
+| run | GEMM probe | distance step Zeisel / CBMC / corpus (ratio to ssu fp64) | end to end Zeisel (ssu alone) | CBMC | corpus 24k | corpus 42k |
+|---|---|---|---|---|---|---|
+| 04:09-04:27, 5bfc087 (before 512-row tiles) | 67-125 GFLOPS | 3.81 / 3.81 / 10.89 s (5.6x / 5.4x / 7.1x) | 19.7 s (21.5 s) | 4.4 s | 41.5 s | 39.8 s, 3.88 GB |
+| this run, 1877f7a | 140 GFLOPS | 3.10 / 2.65 / 8.16 s (5.4x / 5.5x / 8.4x) | 14.4 s (16.7 s) | 2.7 s | 34.9 s | 44.4 s, 3.92 GB |
 
-- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on Zeisel and on the corpus
-  in every run; on CBMC in one run of three (5.1x; 4.99x and 4.9x in the others): not reliably
-  met. A CBMC run is 37 G min-add terms (the inner loop, checked in the assembly: per 8 pairs x 4
-  rows x 4 nodes, 4 loads, 16 `vminpd`, 16 `vaddpd`, 4 stores, no spills: bound by the two vector
-  ports at 2 operations per term; 1.5 s at the previous session's 24-25 G terms/s, 2.2-2.9 s in
-  these phases), its 594 MB result (a tile's mirror and the page faults of a fresh file) and ~0.6 s
-  of fixed cost, now mostly other packages' imports: numba's (0.19 s) and typer 0.29's, which
-  imports pydantic and builds a pydantic TypeAdapter for every one of the command's 39 options on
-  every call (~0.17 s together; typer 0.28 needs no pydantic: ~0.1 s less, measured, not pinned).
-  Values agree with ssu to 6.6e-9 - 3.2e-8 (fp64).
-- End to end with the defaults: Zeisel against ssu's distance step alone: not met in these runs
-  (+1.7 % to +20 %; its three runs here spread 18.7-23.4 s; the previous session's run: 15.8 vs
-  16.2 s, met), 0.78 GB (met). What is left is LAPACK and BLAS at the machine's rate: syevd on the
-  4,000 x 4,000 operator (5.4-6.5 s alone; `driver="evr"` 6.8-7.8 s; one thread 10.5 s) and eight
-  pairs of float32 syrk for the HD-LCA products (0.31 + 0.27 s per scale at ~200 GFLOPS). CBMC
-  3.8 s (met); corpus 5,000 x 24,000 36.2 s (met; 44.1 s in the first run); 5,600 x 42,000 40.3 s
-  and 5.04 GB (met).
-- kNN accuracy with the defaults after the changes (`bench_classify.py --configs defaults`,
-  01:48-01:53): CBMC 93.9 +- 0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0: unchanged.
-- `hdtwd --version` 0.09 s (met). `hdtwd distance sample_data/produce.csv` 0.56 s (met).
-- Stage tables above; the sparse kernel's roofline fraction: 48 % of the dense micro-kernel's rate
-  in this run (40 % and 45 % in the two before).
+The previous session's three runs (ea1866e-5ba5b77, GEMM probe 101-123): distance step 5.0-6.3x /
+4.9-5.1x / 5.9-7.0x; Zeisel end to end 18.1-21.1 s against ssu's 17.6-18.4 s; corpus 24k 36.2-44.1 s.
+
+- Distance step, at least 5x Striped UniFrac fp64 (whole process): met on all three workloads in
+  both runs of this session (Zeisel 5.4-5.6x, CBMC 5.4-5.5x, corpus 7.1-8.4x). A CBMC run is 37 G
+  min-add terms (two vector operations per term; the tiled kernel reaches the in-L1 micro-kernel's
+  rate, 22-27 G terms/s in quick phases: sub-blocking the passes so the packed tile stays in L1
+  gained nothing), its 594 MB result and ~0.6 s of fixed cost (numba's import 0.19 s, typer 0.29's
+  pydantic adapters ~0.17 s). Values agree with ssu to 6.6e-9 - 3.2e-8 (fp64).
+- End to end with the defaults: Zeisel no slower than ssu's distance step alone: met in both runs
+  (19.7 vs 21.5 s, 14.4 vs 16.7 s), 0.68 GB (met). What is left is LAPACK and BLAS: syevd on the
+  4,000 x 4,000 operator and 16 float32 syrk; the rest of the stage table is under 2.5 s. CBMC
+  2.7-4.4 s (met). Corpus 5,000 x 24,000: 34.9 s (met), 41.5 s in the slow first run (GEMM probe
+  67 GFLOPS at its start): not met there. 5,600 x 42,000: 39.8-44.4 s and 3.9 GB (met).
+- kNN accuracy with the defaults, re-measured after the changes (`bench_classify.py --configs
+  defaults`, 05:00-05:04): CBMC 93.9 +- 0.5, Zeisel-7 92.5 +- 0.4, Zeisel-48 61.8 +- 1.0:
+  unchanged (every change is bit-neutral).
+- `hdtwd --version` 0.09 s (met); `hdtwd distance sample_data/produce.csv` 0.49 s (met).
+- Stage tables above; the sparse kernel's roofline fraction: 37 % of the dense micro-kernel's rate
+  in this run (37-48 % in the earlier runs). Its time is in the short runs of shared nodes per
+  256-node pass (31 on average) and the merge of two supports per pair of blocks.
+- Tried and left: the per-tile pass in a worker thread beside the next tile's BLAS products (no
+  gain: the BLAS threads and the pass share two cores), a compiled column scaling for `W` (slower
+  than NumPy's), `MAP_POPULATE` on the output (read faults on a shared mapping: every page faults
+  again when written), populating the output before the kernel (serial: 0.14-0.76 s).
 """
 
 
