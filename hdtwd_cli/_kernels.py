@@ -53,7 +53,7 @@ from ._sparse import sp
 
 from . import _small
 
-__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_tile", "lca_products_tile", "tile_condensed", "tile_to_square", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
+__all__ = ["gram_upper", "l1_distances", "tree_vectors", "lca_factor", "sqrt_densities", "lca_products_tile", "tile_condensed", "tile_to_square", "small_product", "l1_gather", "norms", "row_norms", "from_overlap", "l1_distances_sparse", "tree_vectors_sparse", "column_gram_csr"]
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
@@ -366,34 +366,20 @@ def lca_factor_condensed(out, G, sq_rows, sq_cols, h2, i0, c0, m):  # pragma: no
 
 
 @njit(cache=True, nogil=True)
-def lca_factor_tile(acc, G, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
-    """``acc[r, c] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` on a whole tile.
+def lca_product_tile(acc, Gs, sq_rows, sq_cols, h2, reset):  # pragma: no cover - compiled
+    """``acc[r, c] *= f_0 * f_1 * ...`` (from 1 where ``reset``), one factor per Gram tile ``Gs[k]``:
+    ``f_k = max(sq_rows[k, r] + sq_cols[k, c] - 2 Gs[k, r, c], 0) / 4 + h2[k]``.
 
-    One thread: a tile is small, and it runs between two BLAS calls, whose worker threads are
+    Every scale of a row of the tile in one pass, in order (the bits of multiplying the factors
+    in one scale at a time), so ``acc`` is written once instead of read and written once per
+    scale. One thread: a tile is small, and it runs between BLAS calls whose worker threads are
     still spinning (a parallel region here would fight them for the cores: 20x slower, measured).
-    """
-    for r in range(G.shape[0]):
-        s = sq_rows[r]
-        for c in range(G.shape[1]):
-            d2 = s + sq_cols[c] - 2.0 * G[r, c]
-            if d2 < 0.0:
-                d2 = 0.0
-            acc[r, c] *= 0.25 * d2 + h2
-
-
-@njit(cache=True, nogil=True)
-def lca_product_tile(acc, Gs, sq_rows, sq_cols, h2):  # pragma: no cover - compiled
-    """``acc[r, c] = 1 * f_0 * f_1 * ... * f_K``, ``f_k = max(sq_rows[k, r] + sq_cols[k, c] - 2 Gs[k, r, c], 0) / 4 + h2[k]``.
-
-    All scales of a tile in one pass (the Gram tiles of every scale computed first): the product
-    of each pair is formed in a register, in the order of :func:`lca_factor_tile` applied scale by
-    scale to an accumulator of ones (the same bits), and ``acc`` is written once instead of read
-    and written once per scale. One thread, as :func:`lca_factor_tile`.
     """
     K1, nr, nc = Gs.shape
     for r in range(nr):
         a = acc[r, :nc]
-        a[:] = 1.0
+        if reset:
+            a[:] = 1.0
         for k in range(K1):
             s = sq_rows[k, r]
             g = Gs[k, r]
@@ -553,21 +539,17 @@ def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out
         tree_vectors_dense(np.ascontiguousarray(x), parent, cols, scale, out)
 
 
-def lca_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
-             small: bool) -> None:
-    """:func:`lca_factor_tile`, or its NumPy twin (same bits) when the whole product is ``small``."""
-    (_small.lca_factor_tile if small else lca_factor_tile)(acc, G, sq_rows, sq_cols, h2)
-
-
 def lca_products_tile(acc: np.ndarray, Gs: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: np.ndarray,
-                      small: bool) -> None:
-    """:func:`lca_product_tile`, or the NumPy twin (:func:`_small.lca_factor_tile` scale by scale) when ``small``."""
-    if small:
+                      small: bool, reset: bool = True) -> None:
+    """:func:`lca_product_tile`, or its NumPy twin (:func:`_small.lca_factor_tile` scale by scale, the
+    same bits) when the whole product is ``small``."""
+    if not small:
+        lca_product_tile(acc, Gs, sq_rows, sq_cols, h2, reset)
+        return
+    if reset:
         acc.fill(1.0)
-        for k in range(Gs.shape[0]):
-            _small.lca_factor_tile(acc, Gs[k], sq_rows[k], sq_cols[k], float(h2[k]))
-    else:
-        lca_product_tile(acc, Gs, sq_rows, sq_cols, h2)
+    for k in range(Gs.shape[0]):
+        _small.lca_factor_tile(acc, Gs[k], sq_rows[k], sq_cols[k], float(h2[k]))
 
 
 def tile_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int, small: bool) -> None:

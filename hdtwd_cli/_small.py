@@ -91,7 +91,7 @@ def lca_factor_condensed(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq
 
 
 def lca_factor_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
-    """``_kernels.lca_factor_tile``: ``acc *= max((s_r + s_c) - 2 G, 0) / 4 + h2``."""
+    """One scale of ``_kernels.lca_product_tile``: ``acc *= max((s_r + s_c) - 2 G, 0) / 4 + h2``."""
     acc *= _lca_factor(sq_rows[:, None], sq_cols[None, :], G, h2)
 
 

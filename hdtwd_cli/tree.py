@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import DTypeLike
 
-from ._kernels import gram_upper, lca_factor, lca_tile, small_product, tile_condensed
+from ._kernels import gram_upper, lca_factor, lca_products_tile, small_product, tile_condensed
 from ._linkage import complete_linkage, square_fits, untied_complete_linkage
 from .defaults import EDGE_WEIGHTS, LINKAGES
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
@@ -332,53 +332,25 @@ def _tiled_products(emb: HyperbolicEmbedding, scales: Sequence[int], rows: int,
                     progress: Callable[[int], None] | None, square: bool = False) -> dict[int, np.ndarray]:
     r"""Condensed products for each ``K`` in ``scales`` from the stored ``psi``, tile by tile.
 
-    Per tile of ``rows x _TILE_COLS`` pairs the factors of all scales are multiplied into one
-    accumulator that stays in cache (one BLAS product :math:`\Psi_k[I]\Psi_k[J]^\top` per
-    scale), then copied to the condensed outputs. Every pair sees ``1 * f_0 * f_1 * ...`` in
-    this order, as in :func:`_multiply_scale`. ``square``: the outputs are the symmetric ``m x m``
-    matrices instead (the same values at ``[i, j]`` and ``[j, i]``, diagonal not written), which
-    complete linkage works on in place (:func:`hd_lca_product_merge_order`).
+    Per tile of ``rows x _TILE_COLS`` pairs: the Gram tiles :math:`\Psi_k[I]\Psi_k[J]^\top` of
+    every scale (one BLAS product each, into a reused buffer), then one compiled pass per wanted
+    ``K`` multiplies the factors of the scales since the previous one into an accumulator that
+    stays in cache (:func:`_kernels.lca_products_tile`) and the tile is copied out. Every pair
+    sees ``1 * f_0 * f_1 * ...`` in this order, as in :func:`_multiply_scale`. ``square``: the
+    outputs are the symmetric ``m x m`` matrices instead (the same values at ``[i, j]`` and
+    ``[j, i]``, diagonal not written), which complete linkage works on in place
+    (:func:`hd_lca_product_merge_order`).
     """
-    m, K1 = emb.n_features, emb.n_scales
-    sq = [_norms(emb.psi[k]) for k in range(K1)]
-    h2 = [float(h) ** 2 for h in emb.heights]
+    m = emb.n_features
     want = sorted({int(K) for K in scales})
+    K1 = want[-1] + 1
+    sqs = np.stack([_norms(emb.psi[k]) for k in range(K1)])
+    hh = np.array([float(h) ** 2 for h in emb.heights[:K1]])  # as the streamed schedule squares them
     shape = (m, m) if square else (m * (m - 1) // 2,)
     out = {K: np.empty(shape, dtype=np.float64) for K in want}
     acc = np.empty((rows, _TILE_COLS), dtype=np.float64)
-    small = small_product(m * (m - 1) // 2, want[-1] + 1)
-    if len(want) == 1:  # one product: all scales of a tile in one pass (the same bits)
-        _fused_tiles(emb, sq, h2, want[0], rows, out[want[0]], acc, small, progress)
-        return out
-    for i0 in range(0, m - 1, rows):
-        i1 = min(i0 + rows, m - 1)
-        for j0 in range(i0 + 1, m, _TILE_COLS):
-            j1 = min(j0 + _TILE_COLS, m)
-            a = acc[: i1 - i0, : j1 - j0]
-            a.fill(1.0)
-            for k in range(want[-1] + 1):
-                G = emb.psi[k][i0:i1] @ emb.psi[k][j0:j1].T
-                lca_tile(a, G, sq[k][i0:i1], sq[k][j0:j1], h2[k], small)
-                if k in out:
-                    tile_condensed(a, out[k], i0, j0, m, small)
-        if progress is not None:
-            progress(K1 * (i1 - i0))
-    return out
-
-
-def _fused_tiles(emb: HyperbolicEmbedding, sq: list[np.ndarray], h2: list[float], K: int, rows: int,
-                 out: np.ndarray, acc: np.ndarray, small: bool, progress: Callable[[int], None] | None) -> None:
-    r""":func:`_tiled_products` for one ``K``: per tile the Gram tiles of scales ``0..K`` (one BLAS
-    product each, into a reused buffer), then one pass forms every pair's product
-    (:func:`_kernels.lca_products_tile`: ``1 * f_0 * ... * f_K`` in this order, the bits of the
-    scale-by-scale accumulator) and copies it out. The accumulator is written once, not read and
-    written once per scale."""
-    from ._kernels import lca_products_tile
-
-    m, K1 = emb.n_features, K + 1
-    sqs = np.stack(sq[:K1])
-    hh = np.asarray(h2[:K1], dtype=np.float64)
     buf = np.empty((K1, rows, _TILE_COLS), dtype=emb.psi.dtype)
+    small = small_product(m * (m - 1) // 2, K1)
     for i0 in range(0, m - 1, rows):
         i1 = min(i0 + rows, m - 1)
         for j0 in range(i0 + 1, m, _TILE_COLS):
@@ -388,10 +360,15 @@ def _fused_tiles(emb: HyperbolicEmbedding, sq: list[np.ndarray], h2: list[float]
             for k in range(K1):
                 np.matmul(emb.psi[k][i0:i1], emb.psi[k][j0:j1].T, out=Gs[k])
             a = acc[:nr, :nc]
-            lca_products_tile(a, Gs, sqs[:, i0:i1], sqs[:, j0:j1], hh, small)
-            tile_condensed(a, out, i0, j0, m, small)
+            k0 = 0
+            for K in want:
+                lca_products_tile(a, Gs[k0:K + 1], sqs[k0:K + 1, i0:i1], sqs[k0:K + 1, j0:j1], hh[k0:K + 1],
+                                  small, reset=k0 == 0)
+                tile_condensed(a, out[K], i0, j0, m, small)
+                k0 = K + 1
         if progress is not None:
             progress(emb.n_scales * (i1 - i0))
+    return out
 
 
 def _tiled(m: int, width: int, n_scales: int, dtype: DTypeLike) -> bool:

@@ -243,12 +243,11 @@ def _populate(address: int, nbytes: int) -> Any:
     except (OSError, AttributeError):  # pragma: no cover - no libc symbol
         return None
     start = address - address % mmap.PAGESIZE  # madvise wants a page boundary: the mapping starts on one
-    thread = threading.Thread(daemon=True)
 
-    def run() -> None:
+    def call() -> None:  # the return code (0, or -1 where the kernel refused) is kept for the tests
         thread.result = madvise(start, nbytes + address - start, _MADV_POPULATE_WRITE)  # type: ignore[attr-defined]
 
-    thread.run = run  # type: ignore[method-assign]
+    thread = threading.Thread(target=call, daemon=True)
     thread.start()
     return thread
 
