@@ -724,14 +724,31 @@ class FeatureEmbedding:
 
         ``meta``: file attributes (the input's record); ``extra``: more entries of ``/params``.
         """
-        from .io import atomic_path, write_embedding
+        from .io import atomic_path
+
+        with atomic_path(path) as tmp:
+            self._write(tmp, meta, extra)
+
+    def _write(self, target: Any, meta: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> None:
+        from .io import write_embedding
 
         s = self.space
         weights = None if s.weights is None else [s.weights[n] for n in s.names + s.unplaced]
         record = {**self.params.as_dict(), "feature_source": s.source, "latent_energy": s.shared, **(extra or {})}
-        with atomic_path(path) as tmp:
-            write_embedding(tmp, self.embedding, self.operator, s.names, s.unplaced, record,
-                            {"hdtwd_version": __version__, **(meta or {})}, weights)
+        write_embedding(target, self.embedding, self.operator, s.names, s.unplaced, record,
+                        {"hdtwd_version": __version__, **(meta or {})}, weights)
+
+    def stored(self) -> Any:
+        """What :func:`hdtwd_cli.io.read_embedding` would read back from :meth:`write`'s file (an
+        in-memory round trip of the same layout, so :func:`decode_tree` gives the same tree either way)."""
+        import io as _io
+
+        from .io import read_embedding
+
+        buf = _io.BytesIO()
+        self._write(buf)
+        buf.seek(0)
+        return read_embedding(buf)  # type: ignore[arg-type]
 
 
 def embed(
@@ -775,13 +792,16 @@ def decode_tree(
     check_memory: bool = True,
     progress: Reporter | bool | None = None,
 ) -> Tree:
-    """The HD-LCA binary tree (Alg. 1) of a stored embedding (:func:`hdtwd_cli.io.read_embedding`).
+    """The HD-LCA binary tree (Alg. 1) of an embedding: :func:`embed`'s result or a stored one
+    (:func:`hdtwd_cli.io.read_embedding`).
 
     ``linkage`` and ``edge_weights`` default to the embedding's preset; unplaced features hang
     from the root and the leaf term is applied as :func:`learn_tree` does.
     """
     from .pipeline import PRESETS
 
+    if isinstance(stored, FeatureEmbedding):
+        stored = stored.stored()
     rep = _reporter(progress)
     cfg = PRESETS.get(str(stored.params.get("preset", "default")), PRESETS["default"])
     rule = linkage or str(stored.params.get("linkage", cfg["linkage"]))  # the embedding's configuration

@@ -31,7 +31,7 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
-from ._sparse import sp
+from ._sparse import canonical_csr, sp
 
 from .defaults import FEATURE_SPACES, WEIGHTINGS
 
@@ -59,9 +59,8 @@ SVD_POWER_ITERATIONS = 4
 def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Number of rows in which each column is non-zero."""
     if sp.issparse(X):
-        C = sp.csc_matrix(X)
-        C.eliminate_zeros()
-        return np.diff(C.indptr).astype(np.int64)
+        C = canonical_csr(X)  # X itself is never changed
+        return np.bincount(C.indices[C.data != 0], minlength=C.shape[1]).astype(np.int64)
     return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
 
 

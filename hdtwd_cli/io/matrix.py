@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from .._sparse import sp
+from .._sparse import canonical_csr, sp
 
 from ..errors import HdtwdError, HdtwdWarning, InputError, ParameterError
 from .tenx import read_10x_h5, read_10x_mtx, tenx_files
@@ -151,9 +151,7 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
             raise InputError(f"matrix has non-numeric type {X.dtype}", path)
-        X = sp.csr_matrix(X, dtype=np.float64)
-        X.sum_duplicates()
-        X.sort_indices()
+        X = canonical_csr(X)  # never sorts the caller's index arrays in place (issue 24)
         vals = X.data
     else:
         X = np.asarray(X)

@@ -1,0 +1,157 @@
+"""No hidden state (issue 24): every public function gives the float64 answer whatever the input's
+dtype and storage, whatever ran before it in the process, and never changes its input.
+
+The defect this guards against: ``scipy.sparse.csr_matrix(X, dtype=np.float64)`` shares a float32
+CSR matrix's index arrays; sorting them in place (scanpy's ``pbmc68k_reduced().raw.X`` has unsorted
+indices) corrupted the CALLER's matrix, so the first call was right and every later call on the
+same object was wrong by up to 0.09 (distances 0.2-0.5). The inputs here have unsorted indices and
+are reused, unchanged objects across calls in several orders, on the NumPy twins (small problems)
+and on the compiled kernels.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import anndata
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import hdtwd_cli as hd
+from hdtwd_cli import _small
+
+
+def _shuffled_csr(X: np.ndarray, dtype, seed: int) -> sp.csr_matrix:
+    """CSR of ``X`` whose indices are NOT sorted within rows (as in scanpy's bundled data)."""
+    C = sp.csr_matrix(X.astype(dtype))
+    rng = np.random.default_rng(seed)
+    idx, dat = C.indices.copy(), C.data.copy()
+    for i in range(C.shape[0]):
+        a, b = C.indptr[i], C.indptr[i + 1]
+        p = rng.permutation(b - a)[::-1]
+        idx[a:b], dat[a:b] = idx[a:b][p], dat[a:b][p]
+    out = sp.csr_matrix((dat, idx, C.indptr.copy()), shape=C.shape)
+    out.has_sorted_indices = False
+    assert not out.has_canonical_format
+    return out
+
+
+def _data(kind: str) -> np.ndarray:
+    """Counts exact in float32: ``cells`` (most genes co-occur) or ``docs`` (most words never do: SVD space)."""
+    rng = np.random.default_rng(7)
+    if kind == "cells":
+        prog = rng.gamma(1.0, 1.0, size=(4, 40)) * (rng.random((4, 40)) < 0.5)
+        z = rng.integers(0, 4, size=90)
+        return rng.poisson(prog[z] * 2.0 + 0.05).astype(np.float64)
+    X = np.zeros((90, 120))
+    for i in range(90):
+        topic = i % 3
+        words = rng.choice(40, size=6) + 40 * topic
+        np.add.at(X[i], words, 1.0)
+    return X
+
+
+def _variants(X: np.ndarray) -> dict[str, object]:
+    return {
+        "float64 dense": X.astype(np.float64),
+        "float32 dense": X.astype(np.float32),
+        "float32 dense F-order": np.asfortranarray(X.astype(np.float32)),
+        "float32 CSR unsorted": _shuffled_csr(X, np.float32, 1),
+        "float64 CSR unsorted": _shuffled_csr(X, np.float64, 2),
+        "float32 CSC": sp.csc_matrix(X.astype(np.float32)),
+        "int64 dense": X.astype(np.int64),
+    }
+
+
+def _snapshot(V) -> tuple:
+    if sp.issparse(V):
+        return (type(V), V.dtype, V.indptr.tobytes(), V.indices.tobytes(), V.data.tobytes())
+    return (type(V), V.dtype, np.asarray(V).tobytes(order="A"), V.flags["C_CONTIGUOUS"])
+
+
+def _calls(names: list[str], tree: hd.Tree, labels: np.ndarray, landmarks: int) -> dict[str, object]:
+    """Each public entry point as ``f(X) -> tuple of arrays`` (its whole numerical answer)."""
+    params = hd.TreeParams(landmarks=landmarks)
+
+    def learn(X):
+        T = hd.learn_tree(X, names, params=params)
+        return T.parent, T.length, T.merge_height
+
+    def knn(X):
+        g = hd.knn_graph(X, 6, tree=tree, feature_names=names)
+        return g.indices, g.distances
+
+    def neighbors(X):
+        ad = anndata.AnnData(X=X)
+        ad.var_names = names
+        hd.neighbors(ad, n_neighbors=6, tree=tree)
+        return (ad.obsp["distances"].toarray(), ad.obsp["connectivities"].toarray())
+
+    def embed(X):
+        E = hd.embed(X, names, params=params)
+        T = hd.decode_tree(E)
+        return T.parent, T.length
+
+    def classify(X):
+        rep = hd.classify(X, labels, names, methods=["hdtwd", "l1"], k=[1, 3], splits=2, params=params)
+        return tuple(np.array([list(r["per_k"].values()), r["per_split"]], dtype=object).ravel()
+                     for r in (rep["methods"]["hdtwd"], rep["methods"]["l1"]))
+
+    return {
+        "learn_tree": learn,
+        "distances (learned)": lambda X: (hd.distances(X, feature_names=names, params=params),),
+        "distances (tree)": lambda X: (hd.distances(X, tree=tree, feature_names=names),),
+        "distances (cross)": lambda X: (hd.distances(X[:30], tree=tree, reference=X, feature_names=names,
+                                                     reference_feature_names=names),),
+        "tree_vectors": lambda X: (hd.tree_vectors(tree, X, names),),
+        "knn_graph": knn,
+        "neighbors": neighbors,
+        "embed + decode_tree": embed,
+        "classify": classify,
+    }
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(np.array_equal(np.asarray(x), np.asarray(y)) for x, y in zip(a, b))
+
+
+@pytest.mark.parametrize("kernels", ["numpy twins", "compiled"])
+@pytest.mark.parametrize("kind,landmarks", [("cells", 0), ("docs", 0), ("cells", 12)])
+def test_every_public_function_gives_the_float64_answer_in_any_order(kind, landmarks, kernels, monkeypatch):
+    monkeypatch.setattr(_small, "SMALL_WORK", 10**12 if kernels == "numpy twins" else 0)
+    X = _data(kind)
+    names = [f"g{j}" for j in range(X.shape[1])]
+    labels = np.arange(X.shape[0]) % 3
+    tree = hd.learn_tree(X.copy(), names, params=hd.TreeParams(landmarks=landmarks))
+    calls = _calls(names, tree, labels, landmarks)
+    # the answers on a fresh float64 copy, before anything else ran on the variants
+    want = {name: f(X.copy()) for name, f in calls.items()}
+    variants = _variants(X)
+    snaps = {v: _snapshot(V) for v, V in variants.items()}
+    pairs = list(itertools.product(calls, variants))
+    orders = [pairs, pairs[::-1], [pairs[i] for i in np.random.default_rng(3).permutation(len(pairs))]]
+    for order in orders:
+        for call, v in order:
+            got = calls[call](variants[v])
+            assert _same(got, want[call]), f"{call} on {v} differs from the float64 answer ({kind}, {kernels})"
+            assert _snapshot(variants[v]) == snaps[v], f"{call} changed its input ({v})"
+    # and the float64 answers themselves did not move with what ran before them
+    for name, f in calls.items():
+        assert _same(f(X.copy()), want[name]), name
+
+
+def test_the_reported_snippet_pbmc68k():
+    """The issue's snippet: a float32 learn_tree between two distances calls changes nothing."""
+    sc = pytest.importorskip("scanpy")
+    a = sc.datasets.pbmc68k_reduced()
+    X, names = a.raw.X, list(a.raw.var_names)
+    assert X.dtype == np.float32 and not X.has_sorted_indices  # the property that exposed the defect
+    before = _snapshot(X)
+    T = hd.learn_tree(X.astype(np.float64), names)
+    D1 = hd.distances(X, tree=T, feature_names=names)
+    hd.learn_tree(X, names)
+    D2 = hd.distances(X, tree=T, feature_names=names)
+    assert np.abs(D2 - D1).max() == 0.0
+    assert np.array_equal(D1, hd.distances(X.astype(np.float64), tree=T, feature_names=names))
+    assert _snapshot(X) == before
