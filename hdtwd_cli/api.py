@@ -59,6 +59,7 @@ from .pipeline import (
     feature_space,
     finish_tree,
     learn_trees,
+    place,
 )
 from .progress import Reporter
 from .search import choose_method, neighbours
@@ -781,6 +782,7 @@ def embed(
                                  ("diffusion", "embedding"), store_embedding=True)
         rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     op, emb = _data_errors(lambda: _embed_stages(F, params, rep))
+    place(space, op, rep)
     return FeatureEmbedding(emb, op, space, params)
 
 

@@ -29,7 +29,7 @@ Here :math:`U\Sigma = C V` and :math:`V, \Sigma^2` come from the ``m' x m'`` Gra
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
@@ -100,7 +100,11 @@ class LandmarkOperator:
         ``random`` or ``kmeans``.
     eps, sigma, clipped_spectral_mass, min_affinity : float
         Kernel scale used, median feature-landmark distance, clipped spectral mass and the
-        smallest row sum of ``W``.
+        smallest row sum of ``W`` over the placed features.
+    unplaced : ndarray of int64
+        Columns of ``X`` whose affinity to every landmark is below :data:`MIN_AFFINITY`: the
+        diffusion cannot place them, so they have no row here (the rows are the other columns,
+        in order) and hang from the root of the tree (docs/method.md section 6).
     """
 
     eigenvalues: np.ndarray
@@ -114,6 +118,7 @@ class LandmarkOperator:
     sigma: float
     clipped_spectral_mass: float
     min_affinity: float
+    unplaced: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
     @property
     def n_features(self) -> int:
@@ -351,10 +356,19 @@ def landmark_operator(
     progress : callable, optional
         Called with the number of finished steps (``KMEANS_ITERATIONS`` + 2 in all).
 
+    Notes
+    -----
+    A feature whose affinity to every landmark is below :data:`MIN_AFFINITY` (a word far from
+    every landmark's neighbourhood: its row of ``W`` underflows) is left out of the operator and
+    listed in :attr:`LandmarkOperator.unplaced`; the tree hangs it from the root. This is what
+    the exact operator does with an isolated feature (its only affinity is to itself, so its
+    densities never spread and it joins the tree at the top), and the rule that already holds
+    for features the diffusion does not see (``min_df``, ``max_features``).
+
     Raises
     ------
     ValueError
-        When a feature's affinity to every landmark is below :data:`MIN_AFFINITY`.
+        When fewer than two features have affinity to some landmark.
     """
     L, idx = select_landmarks(X, n_landmarks, method, seed, metric, progress)
     D = landmark_distances(X, L, metric, idx if method == "random" else None)
@@ -362,11 +376,15 @@ def landmark_operator(
     W, eps_used, sigma = landmark_affinity(D, eps, bandwidth, knn)
     del D
     rows = W.sum(axis=1)
+    placed = rows > MIN_AFFINITY
+    unplaced = np.flatnonzero(~placed)
+    if unplaced.size:
+        if placed.sum() < 2:
+            raise InputError(f"{unplaced.size} of {rows.size} features have affinity below {MIN_AFFINITY:g} to "
+                             "every landmark: raise {a} or use more {b}", a="eps", b="landmarks")
+        W = W[placed]
+        rows = rows[placed]
     low = float(rows.min())
-    if not low > MIN_AFFINITY:
-        j = int(np.argmin(rows))
-        raise InputError(f"feature {j} has affinity {low:.3g} to every landmark (below {MIN_AFFINITY:g}): "
-                         "raise {a} or use more {b}", a="eps", b="landmarks")
     if progress is not None:
         progress(1)
     B, b, dt = _normalise(W)
@@ -389,6 +407,7 @@ def landmark_operator(
     return LandmarkOperator(
         eigenvalues=clipped, raw_eigenvalues=lam, left=left, right=V.T * b[None, :], sqrt_degree=s,
         landmarks=idx, method=method, eps=eps_used, sigma=sigma, clipped_spectral_mass=mass, min_affinity=low,
+        unplaced=unplaced,
     )
 
 

@@ -26,7 +26,8 @@ from .features import (
     never_cooccur_fraction,
 )
 from ._linkage import square_bytes, square_fits
-from .landmarks import KMEANS_ITERATIONS, LANDMARK_METHODS, LandmarkOperator, effective_landmarks, landmark_operator
+from .landmarks import (KMEANS_ITERATIONS, LANDMARK_METHODS, MIN_AFFINITY, LandmarkOperator, effective_landmarks,
+                        landmark_operator)
 from .hyperbolic import HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 from .progress import Reporter
 from .tree import (EDGE_WEIGHTS, LINKAGES, Tree, attach_at_root, decode_tree, hd_lca_product, hd_lca_products,
@@ -331,6 +332,21 @@ def feature_operator(
     return op
 
 
+def place(space: "FeatureSpace", op: DiffusionOperator | LandmarkOperator, reporter: Reporter | None = None) -> None:
+    """Move the features the operator could not place (:attr:`LandmarkOperator.unplaced`) to
+    ``space.unplaced``, in place: they hang from the root like every unplaced feature."""
+    lost = getattr(op, "unplaced", None)
+    if lost is None or not len(lost):
+        return
+    drop = set(int(j) for j in lost)
+    moved = [n for j, n in enumerate(space.names) if j in drop]
+    space.names = [n for j, n in enumerate(space.names) if j not in drop]
+    space.unplaced = space.unplaced + moved
+    (reporter or Reporter(quiet=True)).note(
+        f"{len(moved)} feature(s) far from every landmark (affinity below {MIN_AFFINITY:g}) hang from the root "
+        f"(e.g. {', '.join(moved[:3])})")
+
+
 def embed(
     X: np.ndarray | sp.spmatrix,
     params: TreeParams,
@@ -579,6 +595,7 @@ def learn_trees(
     if params.edge_weights == "lca":  # the default: the tree needs the HD-LCA values only
         op = feature_operator(F, params, rep)
         del F
+        place(space, op, rep)
         exact, m, K1 = not isinstance(op, LandmarkOperator), op.n_features, max(scales) + 1
         meta = {K: _tree_metadata(op, params.replace(scales=K), len(space.unplaced)) for K in scales}
         with rep.stage(f"HD-LCA values ({m} x {m}, {K1} scales, row blocks)", K1 * (m - 1)) as rows:
@@ -597,6 +614,7 @@ def learn_trees(
     else:
         op, emb = embed(F, params.replace(scales=max(scales)), rep)
         del F
+        place(space, op, rep)
         for K in scales:
             sub = emb if K == emb.n_scales - 1 else HyperbolicEmbedding(
                 psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1])

@@ -103,6 +103,15 @@ def tree_laplacian(parent: np.ndarray, weight: np.ndarray | None = None) -> np.n
 def gaussian_tree_samples(n: int, seed: int = 0, levels: int = 4, mean: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
     r"""Samples :math:`x \sim \mathcal N(\mu\mathbf 1, L^\dagger)` on a balanced tree, negatives rejected.
 
+    Drawn along the tree's edges, with no factorisation of the covariance: a Gaussian free field
+    :math:`z_{root} = 0`, :math:`z_v = z_{parent(v)} + \xi_v`, :math:`\xi_v \sim \mathcal N(0, 1)`
+    has the density :math:`\propto \exp(-\tfrac12 z^\top L z)` along the differences, so its
+    centred version :math:`z - \bar z \mathbf 1` is exactly :math:`\mathcal N(0, L^\dagger)` (unit
+    edge weights). Only additions of the generator's draws, in a fixed order: the same seed gives
+    the same samples, bit for bit, on every CPU. (``multivariate_normal(method="eigh")`` did not:
+    ``L`` has repeated eigenvalues, so the eigenvector basis, and every sample, depended on the
+    BLAS kernels; issue 24.)
+
     Returns
     -------
     X : ndarray, shape (n, 2**levels - 1)
@@ -111,12 +120,19 @@ def gaussian_tree_samples(n: int, seed: int = 0, levels: int = 4, mean: float = 
         The tree (see :func:`balanced_tree`).
     """
     parent = balanced_tree(levels)
-    cov = np.linalg.pinv(tree_laplacian(parent))
     rng = np.random.default_rng(seed)
     out: list[np.ndarray] = []
     m = parent.shape[0]
     while sum(len(b) for b in out) < n:
-        draw = rng.multivariate_normal(np.full(m, mean), cov, size=max(n, 16), method="eigh")
+        k = max(n, 16)
+        xi = rng.standard_normal((k, m))
+        z = np.zeros((k, m))
+        for v in range(1, m):  # heap order: a parent precedes its children
+            z[:, v] = z[:, parent[v]] + xi[:, v]
+        total = np.zeros(k)
+        for v in range(m):  # a sequential sum: no order that depends on the CPU's vector width
+            total += z[:, v]
+        draw = mean + (z - (total / m)[:, None])
         out.append(draw[(draw >= 0).all(axis=1)])
     return np.concatenate(out)[:n], parent
 

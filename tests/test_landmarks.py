@@ -13,6 +13,7 @@ from hdtwd_cli.distance import tree_wasserstein
 from hdtwd_cli.hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
 from hdtwd_cli.landmarks import (
     AUTO_LANDMARKS_ABOVE,
+    MIN_AFFINITY,
     effective_landmarks,
     landmark_affinity,
     landmark_densities,
@@ -111,12 +112,20 @@ def test_sparse_input_is_never_densified():
     assert peak < 120e6, peak
 
 
-def test_affinity_floor_is_a_clear_error():
+def test_features_below_the_affinity_floor_are_unplaced_and_too_few_placed_is_a_clear_error():
     X = _counts(n=100, m=50, seed=1)
     from hdtwd_cli.cli_options import flag
 
+    # a tiny kernel: every feature but the (random) landmarks themselves is out of reach
+    op = landmark_operator(X, 5, eps=1e-6, metric="euclidean")
+    assert not np.isin(op.landmarks, op.unplaced).any()  # a landmark's affinity to itself is 1
+    assert op.unplaced.size >= 40 and op.n_features == 50 - op.unplaced.size
+    assert op.min_affinity > MIN_AFFINITY
+    rho, _ = landmark_densities(op, 1.0)
+    np.testing.assert_allclose(rho.sum(axis=1), 1.0, atol=1e-12)
+    # k-means centroids are no features: nothing placed at all
     with pytest.raises(ValueError, match="raise eps or use more landmarks") as e:
-        landmark_operator(X, 5, eps=1e-6, metric="euclidean")
+        landmark_operator(X, 5, eps=1e-6, metric="euclidean", method="kmeans")
     assert "raise --eps or use more --landmarks" in e.value.worded(flag)  # as the command line says it
 
 
@@ -237,3 +246,51 @@ def test_landmark_path_kernel_scale_default_and_override():
     assert q.kernel_eps(True) == 2.0 and q.kernel_eps(False) == 2.0
     r, _ = resolve_params("paper")
     assert r.kernel_eps(True) == r.kernel_eps(False) == 1.0
+
+
+def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
+    """Issue 24: a corpus whose rare words have no affinity to any landmark (the self-tuning kernel
+    underflows for them) ran into an error with the defaults; now they hang from the root, ``-v``
+    says how many, and the TWD on that tree is still exact OT on its path metric."""
+    from conftest import exact_ot, run_hdtwd
+    from hdtwd_cli.synthetic import planted_corpus
+    from hdtwd_cli.tree import Tree
+
+    X, _, _ = planted_corpus(n_docs=600, n_words=6000, level_weights=(0.2, 0.2, 0.2, 0.4), seed=1)
+    assert X.shape[1] > AUTO_LANDMARKS_ABOVE  # the defaults take the landmark path
+    data = tmp_path / "corpus.npz"
+    sp.save_npz(data, X)
+    proc = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--save-tree", tmp_path / "t.h5", "-v")
+    err = proc.stderr.decode()
+    import re
+    found = re.search(r"(\d+) feature\(s\) far from every landmark", err)
+    assert found, err
+    k = int(found.group(1))
+    tree = Tree.read(str(tmp_path / "t.h5"))
+    assert k >= 1 and tree.metadata["unplaced_features"] >= k
+    root = tree.n_nodes - 1
+    at_root = np.flatnonzero(tree.parent[: tree.n_leaves] == root)
+    assert at_root.size >= k
+    D = np.load(tmp_path / "D.npy")
+    assert np.isfinite(D).all() and D.shape == (600, 600)
+    # exact OT on the tree's path metric, for pairs of documents that hold a root-hung word
+    from scipy.sparse.csgraph import shortest_path
+
+    child = np.flatnonzero(tree.parent >= 0)
+    G = sp.coo_matrix((tree.length[child] + 1e-300, (child, tree.parent[child])), shape=(tree.n_nodes,) * 2).tocsr()
+    names = [f"f{j}" for j in range(X.shape[1])]
+    col = {n: j for j, n in enumerate(names)}
+    leaf_of_col = np.empty(X.shape[1], dtype=np.int64)
+    for leaf, n in enumerate(tree.leaf_names):
+        leaf_of_col[col[n]] = leaf
+    rows = np.unique(X[:, [col[tree.leaf_names[v]] for v in at_root[:k]]].nonzero()[0])[:2]
+    others = [r for r in (0, 1, 2) if r not in rows][:2]
+    for i, j in [(rows[0], others[0]), (rows[-1], others[1])]:
+        a, b = X[i].toarray().ravel(), X[j].toarray().ravel()
+        support = np.flatnonzero((a > 0) | (b > 0))
+        leaves = leaf_of_col[support]
+        w = tree.feature_weights[leaves] if tree.feature_weights is not None else 1.0
+        ha, hb = a[support] * w, b[support] * w
+        P = shortest_path(G, directed=False, indices=leaves)[:, leaves]  # Dijkstra: independent of hdtwd
+        ot = exact_ot(ha / ha.sum(), hb / hb.sum(), P)
+        assert abs(D[i, j] - ot) <= 1e-9 * max(1.0, ot), (i, j, D[i, j], ot)
