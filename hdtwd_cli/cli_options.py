@@ -101,6 +101,9 @@ INPUT = {p.name: p for p in (
          "--format", help="Format of DATA read from standard input (-) [default: sniffed from its bytes]."),
     _opt(Choice("VarNames", ("gene_symbols", "gene_ids")), "--var-names",
          help="10x inputs (matrix directory, Cell Ranger .h5): feature names [default: gene_symbols]."),
+    _opt(str, "--genome", metavar="NAME",
+         help="Cell Ranger .h5: read this genome (a Cell Ranger 2 file with several needs one; in a 3+ file, "
+              "only its features) [default: all / the only one]."),
 )}
 
 OUTPUT = {p.name: p for p in (
@@ -156,7 +159,8 @@ def read_input(data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[st
     from .io import read_matrix, read_stdin_matrix
 
     kw = {"transpose": o.transpose, "layer": o.layer, "use_raw": o.use_raw, "obs_keys": obs_keys,
-          "keep_adata": keep_adata, "var_names": _value(getattr(o, "var_names", None))}
+          "keep_adata": keep_adata, "var_names": _value(getattr(o, "var_names", None)),
+          "genome": getattr(o, "genome", None)}
     with rep.stage(f"reading {data.name or 'standard input'}"):
         if str(data) == "-":
             md = read_stdin_matrix(sys.stdin.buffer, _value(getattr(o, "format", None)), **kw)

@@ -645,6 +645,11 @@ def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: 
                            tie_ranks=False, lca_values=held.pop())
 
 
+def _default_names(names: list[str]) -> bool:
+    """The names are ``f0, f1, ...``: what the API and unnamed files give when no names are known."""
+    return all(n == f"f{j}" for j, n in enumerate(names))
+
+
 def align_to_tree(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -675,6 +680,17 @@ def align_to_tree(
         else:
             mass = np.abs(X[:, missing]).sum(axis=0)
         bad = missing[mass > 0]
+        if bad.size and bad.size == len(feature_names) or (bad.size and _default_names(feature_names)
+                                                             and not _default_names(tree.leaf_names)):
+            # nothing matches, or the data has the default names f0, f1, ... and the tree real ones:
+            # the names were not given (hd.distances(X, tree=T) for a tree learned with gene names)
+            ours = ", ".join(repr(n) for n in feature_names[:3]).replace("{", "{{").replace("}", "}}")
+            leaves = ", ".join(repr(n) for n in tree.leaf_names[:3]).replace("{", "{{").replace("}", "}}")
+            raise InputError(
+                f"the data's feature names ({ours}, ...) are not the tree's leaf names ({leaves}, ...): "
+                f"{bad.size} of {len(feature_names)} feature(s) with mass match no leaf; give {{a}} as the tree was "
+                "learned with (or {b} root to hang unknown features from the root)", path,
+                a="feature_names", b="unseen")
         if bad.size:
             shown = ", ".join(repr(feature_names[j]) for j in bad[:5]).replace("{", "{{").replace("}", "}}")
             raise InputError(

@@ -31,6 +31,11 @@ def _npy(tmp: Path, name: str, arr: np.ndarray) -> Path:
     return p
 
 
+def _genomes(tmp: Path) -> Path:
+    from test_formats import write_10x_h5_genomes
+    return Path(write_10x_h5_genomes(str(tmp / "multiple_genomes.h5")))
+
+
 def _tree(tmp: Path) -> Path:
     from conftest import run_hdtwd
     t = tmp / "T.h5"
@@ -153,7 +158,7 @@ CASES: list[Case] = [
     ("no-obs", "classify with a missing obs column",
      lambda t: ["classify", SAMPLE / "cells.h5ad", "--labels", "obs:tissue"], 2, "obs has no column 'tissue'"),
     ("tree-mismatch", "a tree whose features do not match the data",
-     lambda t: ["distance", SAMPLE / "cells.h5ad", "--tree", _tree(t), "-o", t / "D.npy"], 2, "are not leaves of the tree"),
+     lambda t: ["distance", SAMPLE / "cells.h5ad", "--tree", _tree(t), "-o", t / "D.npy"], 2, "are not the tree's leaf names"),
     ("labels-count", "a labels file with the wrong count",
      lambda t: ["classify", SAMPLE / "produce.csv", "--labels", _w(t, "y.txt", "a\nb\n")], 2, "2 labels for 100 samples"),
     ("labels-blank", "a blank line inside the labels file",
@@ -307,6 +312,8 @@ CASES: list[Case] = [
      "--var-names applies to 10x inputs only"),
     ("h5-not-10x", "an hdtwd tree .h5 given as the data",
      lambda t: ["distance", _tree(t), "-o", t / "D.npy"], 2, "not a 10x .h5 file"),
+    ("h5-two-genomes", "a Cell Ranger 2 .h5 with two genomes and no --genome",
+     lambda t: ["distance", _genomes(t), "-o", t / "D.npy"], 2, "choose one with --genome NAME"),
     ("out-fifo", "an output path that is a FIFO",
      lambda t: (__import__("os").mkfifo(t / "D.npy"), ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy"])[1], 3,
      "is not a regular file"),

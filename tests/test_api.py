@@ -273,3 +273,19 @@ def test_negative_values_error_points_to_raw_and_layers(tmp_path):
     assert not (tmp_path / "D.npy").exists()
     hd.neighbors(ad, 10)  # the API's use_raw=None reads raw.X when X is scaled
     assert json.loads(ad.uns["neighbors"]["params"]["hdtwd"])["input"] == "raw.X"
+
+
+def test_a_named_tree_without_feature_names_points_to_feature_names_first():
+    """Issue 24: hd.distances(X, tree=T) for a tree learned with gene names must say what to pass."""
+    X = np.asarray(cells().X)
+    names = [f"GENE{j:02d}" for j in range(X.shape[1])]
+    T = hd.learn_tree(X, names)
+    with pytest.raises(hd.InputError) as e:
+        hd.distances(X, tree=T)
+    msg = str(e.value)
+    assert msg.index("give feature_names") < msg.index("unseen root"), msg
+    assert "'f0'" in msg and "'GENE" in msg
+    # a partial mismatch with real names keeps the message that names the unknown features
+    X2, names2 = np.c_[X, np.ones(X.shape[0])], names + ["EXTRA"]
+    with pytest.raises(hd.InputError, match="1 feature\\(s\\) with mass are not leaves of the tree: 'EXTRA'"):
+        hd.distances(X2, tree=T, feature_names=names2)

@@ -115,7 +115,7 @@ def test_tree_missing_features_is_an_error_naming_them(tmp_path):
     proc = run_hdtwd("distance", x, "--tree", tmp_path / "T.h5", "-o", out, check=False)
     err = proc.stderr.decode()
     assert proc.returncode == 2
-    assert "gene0" in err and "not leaves of the tree" in err and str(x) in err
+    assert "gene0" in err and "are not the tree's leaf names" in err and str(x) in err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
 

@@ -152,6 +152,57 @@ def test_10x_h5_v2_matches_scanpy(tmp_path):
     assert read_matrix(path, var_names="gene_ids").feature_names == ids[:N_GENES]
 
 
+def write_10x_h5_genomes(path, genomes=("hg19_chr21", "mm10_chr21")):
+    """Cell Ranger 2 with one group per genome (scanpy's legacy ``multiple_genomes.h5`` layout)."""
+    import h5py
+
+    rng = np.random.default_rng(5)
+    with h5py.File(path, "w") as f:
+        for k, gname in enumerate(genomes):
+            n_genes = N_GENES + 3 * k
+            X = sp.csr_matrix(rng.poisson(1.0, size=(N_CELLS, n_genes)) + (np.arange(n_genes) == k))
+            g = f.create_group(gname)
+            g["data"] = X.data.astype(np.int32)
+            g["indices"] = X.indices.astype(np.int64)
+            g["indptr"] = X.indptr.astype(np.int64)
+            g["shape"] = np.array([n_genes, N_CELLS], dtype=np.int32)
+            g["barcodes"] = np.array([f"AAAC{i:04d}-1".encode() for i in range(N_CELLS)])
+            g["genes"] = np.array([f"{gname}_ENS{j}".encode() for j in range(n_genes)])
+            g["gene_names"] = np.array([f"{gname}_G{j}".encode() for j in range(n_genes)])
+    return path
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_10x_h5_genomes_as_scanpy(tmp_path):
+    """Issue 24: a Cell Ranger 2 file with two genomes is a 10x file; --genome picks one as scanpy's genome=."""
+    sc = pytest.importorskip("scanpy")
+    path = write_10x_h5_genomes(str(tmp_path / "multiple_genomes.h5"))
+    with pytest.raises(InputError, match=r"holds 2 genomes \(hg19_chr21, mm10_chr21\)") as e:
+        read_matrix(path)
+    from hdtwd_cli.cli_options import flag
+    assert "choose one with --genome NAME" in e.value.worded(flag)
+    for genome in ("hg19_chr21", "mm10_chr21"):
+        ref = sc.read_10x_h5(path, genome=genome)
+        md = read_matrix(path, genome=genome)
+        assert np.array_equal(md.X.toarray(), ref.X.toarray())
+        assert md.feature_names == list(ref.var_names) and md.sample_names == list(ref.obs_names)
+    with pytest.raises(InputError, match="no genome 'GRCh38'"):
+        read_matrix(path, genome="GRCh38")
+    # Cell Ranger 3+: every feature by default, a genome's own with --genome (as scanpy)
+    v3 = write_10x_h5(str(tmp_path / "v3.h5"))
+    assert read_matrix(v3, genome="GRCh38").shape == read_matrix(v3).shape
+    with pytest.raises(InputError, match="no features of genome 'mm10'"):
+        read_matrix(v3, genome="mm10")
+    with pytest.raises(ParameterError, match="applies to Cell Ranger .h5 files only"):
+        read_matrix(write_10x_dir(str(tmp_path / "d")), genome="GRCh38")
+    # the command line
+    out = tmp_path / "D.npy"
+    run_hdtwd("distance", path, "--genome", "mm10_chr21", "-o", out)
+    assert np.load(out).shape == (N_CELLS, N_CELLS)
+    proc = run_hdtwd("distance", path, "-o", out.with_name("E.npy"), check=False)
+    assert proc.returncode == 2 and "choose one with --genome NAME" in proc.stderr.decode()
+
+
 def test_10x_errors_name_the_problem(tmp_path):
     folder = write_10x_dir(str(tmp_path / "m"))
     os.unlink(os.path.join(folder, "barcodes.tsv.gz"))

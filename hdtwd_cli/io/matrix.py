@@ -400,6 +400,7 @@ def read_matrix(
     obs_keys: tuple[str, ...] = (),
     keep_adata: bool = False,
     var_names: str | None = None,
+    genome: str | None = None,
 ) -> MatrixData:
     """Read a samples x features matrix from ``path`` (format from the suffix).
 
@@ -416,6 +417,9 @@ def read_matrix(
         ``.h5ad`` only: keep the whole AnnData in :attr:`MatrixData.adata`.
     var_names : {"gene_symbols", "gene_ids"}, optional
         10x inputs only (:mod:`hdtwd_cli.io.tenx`): feature names from gene symbols (default) or ids.
+    genome : str, optional
+        Cell Ranger ``.h5`` only: the genome to read (needed when a Cell Ranger 2 file holds several),
+        as ``scanpy.read_10x_h5(genome=)``.
 
     Raises
     ------
@@ -435,13 +439,15 @@ def read_matrix(
         with open(p, "rb") as stream:
             return read_stdin_matrix(stream, suffix if suffix in MATRIX_SUFFIXES else None, name=p,
                                      transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys,
-                                     keep_adata=keep_adata, var_names=var_names)
+                                     keep_adata=keep_adata, var_names=var_names, genome=genome)
     if (layer or use_raw) and suffix != ".h5ad":
         raise ParameterError("{arg} and {b} apply to .h5ad files only", "layer" if layer else "use_raw", p, b="use_raw" if layer else "layer")
     if obs_keys and suffix != ".h5ad":
         raise InputError("obs columns can only be read from .h5ad files", p)
     if var_names is not None and tenx is None and suffix != ".h5":
         raise ParameterError("applies to 10x inputs only (a matrix directory or a Cell Ranger .h5)", "var_names", p)
+    if genome is not None and suffix != ".h5":
+        raise ParameterError("applies to Cell Ranger .h5 files only", "genome", p)
     if tenx is None and os.path.getsize(p) == 0:
         raise InputError("file is empty", p)
     before = _file_state(tenx or (p,))
@@ -460,7 +466,7 @@ def read_matrix(
     elif suffix == ".h5ad":
         X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
     elif suffix == ".h5":
-        X, rows, cols = read_10x_h5(p, var_names or "gene_symbols")
+        X, rows, cols = read_10x_h5(p, var_names or "gene_symbols", genome)
     else:
         raise InputError(
             f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)} "

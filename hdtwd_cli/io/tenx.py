@@ -12,8 +12,10 @@ common prefix (``GSM1_matrix.mtx.gz``, ...) is read too, and so is the matrix fi
 when its two companions lie next to it.
 
 ``.h5``: group ``matrix`` (Cell Ranger 3+: ``data``, ``indices``, ``indptr``, ``shape``,
-``barcodes``, ``features/{id,name,feature_type}``) or one group per genome (Cell Ranger 2:
-``genes``, ``gene_names``).
+``barcodes``, ``features/{id,name,feature_type,genome}``) or one group per genome (Cell Ranger 2:
+``genes``, ``gene_names``). As scanpy's ``read_10x_h5(genome=)``: a Cell Ranger 2 file with several
+genomes needs one named (the error lists them); in a Cell Ranger 3+ file a genome keeps only its
+features (all are kept by default).
 """
 
 from __future__ import annotations
@@ -144,11 +146,12 @@ def _strings(ds: "object") -> list[str]:
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in np.asarray(ds)]
 
 
-def read_10x_h5(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_matrix, list[str], list[str]]:
+def read_10x_h5(path: str, var_names: str = "gene_symbols",
+                genome: str | None = None) -> tuple[sp.csr_matrix, list[str], list[str]]:
     """Cells x genes CSR counts, barcodes and feature names of a Cell Ranger ``.h5`` file.
 
-    Same matrix and names as ``scanpy.read_10x_h5(path)`` (tested), with ``var_names`` choosing
-    ``name`` (gene symbols) or ``id``.
+    Same matrix and names as ``scanpy.read_10x_h5(path, genome=genome)`` (tested), with
+    ``var_names`` choosing ``name`` (gene symbols) or ``id``.
     """
     _check_var_names(var_names)
     import h5py
@@ -158,16 +161,23 @@ def read_10x_h5(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_matr
     except OSError:
         raise InputError("not an HDF5 file (truncated or another format)", path) from None
     with f:
+        legacy = ("data", "indices", "indptr", "shape", "barcodes", "genes", "gene_names")
         if "matrix" in f:
             g = f["matrix"]
-            need = ("data", "indices", "indptr", "shape", "barcodes", "features")
+            need: tuple[str, ...] = ("data", "indices", "indptr", "shape", "barcodes", "features")
         else:
             groups = [k for k in f.keys() if isinstance(f[k], h5py.Group)]
-            if len(groups) != 1:
-                raise InputError("not a 10x .h5 file (no 'matrix' group); hdtwd's own .h5 files are trees "
-                                 "and embeddings (--tree, --embedding)", path)
-            g = f[groups[0]]
-            need = ("data", "indices", "indptr", "shape", "barcodes", "genes", "gene_names")
+            genomes = [k for k in groups if all(n in f[k] for n in legacy)]  # Cell Ranger 2: a group per genome
+            if not genomes:
+                raise InputError("not a 10x .h5 file (no 'matrix' group, no genome group); hdtwd's own .h5 files "
+                                 "are trees and embeddings (--tree, --embedding)", path)
+            if genome is not None and genome not in genomes:
+                raise InputError(f"10x .h5 file has no genome {genome!r} (genomes: {', '.join(genomes)})", path)
+            if genome is None and len(genomes) > 1:
+                raise InputError(f"10x .h5 file holds {len(genomes)} genomes ({', '.join(genomes)}): "
+                                 "choose one with {a} NAME", path, a="genome")
+            g = f[genome or genomes[0]]
+            need = legacy
         missing = [k for k in need if k not in g]
         if missing:
             raise InputError(f"10x .h5 group {g.name!r} lacks {', '.join(missing)}", path)
@@ -182,6 +192,13 @@ def read_10x_h5(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_matr
             names = _strings(ft["name" if var_names == "gene_symbols" else "id"])
             gex = np.array([t == "Gene Expression" for t in _strings(ft["feature_type"])]) \
                 if "feature_type" in ft else None
+            if genome is not None:
+                found = _strings(ft["genome"]) if "genome" in ft else []
+                if genome not in found:
+                    listed = ", ".join(sorted(set(found))) or "none recorded"
+                    raise InputError(f"10x .h5 file has no features of genome {genome!r} (genomes: {listed})", path)
+                mine = np.array([s == genome for s in found])
+                gex = mine if gex is None else gex & mine
         else:
             names = _strings(g["gene_names" if var_names == "gene_symbols" else "genes"])
             gex = None
