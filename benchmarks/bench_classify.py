@@ -8,6 +8,12 @@ k's mean +- std over splits. Every method sees the same splits (``evaluate``, as
     python benchmarks/bench_classify.py --sets cbmc     # a subset
     python benchmarks/bench_classify.py --markdown      # print the table from the cached JSON
 
+Per CPU kind (issue 24): each kind's run into its own folder, then the two compared::
+
+    python benchmarks/cpu_kind.py native -- python benchmarks/bench_classify.py --configs defaults --workdir classify-issue24-native
+    python benchmarks/cpu_kind.py avx2 -- python benchmarks/bench_classify.py --configs defaults --workdir classify-issue24-avx2
+    python benchmarks/bench_classify.py --compare classify-issue24-native,classify-issue24-avx2 [--write]
+
 Configurations of hdtwd: ``paper`` (``--preset paper`` with the paper's (c, K) for the set, spec
 section 5) and ``defaults`` (the library defaults). Baselines: cosine, Euclidean, L1 on every set,
 tf-idf (L1, cosine) on word counts, PCA (scanpy's representation) on cells.
@@ -89,14 +95,49 @@ def markdown(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+COMPARE_HEADING = "## Issue 24: kNN accuracy with the defaults on both CPU kinds"
+
+
+def compare(dirs: list[str], sets: list[str]) -> str:
+    """Defaults' accuracy per set on each CPU kind's run, and the largest per-split difference."""
+    runs = {d: {n: json.loads((harness.work_dir(d) / f"{n}.json").read_text()) for n in sets
+                if (harness.work_dir(d) / f"{n}.json").exists()} for d in dirs}
+    o = [COMPARE_HEADING, "", harness.machine_line(), "",
+         "`bench_classify.py --configs defaults` run once per CPU kind (`cpu_kind.py native|avx2 -- ...`), same "
+         "splits: mean +- std over 5 splits, best k; baselines from the same run.", "",
+         "| data | " + " | ".join(f"defaults, {d}" for d in dirs) + " | largest per-split difference | best baseline ("
+         + dirs[0] + ") |", "|---|" + "---|" * (len(dirs) + 2)]
+    for n in sets:
+        rs = [runs[d].get(n) for d in dirs]
+        if any(r is None or "defaults" not in r["configs"] for r in rs):
+            continue
+        cfg = [r["configs"]["defaults"] for r in rs]
+        diff = max(float(np.max(np.abs(np.subtract(c["per_split"], cfg[0]["per_split"])))) for c in cfg[1:])
+        b = rs[0]["baselines"]
+        best = max(b, key=lambda k: b[k]["mean"])
+        o.append(f"| {n} | " + " | ".join(f"{c['mean']:.1f} ± {c['std']:.1f} (k={c['best_k']})" for c in cfg)
+                 + f" | {diff:.2f} points | {best} {b[best]['mean']:.1f} ± {b[best]['std']:.1f} |")
+    o.append("")
+    return "\n".join(o)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--configs", default="defaults,paper",
                     help="configurations to (re)run; the others are kept from the cached JSON")
+    ap.add_argument("--workdir", default="classify-issue11", help="folder of the JSON records under the cache")
+    ap.add_argument("--compare", help="two workdirs (native,avx2): the per-CPU accuracy table")
+    ap.add_argument("--write", action="store_true", help="with --compare: replace its section in RESULTS.md")
     args = ap.parse_args()
-    out_dir = harness.work_dir("classify-issue11")
+    if args.compare:
+        text = compare(args.compare.split(","), args.sets.split(","))
+        print(text)
+        if args.write:
+            harness.write_section(Path(__file__).resolve().parent / "RESULTS.md", text, COMPARE_HEADING)
+        return
+    out_dir = harness.work_dir(args.workdir)
     sets = args.sets.split(",")
     if not args.markdown:
         for name in sets:

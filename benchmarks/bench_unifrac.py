@@ -22,11 +22,18 @@ Every run first byte-compiles ``hdtwd_cli`` (as ``pip install`` does; :func:`byt
 - ``roofline``: the sparse corpus's kernel in one process: the pruned kernel's executed terms
   per second against the in-cache ceiling of its own micro-kernel.
 
+With ``--cpus native,avx2`` the ``distance`` and ``e2e`` parts run hdtwd on each CPU kind's code
+paths in turns with ssu (``cpu_kind.py``: the AVX2 paths on an AVX-512 machine), check that the
+kinds give the same matrix, and ``--markdown`` adds the per-CPU table (issue 24); ``--workdir``
+keeps such a run's records apart from the issue-14 ones.
+
 Usage::
 
     apt-get install -y unifrac-tools && pip install biom-format   # ssu and its input format
     python benchmarks/bench_unifrac.py prepare distance e2e stages startup roofline
     python benchmarks/bench_unifrac.py --markdown --write
+    python benchmarks/bench_unifrac.py --workdir unifrac-issue24 --cpus native,avx2 prepare distance e2e
+    python benchmarks/bench_unifrac.py --workdir unifrac-issue24 --cpus native,avx2 --markdown --write
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ import scipy.sparse as sp  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import cpu_kind  # noqa: E402
 import datasets  # noqa: E402
 import harness  # noqa: E402
 
@@ -82,6 +90,19 @@ def data_path(name: str) -> Path:
 
 
 ONLY: set[str] = set(WORKLOADS)  # --only: the workloads to (re)run; the others' records are kept
+CPUS: list[str] = ["native"]  # --cpus: the CPU kinds whose code paths hdtwd runs on (cpu_kind.py)
+HEADING_CPUS = "## Issue 24: both CPU kinds, against Striped UniFrac"
+
+
+def _tool(kind: str) -> str:
+    return "hdtwd" if kind == "native" else f"hdtwd_{kind}"
+
+
+def _cpu_env(kind: str) -> dict[str, str | None]:
+    """The variables to change for ``kind`` (``None``: unset)."""
+    want = cpu_kind.env_for(kind)
+    keys = set(want) | set(os.environ)
+    return {k: want.get(k) for k in keys if want.get(k) != os.environ.get(k)}
 
 
 def _save(part: str, rec: dict[str, Any], facts: dict[str, Any] | None = None) -> None:
@@ -96,14 +117,21 @@ def _load(part: str) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
-    if env:
-        os.environ.update(env)
+def _run(cmd: list[str], log: Path, env: dict[str, str | None] | None = None) -> dict[str, Any]:
+    saved = {k: os.environ.get(k) for k in env or {}}
+    for k, v in (env or {}).items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
     try:
         r = harness.run_timed_once(cmd, log)
     finally:
-        for k in env or {}:
-            os.environ.pop(k, None)
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     r.pop("stderr", None)
     return r
 
@@ -162,19 +190,25 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
             continue
         tree, biomf = WD / f"{name}.nwk", WD / f"{name}.biom"
         tools = {
-            "hdtwd": HDTWD + ["distance", str(data_path(name)), "--tree", str(tree), "-o", str(WD / "D_hdtwd.npy"), "-q"],
+            **{_tool(k): HDTWD + ["distance", str(data_path(name)), "--tree", str(tree), "-o",
+                                  str(WD / f"D_{_tool(k)}.npy"), "-q"] for k in CPUS},
             "ssu_fp64": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp64", "-o",
                          str(WD / "D_ssu64.h5"), "--format", "hdf5_fp64", "--pcoa", "0"],
             "ssu_fp32": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp32", "-o",
                          str(WD / "D_ssu32.h5"), "--format", "hdf5_fp32", "--pcoa", "0"],
         }
+        envs = {_tool(k): _cpu_env(k) for k in CPUS}
+        for k in CPUS:  # each kind's machine code compiled / cached before the clock
+            _run(tools[_tool(k)], WD / f"{name}_{_tool(k)}_warm.log", envs[_tool(k)])
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in tools}
         for rep in range(reps):
             for tool, cmd in tools.items():  # in turns: a slow spell hits every tool
-                runs[tool].append(_run(cmd, WD / f"{name}_{tool}_{rep}.log"))
+                runs[tool].append(_run(cmd, WD / f"{name}_{tool}_{rep}.log", envs.get(tool)))
         D = np.load(WD / "D_hdtwd.npy")
         agree = {"ssu_fp64": _agreement(D, _ssu_matrix(WD / "D_ssu64.h5")),
                  "ssu_fp32": _agreement(D, _ssu_matrix(WD / "D_ssu32.h5"))}
+        for k in CPUS[1:]:  # the same bits on every kind (the kernels' determinism contract)
+            agree[_tool(k)] = float(np.abs(np.load(WD / f"D_{_tool(k)}.npy") - D).max())
         out = {}
         for tool, rs in runs.items():
             out[tool] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
@@ -182,7 +216,7 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
                          "cpu_s": statistics.median(r["user_s"] + r["sys_s"] for r in rs),
                          "background_cores": max(r["background_cores"] for r in rs),
                          "max_rel_diff_vs_hdtwd": agree.get(tool)}
-        rec[name] = out
+        rec[name] = {**out, "agreement": agree}
         print(name, {t: round(v["median_s"], 2) for t, v in out.items()}, agree, file=sys.stderr, flush=True)
     return rec
 
@@ -193,13 +227,24 @@ def part_e2e(reps: int = 3) -> dict[str, Any]:
         if name not in ONLY:
             continue
         n_runs = 1 if name in CORPORA else reps
-        rs = [_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / "D_e2e.npy"), "-q"],
-                   WD / f"{name}_e2e_{i}.log") for i in range(n_runs)]
-        same = bool(np.array_equal(np.load(WD / "D_e2e.npy"), np.load(WD / f"{name}_D_default.npy")))
-        rec[name] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
-                     "max_rss_MB": max(r["max_rss_MB"] for r in rs),
-                     "background_cores": max(r["background_cores"] for r in rs), "same_as_prepare": same}
-        print(name, rec[name], file=sys.stderr, flush=True)
+        runs: dict[str, list[dict[str, Any]]] = {k: [] for k in CPUS}
+        for i in range(n_runs):
+            for k in CPUS:  # in turns
+                runs[k].append(_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / f"D_e2e_{k}.npy"), "-q"],
+                                    WD / f"{name}_e2e_{k}_{i}.log", _cpu_env(k)))
+        D0 = np.load(WD / f"{name}_D_default.npy")
+        by_cpu = {}
+        for k, rs in runs.items():
+            D = np.load(WD / f"D_e2e_{k}.npy")
+            by_cpu[k] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
+                         "max_rss_MB": max(r["max_rss_MB"] for r in rs),
+                         "background_cores": max(r["background_cores"] for r in rs),
+                         "same_as_prepare": bool(np.array_equal(D, D0)),
+                         "max_abs_diff_vs_prepare": float(np.abs(D - D0).max()),
+                         "max_rel_diff_vs_prepare": _agreement(D0, D)}
+        rec[name] = {**by_cpu[CPUS[0]], "by_cpu": by_cpu}
+        print(name, {k: (round(v["median_s"], 2), v["max_abs_diff_vs_prepare"]) for k, v in by_cpu.items()},
+              file=sys.stderr, flush=True)
     return rec
 
 
@@ -378,6 +423,51 @@ The previous session's three runs (ea1866e-5ba5b77, GEMM probe 101-123): distanc
 """
 
 
+def render_cpus(prep: dict, dist: dict, e2e: dict) -> str:
+    """The per-CPU table (issue 24): hdtwd on each kind's code paths against the same ssu runs."""
+    facts = next((p["facts"] for p in (dist, e2e) if p.get("facts")), None)
+    kinds = [k for k in cpu_kind.KINDS if any(_tool(k) in dist.get(n, {}) for n in WORKLOADS)
+             or any(k in e2e.get(n, {}).get("by_cpu", {}) for n in WORKLOADS)]
+    o = [HEADING_CPUS, "", harness.machine_line(facts), "",
+         "Each hdtwd run on the code paths of one CPU kind: `native` = this machine's own (AVX-512), `avx2` = "
+         f"{cpu_kind.describe('avx2')} (`benchmarks/cpu_kind.py`), set for that process only. Distance step: "
+         "medians of 3 runs, every tool in turns (ssu is the same binary for both; ratio = ssu fp64 / hdtwd), "
+         "each kind's machine code compiled once before the clock. End to end: the tree learned too, "
+         "defaults, medians of 3 (corpora: 1 run), kinds in turns.", "",
+         "| workload | " + " | ".join(f"distance step {k} (ratio)" for k in kinds) + " | ssu fp64 | "
+         + " | ".join(f"end to end {k}" for k in kinds) + " | same matrix on both kinds |",
+         "|---|" + "---|" * (2 * len(kinds) + 2)]
+    for name, (label, _) in WORKLOADS.items():
+        d, e = dist.get(name, {}), e2e.get(name, {})
+        if not d and not e:
+            continue
+        s64 = d.get("ssu_fp64", {}).get("median_s")
+        cells = []
+        for k in kinds:
+            h = d.get(_tool(k), {}).get("median_s")
+            cells.append(f"{h:.2f} s ({s64 / h:.1f}x)" if h and s64 else "-")
+        cells.append(f"{s64:.2f} s" if s64 else "-")
+        by = e.get("by_cpu", {})
+        for k in kinds:
+            r = by.get(k)
+            cells.append(f"{r['median_s']:.1f} s, {r['max_rss_MB'] / 1000:.2f} GB" if r else "-")
+        same = []
+        for k in kinds[1:]:
+            agree = d.get("agreement", {}).get(_tool(k))
+            r = by.get(k)
+            parts = []
+            if agree is not None:
+                parts.append("step: " + ("identical" if agree == 0 else f"max |diff| {agree:.1e}"))
+            if r is not None:
+                parts.append("end to end: " + ("identical" if r["same_as_prepare"] else
+                                               f"max rel. diff {r['max_rel_diff_vs_prepare']:.1e}"))
+            same.append("; ".join(parts) or "-")
+        cells.append(" / ".join(same) or "-")
+        o.append(f"| {label} | " + " | ".join(cells) + " |")
+    o.append("")
+    return "\n".join(o)
+
+
 def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: dict) -> str:
     facts = next((p["facts"] for p in (dist, e2e, stages, start, roof) if p.get("facts")), None)
     o = [HEADING, "", harness.machine_line(facts), ""]  # the run's date and commit, not the rendering's
@@ -448,16 +538,27 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("parts", nargs="*", help=", ".join(PARTS))
     ap.add_argument("--only", default=",".join(WORKLOADS), help="distance / e2e: only these workloads")
+    ap.add_argument("--cpus", default="native", help="distance / e2e: hdtwd on these CPU kinds' code paths "
+                    f"({', '.join(cpu_kind.KINDS)}; the first is the reference)")
+    ap.add_argument("--workdir", default="unifrac-issue14", help="folder of the records under the cache")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
     args = ap.parse_args()
     ONLY.intersection_update(args.only.split(","))
+    CPUS[:] = args.cpus.split(",")
+    global WD
+    WD = harness.work_dir(args.workdir)
     if args.parts:
         byte_compile()
     for part in args.parts:
         facts = harness.machine_facts(probe=True)
         _save(part, PARTS[part](), facts)
-    if args.markdown:
+    if args.markdown and len(CPUS) > 1:
+        text = render_cpus(_load("prepare"), _load("distance"), _load("e2e"))
+        print(text)
+        if args.write:
+            harness.write_section(HERE / "RESULTS.md", text, HEADING_CPUS)
+    elif args.markdown:
         text = markdown()
         print(text)
         if args.write:

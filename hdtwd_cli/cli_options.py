@@ -197,6 +197,10 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_p
             warnings.simplefilter("always")
             warnings.filterwarnings("ignore", category=DeprecationWarning)
             warnings.filterwarnings("ignore", category=FutureWarning)
+            # Python's own default ignores these debugging aids; one surfaced when SIGTERM cut numba's
+            # first compilation short (an import's .pyc left open): not the user's business
+            warnings.filterwarnings("ignore", category=ResourceWarning)
+            warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
             warnings.showwarning = _warn_to_stderr
             return fn(**kwargs)
     except HdtwdError as e:

@@ -229,6 +229,7 @@ def planted_corpus(
     level_weights: tuple[float, ...] = (0.6, 0.2, 0.1, 0.1),
     zipf: float = 1.07,
     seed: int = 0,
+    length_range: tuple[int, int] | None = None,
 ) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
     r"""Sparse word counts with a planted topic hierarchy over the words and Zipf frequencies.
 
@@ -240,6 +241,8 @@ def planted_corpus(
     the whole vocabulary, ..., leaf topic) and then a word of that level's subtree in
     proportion to the Zipf weights. Words that no document drew get one token in a document of
     their own leaf topic, so every word occurs (the vocabulary is the set of observed words).
+    With ``length_range = (lo, hi)`` the lengths are log-uniform between ``lo`` and ``hi`` instead
+    (tweets to essays in one corpus).
 
     Returns
     -------
@@ -261,7 +264,11 @@ def planted_corpus(
     weight = (rng.permutation(n_words) + 1.0) ** -zipf
     cum = np.concatenate([[0.0], np.cumsum(weight)])
     doc_topic = rng.integers(0, n_leaf, size=n_docs)
-    lengths = np.maximum(1, rng.poisson(mean_length, size=n_docs))
+    if length_range is None:
+        lengths = np.maximum(1, rng.poisson(mean_length, size=n_docs))
+    else:
+        lo, hi = np.log(length_range[0]), np.log(length_range[1])
+        lengths = np.maximum(1, np.round(np.exp(lo + (hi - lo) * rng.random(n_docs))).astype(np.int64))
     rows = np.repeat(np.arange(n_docs), lengths)
     level = rng.choice(len(level_weights), size=rows.size, p=np.asarray(level_weights) / np.sum(level_weights))
     # leaf topics under one level-l topic form a contiguous block of prod(branching[l:]) leaves

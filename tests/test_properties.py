@@ -45,7 +45,8 @@ def test_twd_is_a_metric_and_equals_exact_ot(data):
     H = normalize_rows(X)
     i, j = data.draw(st.integers(0, X.shape[0] - 1)), data.draw(st.integers(0, X.shape[0] - 1))
     ot = exact_ot(H[i], H[j], C)
-    assert abs(D[i, j] - ot) <= 1e-8 * max(ot, 1e-12)
+    # the LP oracle is exact to its optimality tolerance, 1e-10 of the largest cost (conftest.exact_ot)
+    assert abs(D[i, j] - ot) <= 1e-8 * ot + 1e-9 * C.max()
 
 
 @SETTINGS
