@@ -132,10 +132,7 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="with --compare: replace its section in RESULTS.md")
     args = ap.parse_args()
     if args.compare:
-        text = compare(args.compare.split(","), args.sets.split(","))
-        print(text)
-        if args.write:
-            harness.write_section(Path(__file__).resolve().parent / "RESULTS.md", text, COMPARE_HEADING)
+        harness.emit_section(compare(args.compare.split(","), args.sets.split(",")), COMPARE_HEADING, args.write)
         return
     out_dir = harness.work_dir(args.workdir)
     sets = args.sets.split(",")

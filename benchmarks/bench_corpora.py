@@ -186,10 +186,7 @@ def main() -> None:
     if "run" in a.parts:
         run(a.only.split(","), a.cpus.split(","))
     if a.markdown:
-        text = markdown()
-        print(text)
-        if a.write:
-            harness.write_section(HERE / "RESULTS.md", text, HEADING)
+        harness.emit_section(markdown(), HEADING, a.write)
 
 
 if __name__ == "__main__":

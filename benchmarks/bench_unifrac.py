@@ -554,15 +554,9 @@ def main() -> None:
         facts = harness.machine_facts(probe=True)
         _save(part, PARTS[part](), facts)
     if args.markdown and len(CPUS) > 1:
-        text = render_cpus(_load("prepare"), _load("distance"), _load("e2e"))
-        print(text)
-        if args.write:
-            harness.write_section(HERE / "RESULTS.md", text, HEADING_CPUS)
+        harness.emit_section(render_cpus(_load("prepare"), _load("distance"), _load("e2e")), HEADING_CPUS, args.write)
     elif args.markdown:
-        text = markdown()
-        print(text)
-        if args.write:
-            harness.write_section(HERE / "RESULTS.md", text, HEADING)
+        harness.emit_section(markdown(), HEADING, args.write)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ __all__ = [
     "run_timed_once",
     "utc_stamp",
     "wait_quiet",
+    "emit_section",
     "work_dir",
     "write_section",
 ]
@@ -554,3 +555,10 @@ def write_section(results_md: Path, section: str, heading: str) -> None:
         tail = "".join(lines[end:])
         new = "".join(lines[:start]) + section + ("\n" + tail if tail else "")
     results_md.write_text(new.rstrip("\n") + "\n")
+
+
+def emit_section(text: str, heading: str, write: bool) -> None:
+    """Print a rendered section; with ``write``, also put it in place of ``heading``'s in RESULTS.md."""
+    print(text)
+    if write:
+        write_section(REPO / "benchmarks" / "RESULTS.md", text, heading)
