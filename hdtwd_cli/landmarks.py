@@ -38,7 +38,7 @@ from ._sparse import sp
 from .defaults import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .errors import InputError, ParameterError
 
-from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, clip_negative, column_scale
+from .diffusion import EIGENVALUE_FLOOR, Bandwidth, Metric, clip_negative, column_scale, zero_rounding
 
 __all__ = [
     "LandmarkOperator",
@@ -242,7 +242,8 @@ def landmark_distances(
 
     ``L`` holds landmark vectors in the scaled space of :func:`select_landmarks` (unit columns
     for ``cosine``). Distances from a landmark feature to itself (``landmark_index``, random
-    landmarks) are set to exactly 0.
+    landmarks) are set to exactly 0, and so are distances within rounding of 0
+    (:func:`diffusion.zero_rounding`).
     """
     Xs, sq, scale = _scaled_columns(X, metric)
     G = _gram_with(Xs, L)
@@ -253,10 +254,12 @@ def landmark_distances(
     if metric == "cosine":
         D = 1.0 - G / np.sqrt(lsq)[None, :]
         np.clip(D, 0.0, 2.0, out=D)
+        zero_rounding(D, "cosine", sq, lsq)
     else:
         D = sq[:, None] + lsq[None, :] - 2.0 * G
         np.maximum(D, 0.0, out=D)
         np.sqrt(D, out=D)
+        zero_rounding(D, "euclidean", sq, lsq)
         D *= scale
     if landmark_index is not None:
         D[landmark_index, np.arange(D.shape[1])] = 0.0

@@ -156,3 +156,30 @@ def test_symmetrize_is_the_bits_of_the_expression(m, block):
     out = _symmetrize(A, block)
     assert out is A and np.array_equal(out, ref) and np.array_equal(out, out.T)
     assert np.array_equal(_mirror_upper(B, block), upper)  # the triangle of S^t made whole
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_features_identical_up_to_rounding_get_the_same_kernel_on_every_cpu(metric):
+    """Issue 24: a distance of 0 on one CPU and 1e-16 on another switched the self-tuning bandwidth of
+    a feature with k identical copies between the median and ~1e-8 (a kernel that differed by 1.0,
+    trees that differed on BBCSPORT between the AVX-512 and AVX2 paths). Distances within the
+    rounding of their formula are exactly 0, so a perturbation at rounding level changes nothing."""
+    from hdtwd_cli.diffusion import zero_rounding
+
+    rng = np.random.default_rng(3)
+    X = rng.poisson(3.0, size=(60, 30)).astype(float) + 1.0
+    X[:, 1:9] = X[:, [0]]  # feature 0 and 8 exact copies: its 7th nearest neighbour is a copy
+    Y = X.copy()
+    Y[:, 1:9] *= 1.0 + 1e-13 * rng.standard_normal((1, 8))  # the same features, up to rounding
+    D = feature_distances(X, metric)
+    E = feature_distances(Y, metric)
+    assert np.all(D[:9, :9] == 0) and np.all(E[:9, :9] == 0)
+    a = diffusion_operator(X, metric=metric, bandwidth="knn", knn=7)
+    b = diffusion_operator(Y, metric=metric, bandwidth="knn", knn=7)
+    np.testing.assert_allclose(a.eigenvalues, b.eigenvalues, rtol=0, atol=1e-9)
+    # genuinely different features are never floored
+    F = feature_distances(rng.random((40, 12)), metric)
+    assert np.all(F[~np.eye(12, dtype=bool)] > 0)
+    Z = np.array([[1e-10, 0.5]])
+    zero_rounding(Z, "cosine", np.ones(1), np.ones(2))
+    assert Z.tolist() == [[0.0, 0.5]]
