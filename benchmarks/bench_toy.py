@@ -66,12 +66,12 @@ def main() -> None:
     if a.json:
         a.json.write_text(json.dumps({p: rs[p].tolist() for p in PRESETS}))
     if a.write:
-        section = ("### The App. E toy over many draws (issue 24)\n\n" + harness.machine_line() + "\n\n"
+        section = ("## Issue 24: the App. E toy over many draws\n\n" + harness.machine_line() + "\n\n"
                    f"`python benchmarks/bench_toy.py --seeds {a.seeds}`: Pearson r between hdtwd's TWD and the "
                    "true tree's TWD (1,000 samples of N(5, pinv(L)) drawn along the tree's edges, all pairs), "
                    "one draw per seed.\n\n" + table + "\n")
         harness.write_section(harness.REPO / "benchmarks" / "RESULTS.md", section,
-                              "### The App. E toy over many draws (issue 24)")
+                              "## Issue 24: the App. E toy over many draws")
 
 
 if __name__ == "__main__":
