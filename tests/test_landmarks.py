@@ -294,3 +294,22 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
         P = shortest_path(G, directed=False, indices=leaves)[:, leaves]  # Dijkstra: independent of hdtwd
         ot = exact_ot(ha / ha.sum(), hb / hb.sum(), P)
         assert abs(D[i, j] - ot) <= 1e-9 * max(1.0, ot), (i, j, D[i, j], ot)
+
+
+def test_embed_then_decode_hangs_the_unreached_features_from_the_root_as_learn_tree_does():
+    """The features no landmark reaches are unplaced on the embed / decode-tree path too (issue 24)."""
+    import hdtwd_cli as hd
+    from hdtwd_cli.synthetic import planted_corpus
+
+    X, _, _ = planted_corpus(n_docs=300, n_words=3000, level_weights=(0.2, 0.2, 0.2, 0.4), seed=1)
+    params = hd.TreeParams(landmarks=100, landmark_eps=0.02)
+    learned = hd.learn_tree(X, params=params)
+    emb = hd.embed(X, params=params)
+    lost = emb.operator.unplaced
+    assert lost.size > 0 and emb.embedding.psi.shape[1] == X.shape[1] - lost.size
+    decoded = hd.decode_tree(emb)
+    assert decoded.metadata["unplaced_features"] == learned.metadata["unplaced_features"] >= lost.size
+    assert np.array_equal(decoded.parent, learned.parent) and np.allclose(decoded.length, learned.length, rtol=1e-12)
+    root = learned.n_nodes - 1
+    leaf = {n: i for i, n in enumerate(learned.leaf_names)}
+    assert all(learned.parent[leaf[f"f{j}"]] == root for j in lost)
