@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -80,19 +79,13 @@ def data_file(name: str) -> Path:
 def run_case(name: str, kind: str) -> dict[str, Any]:
     path = data_file(name)
     out = WD / f"D_{name}_{kind}.npy"
-    env = cpu_kind.env_for(kind)
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
     try:
-        r = harness.run_timed_once(HDTWD + ["distance", str(path), "-o", str(out), "-v"], WD / f"{name}_{kind}.log")
+        r = harness.run_timed_once(HDTWD + ["distance", str(path), "-o", str(out), "-v"], WD / f"{name}_{kind}.log",
+                                   cpu_kind.env_for(kind))
         code = 0
     except RuntimeError as e:  # a failing case is a finding: recorded, the others still run
         r, code = {"wall_s": float("nan"), "max_rss_MB": float("nan")}, 1
         (WD / f"{name}_{kind}.log").write_text(str(e))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
     err = (WD / f"{name}_{kind}.log").read_text(errors="replace")
     far = re.search(r"(\d+) feature\(s\) far from every landmark", err)
     X = sp.load_npz(path)

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -98,13 +97,6 @@ def _tool(kind: str) -> str:
     return "hdtwd" if kind == "native" else f"hdtwd_{kind}"
 
 
-def _cpu_env(kind: str) -> dict[str, str | None]:
-    """The variables to change for ``kind`` (``None``: unset)."""
-    want = cpu_kind.env_for(kind)
-    keys = set(want) | set(os.environ)
-    return {k: want.get(k) for k in keys if want.get(k) != os.environ.get(k)}
-
-
 def _save(part: str, rec: dict[str, Any], facts: dict[str, Any] | None = None) -> None:
     """Store a part's record with the facts of its run (date, commit, machine), taken at run time."""
     old = _load(part) if part not in ("startup", "roofline") else {}
@@ -117,21 +109,8 @@ def _load(part: str) -> dict[str, Any]:
     return json.loads(p.read_text()) if p.exists() else {}
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str | None] | None = None) -> dict[str, Any]:
-    saved = {k: os.environ.get(k) for k in env or {}}
-    for k, v in (env or {}).items():
-        if v is None:
-            os.environ.pop(k, None)
-        else:
-            os.environ[k] = v
-    try:
-        r = harness.run_timed_once(cmd, log)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+def _run(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    r = harness.run_timed_once(cmd, log, env)
     r.pop("stderr", None)
     return r
 
@@ -197,7 +176,7 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
             "ssu_fp32": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp32", "-o",
                          str(WD / "D_ssu32.h5"), "--format", "hdf5_fp32", "--pcoa", "0"],
         }
-        envs = {_tool(k): _cpu_env(k) for k in CPUS}
+        envs = {_tool(k): cpu_kind.env_for(k) for k in CPUS}
         for k in CPUS:  # each kind's machine code compiled / cached before the clock
             _run(tools[_tool(k)], WD / f"{name}_{_tool(k)}_warm.log", envs[_tool(k)])
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in tools}
@@ -231,7 +210,7 @@ def part_e2e(reps: int = 3) -> dict[str, Any]:
         for i in range(n_runs):
             for k in CPUS:  # in turns
                 runs[k].append(_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / f"D_e2e_{k}.npy"), "-q"],
-                                    WD / f"{name}_e2e_{k}_{i}.log", _cpu_env(k)))
+                                    WD / f"{name}_e2e_{k}_{i}.log", cpu_kind.env_for(k)))
         D0 = np.load(WD / f"{name}_D_default.npy")
         by_cpu = {}
         for k, rs in runs.items():

@@ -431,7 +431,7 @@ def parse_time_v(text: str) -> dict[str, Any]:
             "sys_s": float(m_sys.group(1)), "cpu_percent": int(m_cpu.group(1)) if m_cpu else None}
 
 
-def run_timed_once(cmd: list[str], log: Path) -> dict[str, Any]:
+def run_timed_once(cmd: list[str], log: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Run ``cmd`` once under ``/usr/bin/time -v`` in :data:`REPO`.
 
     Parameters
@@ -440,6 +440,8 @@ def run_timed_once(cmd: list[str], log: Path) -> dict[str, Any]:
         The command.
     log : pathlib.Path
         Its stdout + stderr go here; the time report to ``log.with_suffix(".time")``.
+    env : mapping, optional
+        The command's whole environment (default: this process's), e.g. ``cpu_kind.env_for("avx2")``.
 
     Returns
     -------
@@ -458,7 +460,7 @@ def run_timed_once(cmd: list[str], log: Path) -> dict[str, Any]:
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     busy0 = cpu_busy_s()
     t0 = time.perf_counter()
-    proc = subprocess.run(full, capture_output=True, text=True, cwd=REPO)
+    proc = subprocess.run(full, capture_output=True, text=True, cwd=REPO, env=None if env is None else dict(env))
     wall_py = time.perf_counter() - t0
     busy = cpu_busy_s() - busy0
     log.write_text(proc.stdout + proc.stderr)

@@ -149,14 +149,17 @@ def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: n
     feature with k identical copies), so a distance that is 0 on one CPU and 3e-16 on another
     gave kernels that differed by 1.0 and trees that differed by 20 % of the distances on
     BBCSPORT's words between the AVX-512 and AVX2 code paths (issue 24). Identical columns are now
-    identical on every CPU; two genuinely different features are never this close.
+    identical on every CPU; two genuinely different features are never this close. Row blocks of
+    256: the masks and tolerances take 256 x m' values, never another m x m array.
     """
-    if metric == "cosine":
-        np.copyto(D, 0.0, where=D <= COSINE_ROUNDING)
-    else:
-        tol = np.sqrt(sq_rows[:, None] + sq_cols[None, :])
-        tol *= EUCLIDEAN_ROUNDING
-        np.copyto(D, 0.0, where=D <= tol)
+    for i0 in range(0, D.shape[0], 256):
+        blk = D[i0:i0 + 256]
+        if metric == "cosine":
+            tol: np.ndarray | float = COSINE_ROUNDING
+        else:
+            tol = np.sqrt(sq_rows[i0:i0 + 256, None] + sq_cols[None, :])
+            tol *= EUCLIDEAN_ROUNDING
+        np.copyto(blk, 0.0, where=blk <= tol)
 
 
 def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") -> np.ndarray:

@@ -680,8 +680,8 @@ def align_to_tree(
         else:
             mass = np.abs(X[:, missing]).sum(axis=0)
         bad = missing[mass > 0]
-        if bad.size and bad.size == len(feature_names) or (bad.size and _default_names(feature_names)
-                                                             and not _default_names(tree.leaf_names)):
+        if bad.size and (bad.size == len(feature_names)
+                         or (_default_names(feature_names) and not _default_names(tree.leaf_names))):
             # nothing matches, or the data has the default names f0, f1, ... and the tree real ones:
             # the names were not given (hd.distances(X, tree=T) for a tree learned with gene names)
             ours = ", ".join(repr(n) for n in feature_names[:3]).replace("{", "{{").replace("}", "}}")
