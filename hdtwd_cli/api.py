@@ -45,6 +45,7 @@ from ._memory import available_memory, human_bytes
 from .distance import TreeVectors, check_histograms, dense_output_bytes, tree_distance_blocks, tree_distances
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
+from .features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from .hyperbolic import HyperbolicEmbedding
 from .graph import knn_distance_matrix, scanpy_keys, scanpy_neighbors_uns, umap_connectivities, with_self
 from .pipeline import (
@@ -700,10 +701,15 @@ def classify(
 
 
 def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
-    """The methods :func:`classify` compares: ``methods`` checked, or the default for the data
-    (hdtwd, cosine, euclidean, l1, then tf-idf L1 and cosine for counts, PCA otherwise)."""
+    """The methods :func:`classify` compares: ``methods`` checked, or the default for the data:
+    hdtwd, cosine, euclidean, l1; then tf-idf L1 and cosine for counts; and PCA (scanpy's
+    representation) unless most pairs of features never share a sample, the property that picks
+    the features' space (:func:`features.never_cooccur_fraction`): cells' UMI counts get PCA
+    beside tf-idf, documents' word counts only tf-idf."""
+    counts = is_count_data(X)
+    cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
     chosen = list(methods) if methods else ["hdtwd", "cosine", "euclidean", "l1"] + (
-        ["tfidf-l1", "tfidf-cosine"] if is_count_data(X) else ["pca"])
+        ["tfidf-l1", "tfidf-cosine"] if counts else []) + (["pca"] if cooccur else [])
     unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES]
     if unknown:
         raise ParameterError(f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(BASELINES)}",

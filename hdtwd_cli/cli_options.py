@@ -90,6 +90,9 @@ TREE = {p.name: p for p in (
          f"the diffusion: they hang from the tree's root [default: {_D['min_df']}]."),
     _opt(int, "--max-features", min=0, metavar="N", help="Place at most N features (the most frequent) by the "
          f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}]."),
+    _opt(int, "--denoise", min=0, metavar="R", help="Replace each sample's values by their rank-R principal-"
+         "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
+         "with the tree, stored in its .h5 and applied by --tree; 0 = off [default: 0]."),
     _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
 )}
 

@@ -25,11 +25,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
               "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
               "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1,
-              "max_features": 0},
+              "max_features": 0, "denoise": 0},
     "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
                 "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
                 "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
-                "max_features": 20000},
+                "max_features": 20000, "denoise": 0},
 }
 #: Element-wise transforms of the data (:func:`hdtwd_cli.pipeline.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")

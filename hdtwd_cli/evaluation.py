@@ -25,6 +25,7 @@ from .defaults import BASELINES, DEFAULT_K
 from ._kernels import l1_distances_sparse
 from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
+from .denoise import is_count_data, log_cp10k, principal_axes
 from .pipeline import TreeParams, align_to_tree, learn_trees
 
 __all__ = [
@@ -149,53 +150,25 @@ def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     return X.toarray() if sp.issparse(X) else np.asarray(X)
 
 
-def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:
-    """True when every stored value is a whole number (raw counts rather than a log scale)."""
-    v = X.data if sp.issparse(X) else np.asarray(X).ravel()
-    return bool(np.all(v == np.rint(v)))
-
-
 def pca_representation(X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix,
                        n_components: int = PCA_COMPONENTS) -> tuple[np.ndarray, np.ndarray]:
     r"""Scanpy's default representation: principal components fitted on the TRAINING rows.
 
     Counts (every value whole) become :math:`\log(1 + 10^4 X_{ij} / \sum_j X_{ij})` first; values
     already on another scale are used as they are. The training rows are centred by their mean
-    and the leading ``n_components`` principal axes :math:`V` come from the eigenvectors of the
-    smaller of the covariance (``m x m``) and Gram (``n x n``) matrices; both sets of rows are
-    projected, :math:`Z = (X - \mu) V`. Returns ``(Z_test, Z_train)``.
+    and the leading ``n_components`` principal axes :math:`V` come from
+    :func:`denoise.principal_axes`; both sets of rows are projected, :math:`Z = (X - \mu) V`.
+    Returns ``(Z_test, Z_train)``.
     """
-    from scipy.sparse.linalg import eigsh
-
     if is_count_data(X_train) and is_count_data(X_test):
-        X_train, X_test = (_log_cp10k(A) for A in (X_train, X_test))
+        X_train, X_test = (log_cp10k(A) for A in (X_train, X_test))
     A = _dense(X_train).astype(np.float64)
     B = _dense(X_test).astype(np.float64)
     mu = A.mean(axis=0)
     A -= mu
     B -= mu
-    n, m = A.shape
-    r = int(min(n_components, min(n, m) - 1))
-    gram = n < m
-    C = A @ A.T if gram else A.T @ A
-    if r >= C.shape[0] - 1:
-        lam, U = np.linalg.eigh(C)
-        lam, U = lam[::-1][:r], U[:, ::-1][:, :r]
-    else:
-        lam, U = eigsh(C, k=r, which="LA", v0=np.ones(C.shape[0]) / np.sqrt(C.shape[0]))
-        lam, U = lam[::-1], U[:, ::-1]
-    V = A.T @ (U / np.sqrt(np.maximum(lam, 1e-300))[None, :]) if gram else U
+    V, _ = principal_axes(A, int(min(n_components, min(A.shape) - 1)))
     return B @ V, A @ V
-
-
-def _log_cp10k(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    s = np.asarray(X.sum(axis=1)).ravel()
-    s[s == 0] = 1.0
-    if sp.issparse(X):
-        Y = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        Y.data = np.log1p(Y.data * np.repeat(1e4 / s, np.diff(Y.indptr)))
-        return Y
-    return np.log1p(np.asarray(X, dtype=np.float64) * (1e4 / s)[:, None])
 
 
 def _gram_and_norms(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

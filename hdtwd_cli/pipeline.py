@@ -8,11 +8,13 @@ from __future__ import annotations
 import warnings
 import dataclasses
 from dataclasses import asdict, dataclass, fields
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from ._sparse import sp
 
+from .denoise import Denoiser, denoise, fit_denoiser
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .defaults import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS
 from .errors import HdtwdWarning, InputError, ParameterError, ResourceError
@@ -53,6 +55,7 @@ __all__ = [
     "auto_leaf_length",
     "latent_energy",
     "align_to_tree",
+    "fit_denoisers",
     "tree_memory_bytes",
     "check_tree_memory",
 ]
@@ -84,7 +87,11 @@ class TreeParams:
     docs/method.md section 7). Features non-zero
     in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root; so do
     all but the ``max_features`` most frequent ones (``0``: no cap), which bounds the
-    ``m(m-1)/2`` HD-LCA values and the linkage (docs/method.md section 6).
+    ``m(m-1)/2`` HD-LCA values and the linkage (docs/method.md section 6). ``denoise`` (``r > 0``)
+    replaces every sample's values by their rank-``r`` principal-component reconstruction,
+    clipped at zero, before they become histograms; the map is fitted on the rows the tree is
+    learned from and stored with the tree (:mod:`hdtwd_cli.denoise`, docs/method.md section 11;
+    ``0``: off, the default).
     """
 
     eps: float = DEFAULT_EPS
@@ -105,6 +112,7 @@ class TreeParams:
     min_df: int = 1
     max_features: int = 20000
     transform: str = "none"
+    denoise: int = 0
 
     def __post_init__(self) -> None:
         choices = {"metric": METRICS, "linkage": LINKAGES, "bandwidth": BANDWIDTHS, "edge_weights": EDGE_WEIGHTS,
@@ -119,7 +127,7 @@ class TreeParams:
                 raise ParameterError("(the kernel scale multiplier) must be positive", name)
         at_least = {"scales": (self.scales, 0), "knn": (self.knn, 1), "feature_dims": (self.feature_dims, 1),
                     "min_df": (self.min_df, 1), "max_features": (self.max_features, 0),
-                    "landmarks": (self.landmarks, 0)}
+                    "landmarks": (self.landmarks, 0), "denoise": (self.denoise, 0)}
         for name, (v, lo) in at_least.items():
             if v is not None and not (int(v) == v and v >= lo):
                 raise ParameterError(f"must be an integer >= {lo}", name)
@@ -622,12 +630,29 @@ def learn_trees(
                                          tie_ranks=not isinstance(op, LandmarkOperator))
             tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
             out[K] = finish_tree(tree, space, params)
+    if params.denoise:
+        with rep.stage(f"denoising axes (rank {params.denoise})"):
+            fit_denoisers(X, feature_names, out.values(), params.denoise)
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
              f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "
              f"{space.shared:.3g})")
     return out
+
+
+def fit_denoisers(X: np.ndarray | sp.spmatrix, feature_names: list[str], trees: Iterable[Tree], rank: int) -> None:
+    """Fit the rank-``rank`` denoiser (:func:`denoise.fit_denoiser`) of every tree on the rows ``X``
+    the trees were learned from, in place (one fit per leaf order: the trees of several K share it)."""
+    fitted: dict[tuple[str, ...], Denoiser] = {}
+    for tree in trees:
+        key = tuple(tree.leaf_names)
+        if key not in fitted:
+            bare = dataclasses.replace(tree, feature_weights=None, denoiser=None)
+            fitted[key] = fit_denoiser(align_to_tree(X, feature_names, bare), rank)
+        tree.denoiser = fitted[key]
+        tree.metadata["denoise"] = fitted[key].rank
+        tree.metadata["denoise_log_counts"] = fitted[key].log_counts
 
 
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
@@ -659,9 +684,10 @@ def align_to_tree(
 ) -> np.ndarray | sp.csr_matrix:
     """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
 
-    When the tree carries feature weights (:attr:`Tree.feature_weights`), each column is
-    multiplied by its leaf's weight, so the rows become the weighted values whose histograms
-    the TWD compares.
+    When the tree carries a denoiser (:attr:`Tree.denoiser`), the rows are replaced by their
+    denoised values first (dense; :func:`denoise.denoise`). When it carries feature weights
+    (:attr:`Tree.feature_weights`), each column is multiplied by its leaf's weight, so the rows
+    become the weighted values whose histograms the TWD compares.
 
     The result may be ``X`` itself (dense, already in leaf order, no weights): callers copy before
     writing (:func:`distance.normalize_rows` does).
@@ -671,6 +697,12 @@ def align_to_tree(
     ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
     the training rows has no leaf, whatever the test rows hold).
     """
+    if tree.denoiser is not None:  # values -> denoised values -> weights
+        bare = dataclasses.replace(tree, feature_weights=None, denoiser=None)
+        out = denoise(align_to_tree(X, feature_names, bare, path, drop_unknown), tree.denoiser)
+        if tree.feature_weights is not None:
+            out *= tree.feature_weights[None, :]
+        return out
     index = {name: i for i, name in enumerate(tree.leaf_names)}
     dest = np.array([index.get(name, -1) for name in feature_names], dtype=np.int64)
     missing = np.flatnonzero(dest < 0)

@@ -28,6 +28,7 @@ from numpy.typing import DTypeLike
 from ._kernels import gram_upper, lca_factor, lca_products_tile, small_product, tile_condensed
 from ._linkage import complete_linkage, square_fits, untied_complete_linkage
 from .defaults import EDGE_WEIGHTS, LINKAGES
+from .denoise import Denoiser
 from .hyperbolic import DensityOperator, HyperbolicEmbedding, hyperbolic_embedding, scale_heights
 
 __all__ = ["Tree", "LINKAGES", "root_distances", "mean_leaf_depth", "attach_at_root", "lengthen_leaves", "EDGE_WEIGHTS", "lca_height_weights", "hd_lca", "hd_lca_dense", "hd_lca_product", "hd_lca_products", "PRODUCT_DTYPE", "lca_tree", "lca_merges", "lca_log", "stable_argsort",
@@ -68,6 +69,9 @@ class Tree:
         Weight :math:`u_j > 0` of each leaf's feature: a sample's values are multiplied by it
         before they are normalised to a histogram (e.g. idf weights, docs/method.md section 7).
         ``None``: all ones.
+    denoiser : Denoiser, optional
+        The rank-r map applied to a sample's values before the weights (:mod:`hdtwd_cli.denoise`,
+        ``denoise=r``); ``None``: the values are used as they are.
     """
 
     parent: np.ndarray
@@ -76,6 +80,7 @@ class Tree:
     merge_height: np.ndarray | None = None
     metadata: dict = field(default_factory=dict)
     feature_weights: np.ndarray | None = None
+    denoiser: Denoiser | None = None
 
     def __post_init__(self) -> None:
         self.parent = np.asarray(self.parent, dtype=np.int64)
@@ -126,12 +131,17 @@ class Tree:
         w = self.feature_weights
         if w is not None and (w.shape != (L,) or not np.all(np.isfinite(w)) or np.any(w <= 0)):
             raise ValueError("feature weights must be one finite positive value per leaf")
+        d = self.denoiser
+        if d is not None and (d.mean.shape != (L,) or d.axes.ndim != 2 or d.axes.shape[0] != L
+                              or d.covered.shape != (L,) or not np.all(np.isfinite(d.axes))
+                              or not np.all(np.isfinite(d.mean))):
+            raise ValueError("the denoiser must have one finite mean and axis row per leaf")
 
     def to_newick(self) -> str:
         """The tree as one line of Newick (names quoted where needed, branch lengths as floats).
 
         Newick carries the topology, the names and the branch lengths only: not the feature
-        weights (write the HDF5 file to keep them).
+        weights nor the denoiser (write the HDF5 file to keep them).
         """
         from .io.newick import write_newick
 
@@ -224,7 +234,8 @@ def attach_at_root(tree: Tree, names: Sequence[str], length: float,
             raise ValueError("the tree has feature weights: give the new leaves' weights")
         fw = np.concatenate([tree.feature_weights, np.asarray(weights, dtype=np.float64)])
     out = Tree(parent=parent, length=length_all, leaf_names=list(tree.leaf_names) + [str(s) for s in names],
-               merge_height=tree.merge_height, metadata=dict(tree.metadata), feature_weights=fw)
+               merge_height=tree.merge_height, metadata=dict(tree.metadata), feature_weights=fw,
+               denoiser=None if tree.denoiser is None else tree.denoiser.extended(u))
     return out
 
 
@@ -242,7 +253,7 @@ def lengthen_leaves(tree: Tree, amount: float) -> Tree:
     length = tree.length.copy()
     length[: tree.n_leaves] += float(amount)
     return Tree(parent=tree.parent, length=length, leaf_names=tree.leaf_names, merge_height=tree.merge_height,
-                metadata=dict(tree.metadata), feature_weights=tree.feature_weights)
+                metadata=dict(tree.metadata), feature_weights=tree.feature_weights, denoiser=tree.denoiser)
 
 
 def lca_log(g: np.ndarray, n_scales: int) -> np.ndarray:

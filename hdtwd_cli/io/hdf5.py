@@ -37,6 +37,12 @@ Tree file (``hdtwd decode-tree``, ``hdtwd distance --save-tree``), ``encoding-ty
     /tree/merge_height     (m-1,) f8    HD-LCA value a(j, j') of the merge creating node m+i
     /tree/feature_weights  (m,) f8      optional: weight of each leaf's feature (e.g. idf), applied
                                         to the samples' values before they become histograms
+    /tree/denoise          optional (``denoise=r``): the rank-r map applied to the samples'
+                           values before the weights; attrs log_counts (values are log1p(CP10k)
+                           first), encoding-type "hdtwd-denoiser"
+    /tree/denoise/mean     (m,) f8      mean of the fitted rows' values
+    /tree/denoise/axes     (m, r) f8    orthonormal principal axes
+    /tree/denoise/covered  (m,) u1      leaves the axes were fitted on (others keep their values)
 
 Distance file (``hdtwd distance -o D.h5``), ``encoding-type = "hdtwd-distances"``::
 
@@ -54,6 +60,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import __version__
+from ..denoise import Denoiser
 from ..diffusion import DiffusionOperator
 from ..errors import InputError
 from ..hyperbolic import HyperbolicEmbedding
@@ -241,6 +248,13 @@ def write_tree(path: str, tree: Tree, params: Mapping[str, Any], meta: Mapping[s
             _array(g, "merge_height", tree.merge_height)
         if tree.feature_weights is not None:
             _array(g, "feature_weights", tree.feature_weights)
+        if tree.denoiser is not None:
+            d = g.create_group("denoise")
+            _mark(d, "hdtwd-denoiser")
+            d.attrs["log_counts"] = bool(tree.denoiser.log_counts)
+            _array(d, "mean", tree.denoiser.mean)
+            _array(d, "axes", tree.denoiser.axes)
+            _array(d, "covered", tree.denoiser.covered.astype(np.uint8))
 
 
 def read_tree(path: str) -> Tree:
@@ -254,6 +268,7 @@ def read_tree(path: str) -> Tree:
                 leaf_names=_read_strings(g["leaf_names"]),
                 merge_height=g["merge_height"][()] if "merge_height" in g else None,
                 feature_weights=g["feature_weights"][()] if "feature_weights" in g else None,
+                denoiser=_read_denoiser(g["denoise"]) if "denoise" in g else None,
                 metadata={k: v for k, v in f["params"].attrs.items() if not k.startswith("encoding")},
             )
         except KeyError as e:
@@ -263,6 +278,11 @@ def read_tree(path: str) -> Tree:
     except ValueError as e:
         raise InputError(f"invalid tree: {e}", path) from None
     return tree
+
+
+def _read_denoiser(g: "h5py.Group") -> Denoiser:
+    return Denoiser(mean=np.asarray(g["mean"][()], dtype=np.float64), axes=np.asarray(g["axes"][()], dtype=np.float64),
+                    log_counts=bool(g.attrs["log_counts"]), covered=np.asarray(g["covered"][()]).astype(bool))
 
 
 def write_distances_h5(

@@ -295,10 +295,12 @@ def write_newick_file(path: str, tree: Tree) -> None:
     """Write ``tree`` as Newick to ``path`` atomically.
 
     Newick holds the topology, names and branch lengths only: a tree with feature weights is
-    written without them, with a warning (the ``.h5`` tree keeps them).
+    written without them (and without a denoiser), with a warning (the ``.h5`` tree keeps them).
     """
-    if tree.feature_weights is not None:
-        warnings.warn(f"{path}: the Newick file carries no feature weights (idf); write the .h5 tree "
+    lost = [what for what, have in (("feature weights (idf)", tree.feature_weights is not None),
+                                    ("denoiser", tree.denoiser is not None)) if have]
+    if lost:
+        warnings.warn(f"{path}: the Newick file carries no {' nor '.join(lost)}; write the .h5 tree "
                       "to reproduce these distances", HdtwdWarning, stacklevel=2)
     text = write_newick(tree)
     with atomic_path(path) as tmp:
