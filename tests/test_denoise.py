@@ -1,0 +1,141 @@
+"""Issue 25: the denoise lever (rank-r principal-component reconstruction of the samples' values).
+
+The contract: the TWD of denoised samples is still an exact tree-Wasserstein distance (exact OT
+on the tree's path metric between the denoised, weighted histograms); the map equals an
+independent SVD reconstruction; it is stored with the tree and applied by ``--tree``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import exact_ot, path_metric, run_hdtwd
+from hdtwd_cli.api import classify_methods, distances
+from hdtwd_cli.denoise import Denoiser, denoise, fit_denoiser
+from hdtwd_cli.distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.pipeline import TreeParams, align_to_tree, extend_tree, learn_tree
+from hdtwd_cli.synthetic import planted_counts
+from hdtwd_cli.tree import Tree
+
+
+def _counts(seed: int = 0, n: int = 50, m: int = 14):
+    X, _, _ = planted_counts(n, m, 2, seed=seed)
+    return np.asarray(X, dtype=np.float64), [f"g{j}" for j in range(m)]
+
+
+def _svd_reconstruction(F_fit: np.ndarray, F: np.ndarray, r: int) -> np.ndarray:
+    """The oracle: numpy's SVD of the centred fitted rows, projection V V^T (basis-free)."""
+    mu = F_fit.mean(axis=0)
+    _, _, Vt = np.linalg.svd(F_fit - mu, full_matrices=False)
+    return np.maximum(mu + (F - mu) @ Vt[:r].T @ Vt[:r], 0.0)
+
+
+def _log_cp10k(X: np.ndarray) -> np.ndarray:
+    return np.log1p(X * (1e4 / X.sum(axis=1))[:, None])
+
+
+@pytest.mark.parametrize("counts", [True, False])
+def test_denoised_values_equal_an_independent_svd_reconstruction(counts):
+    X, _ = _counts(1)
+    if not counts:
+        X = np.log1p(X) * 1.37  # a log scale: not counts, used as given
+    d = fit_denoiser(X[:35], 4)
+    assert d.log_counts is counts and d.rank == 4
+    F = _log_cp10k if counts else (lambda A: A)
+    want = _svd_reconstruction(F(X[:35]), F(X), 4)
+    got = denoise(X, d)
+    assert np.all(got >= 0)
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-10)
+    # a full-rank map is the identity on the fitted rows' span: nothing is denoised
+    full = fit_denoiser(X[:35], 99)
+    assert full.rank == min(35, X.shape[1]) - 1
+
+
+def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
+    X, names = _counts(2)
+    tree = learn_tree(X[:40], names, TreeParams(denoise=3))
+    assert tree.denoiser is not None and tree.metadata["denoise"] == 3
+    A = align_to_tree(X, names, tree)
+    # independently: reconstruction, then the tree's idf weights, in leaf order
+    order = [names.index(n) for n in tree.leaf_names]
+    want = _svd_reconstruction(_log_cp10k(X[:40]), _log_cp10k(X), 3)[:, order] * tree.feature_weights[None, :]
+    np.testing.assert_allclose(A, want, rtol=1e-9, atol=1e-10)
+    H = normalize_rows(A)
+    D = tree_wasserstein(tree, H)
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    for i, j in [(0, 1), (0, 45), (3, 44), (41, 48)]:
+        assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    # and it is a different distance from the undenoised one on the same tree
+    bare = dataclasses.replace(tree, denoiser=None)
+    assert not np.allclose(D, tree_wasserstein(bare, normalize_rows(align_to_tree(X, names, bare))))
+
+
+def test_denoiser_is_stored_with_the_tree_and_applied_by_tree(tmp_path):
+    X, names = _counts(3)
+    tree = learn_tree(X, names, TreeParams(denoise=5))
+    path = tmp_path / "t.h5"
+    tree.write(str(path))
+    back = Tree.read(str(path))
+    assert back.denoiser is not None and back.denoiser.log_counts
+    np.testing.assert_array_equal(back.denoiser.axes, tree.denoiser.axes)
+    np.testing.assert_array_equal(distances(X, feature_names=names, tree=back), distances(X, feature_names=names, tree=tree))
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        tree.write(str(tmp_path / "t.nwk"))
+    assert any("denoiser" in str(x.message) for x in w)
+    # the command line: --denoise with --save-tree, then --tree gives the same bytes
+    data = tmp_path / "x.npy"
+    np.save(data, X)
+    run_hdtwd("distance", data, "--denoise", "5", "--save-tree", tmp_path / "c.h5", "-o", tmp_path / "D1.npy", "-q")
+    run_hdtwd("distance", data, "--tree", tmp_path / "c.h5", "-o", tmp_path / "D2.npy", "-q")
+    D1, D2 = np.load(tmp_path / "D1.npy"), np.load(tmp_path / "D2.npy")
+    assert D1.tobytes() == D2.tobytes()
+    D0 = distances(X)
+    assert not np.allclose(D1, D0)  # the option reached the library
+    bad = run_hdtwd("distance", data, "--tree", tmp_path / "c.h5", "--denoise", "3", "-o", tmp_path / "D3.npy",
+                    check=False)
+    assert bad.returncode != 0 and b"--denoise" in bad.stderr and not (tmp_path / "D3.npy").exists()
+
+
+def test_features_hung_from_a_stored_tree_keep_their_values():
+    X, names = _counts(4)
+    tree = learn_tree(X, names, TreeParams(denoise=3, weighting="none"))
+    big = extend_tree(tree, names + ["new"])
+    assert big.denoiser.covered.tolist() == [True] * len(names) + [False]
+    Xn = np.hstack([X, np.arange(X.shape[0], dtype=float)[:, None] % 3])
+    A = align_to_tree(Xn, names + ["new"], big)
+    np.testing.assert_allclose(A[:, -1], _log_cp10k(Xn)[:, -1], rtol=1e-12)
+    assert np.all(A >= 0) and A[:, -1].max() > 0
+
+
+def test_a_row_with_nothing_left_keeps_its_values():
+    d = Denoiser(mean=np.zeros(3), axes=np.array([[1.0], [0.0], [0.0]]), log_counts=False, covered=np.ones(3, bool))
+    out = denoise(np.array([[0.0, 2.0, 1.0], [3.0, 1.0, 0.0]]), d)
+    np.testing.assert_array_equal(out, [[0.0, 2.0, 1.0], [3.0, 0.0, 0.0]])
+
+
+def test_float32_input_gives_the_float64_distances():
+    X, names = _counts(5)
+    p = TreeParams(denoise=4)
+    D64 = distances(X, feature_names=names, params=p)
+    D32 = distances(X.astype(np.float32), feature_names=names, params=p)
+    np.testing.assert_allclose(D32, D64, rtol=1e-12, atol=1e-14)
+
+
+def test_denoise_must_be_a_non_negative_integer():
+    with pytest.raises(ParameterError, match="denoise"):
+        TreeParams(denoise=-1)
+
+
+def test_classify_shows_pca_beside_tfidf_for_cells_not_for_documents():
+    X, _ = _counts(6)
+    assert classify_methods(X)[-3:] == ["tfidf-l1", "tfidf-cosine", "pca"]
+    docs = np.zeros((40, 200))
+    docs[np.arange(40)[:, None], (np.arange(40)[:, None] * 5 + np.arange(3)[None, :]) % 200] = 1  # words rarely shared
+    assert "pca" not in classify_methods(docs) and "tfidf-l1" in classify_methods(docs)
+    assert classify_methods(np.log1p(X))[-1] == "pca"
