@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
+from ._sparse import sp
 
 __all__ = ["Denoiser", "principal_axes", "fit_denoiser", "denoise", "log_cp10k", "is_count_data"]
 
