@@ -7,7 +7,8 @@ For each data set two neighbour graphs are built over the same cells:
 ``hdtwd``
     The data are written to an ``.h5ad`` file in ``cache_dir()/leiden`` and the shipped CLI is
     run as a subprocess, ``hdtwd distance IN.h5ad --knn 15 --key-added hdtwd -o OUT.h5ad -q``
-    (all other options at their defaults, so the input is used on the scale it is stored on).
+    (all other options at their defaults, so the input is used on the scale it is stored on,
+    unless ``--extra "ARGS"`` appends further CLI options, e.g. ``--extra "--denoise 50"``).
     The graph is read back from ``OUT.h5ad`` (scanpy's neighbours layout: ``uns[KEY]`` naming
     ``obsp`` matrices).  The time is the wall time of the whole CLI process: interpreter start,
     reading, learning the feature tree, the neighbour search and writing.
@@ -38,9 +39,17 @@ Running
     python benchmarks/bench_leiden.py                   # all sets; JSON per set into the cache
     python benchmarks/bench_leiden.py --sets pbmc       # a subset
     python benchmarks/bench_leiden.py --markdown        # print the table from the cached JSON
+    python benchmarks/bench_leiden.py --extra "--denoise 50" --tag denoise50
+                                                        # extra ``hdtwd distance`` options
+    python benchmarks/bench_leiden.py --markdown --tags default,denoise50
+                                                        # one hdtwd column per tag
 
-Results are cached as ``cache_dir()/leiden/<set>.json`` (``$HDTWD_BENCH_CACHE`` or
-``~/.cache/hdtwd-bench``).
+Results are cached as ``cache_dir()/leiden/<set>.json`` for the default tag (no ``--extra``)
+and ``cache_dir()/leiden/<set>.<tag>.json`` otherwise (``$HDTWD_BENCH_CACHE`` or
+``~/.cache/hdtwd-bench``); ``--extra`` needs a ``--tag`` other than ``default`` so runs with
+different options do not overwrite each other.  With several ``--tags`` the table has one hdtwd
+column (ARI and time) per tag and the scanpy columns of the first tag that has the set (the
+scanpy graph does not depend on the tag).
 """
 
 from __future__ import annotations
@@ -50,6 +59,7 @@ import importlib.metadata
 import inspect
 import json
 import platform
+import shlex
 import subprocess
 import sys
 import time
@@ -71,6 +81,8 @@ RESOLUTION = 1.0
 N_NEIGHBORS = 15
 N_PCS = 50
 KEY = "hdtwd"
+#: The tag of runs without ``--extra``: its results keep the untagged file names.
+DEFAULT_TAG = "default"
 
 
 @dataclass
@@ -142,8 +154,9 @@ def neighbors_key(adata, preferred: str = KEY) -> str:
     return found[0]
 
 
-def hdtwd_graph(g: Group, workdir: Path):
-    """Build the hdtwd kNN graph with the CLI; return (AnnData with the graph, key, seconds, cmd)."""
+def hdtwd_graph(g: Group, workdir: Path, extra: tuple[str, ...] = ()):
+    """Build the hdtwd kNN graph with the CLI, `extra` appended to its arguments;
+    return (AnnData with the graph, key, seconds, info with the command)."""
     import anndata as ad
 
     src, out = workdir / f"{g.name}.h5ad", workdir / f"{g.name}_{KEY}.h5ad"
@@ -151,7 +164,7 @@ def hdtwd_graph(g: Group, workdir: Path):
     out.unlink(missing_ok=True)
     exe = Path(sys.executable).with_name("hdtwd")
     cmd = [str(exe), "distance", str(src), "--knn", str(N_NEIGHBORS), "--key-added", KEY,
-           "-o", str(out), "-q"]
+           "-o", str(out), "-q", *extra]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - t
@@ -259,12 +272,15 @@ def versions() -> dict:
     return out
 
 
-def run_group(group: str, workdir: Path) -> list[dict]:
-    """Build both graphs of `group`, cluster them and return one report per label set."""
+def run_group(group: str, workdir: Path, extra: tuple[str, ...] = (),
+              tag: str = DEFAULT_TAG) -> list[dict]:
+    """Build both graphs of `group` (`extra`: further ``hdtwd distance`` arguments), cluster
+    them and return one report per label set."""
     g = load_group(group)
     print(f"[leiden] {group}: {g.X.shape[0]} x {g.X.shape[1]} ({g.values})", file=sys.stderr,
           flush=True)
-    builders = {"hdtwd": lambda: hdtwd_graph(g, workdir), "scanpy": lambda: scanpy_graph(g)}
+    builders = {"hdtwd": lambda: hdtwd_graph(g, workdir, extra),
+                "scanpy": lambda: scanpy_graph(g)}
     graphs = {}
     for method, build in builders.items():
         with warnings.catch_warnings(record=True) as caught:
@@ -275,7 +291,7 @@ def run_group(group: str, workdir: Path) -> list[dict]:
         graphs[method] = {"seconds": seconds, "key": key, "parts": parts, "info": info}
         print(f"[leiden] {group} {method}: graph {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    common = {"group": group, "cells": int(g.X.shape[0]), "genes": int(g.X.shape[1]),
+    common = {"tag": tag, "extra": list(extra), "group": group, "cells": int(g.X.shape[0]), "genes": int(g.X.shape[1]),
               "values": g.values, "seeds": list(SEEDS), "resolution": RESOLUTION,
               "n_neighbors": N_NEIGHBORS, "n_pcs": N_PCS, "leiden": leiden_kwargs(),
               "versions": versions(), "machine": harness.machine_summary(),
@@ -296,16 +312,36 @@ def _cell(r: dict) -> str:
     return f"{r['mean']:.3f} ± {r['std']:.3f} ({k})"
 
 
-def markdown(reports: list[dict]) -> str:
-    """The results table, with the machines, dates and versions that produced it."""
-    lines = ["| data | cells | hdtwd graph ARI (mean ± std, clusters) | scanpy PCA graph ARI "
-             "| hdtwd time | scanpy time |",
-             "|---|---|---|---|---|---|"]
-    for r in reports:
-        lines.append(f"| {r['set']} ({r['n_classes']} classes) | {r['cells']} | {_cell(r['hdtwd'])} "
-                     f"| {_cell(r['scanpy'])} | {r['hdtwd']['seconds']:.1f} s "
-                     f"| {r['scanpy']['seconds']:.1f} s |")
+def result_path(out_dir: Path, set_name: str, tag: str = DEFAULT_TAG) -> Path:
+    """The JSON file of `set_name` under `tag` (the untagged name for the default tag)."""
+    return out_dir / (f"{set_name}.json" if tag == DEFAULT_TAG else f"{set_name}.{tag}.json")
+
+
+def markdown(results: dict[str, dict[str, dict]]) -> str:
+    """The results table, with the machines, dates and versions that produced it.
+
+    `results` maps each tag, in column order, to its reports by set name (a tag may lack sets).
+    """
+    tags = list(results)
+    sets = list(dict.fromkeys(s for by_set in results.values() for s in by_set))
+    reports = [r for by_set in results.values() for r in by_set.values()]
+    head = ["data", "cells"] + [f"hdtwd graph ARI [{t}] (mean ± std, clusters)" for t in tags]
+    head += ["scanpy PCA graph ARI"] + [f"hdtwd time [{t}]" for t in tags] + ["scanpy time"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for s in sets:
+        row = {t: results[t].get(s) for t in tags}
+        first = next(r for r in row.values() if r is not None)
+        cells = [f"{s} ({first['n_classes']} classes)", str(first["cells"])]
+        cells += [_cell(r["hdtwd"]) if r else "–" for r in row.values()]
+        cells += [_cell(first["scanpy"])]
+        cells += [f"{r['hdtwd']['seconds']:.1f} s" if r else "–" for r in row.values()]
+        cells += [f"{first['scanpy']['seconds']:.1f} s"]
+        lines.append("| " + " | ".join(cells) + " |")
     lines.append("")
+    for t in tags:
+        extra = {shlex.join(r.get("extra", [])) for r in results[t].values()}
+        lines.append(f"Tag {t}: hdtwd distance extra options "
+                     + " / ".join(f"`{e}`" if e else "none" for e in sorted(extra)) + ".")
     for m in sorted({r["machine"] for r in reports}):
         dates = sorted(r["date"][:10] for r in reports if r["machine"] == m)
         lines.append(f"Machine: {m}; run {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0]
@@ -326,20 +362,41 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"comma-separated subset of {','.join(SETS)} (default: all)")
     ap.add_argument("--markdown", action="store_true",
                     help="only print the table from the cached JSON results")
+    ap.add_argument("--extra", default="", metavar="ARGS",
+                    help='extra arguments appended to the hdtwd distance command, one '
+                         'shell-quoted string (e.g. --extra "--denoise 50"); needs --tag')
+    ap.add_argument("--tag", default=DEFAULT_TAG, metavar="NAME",
+                    help=f"name of this configuration in the JSON file names and the table "
+                         f"(default: {DEFAULT_TAG}, the untagged file names)")
+    ap.add_argument("--tags", default=None, metavar="NAMES",
+                    help="comma-separated tags to show side by side in the table "
+                         "(default: --tag)")
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     unknown = [s for s in sets if s not in SETS]
     if unknown:
         ap.error(f"unknown sets {unknown}; choose from {list(SETS)}")
+    extra = tuple(shlex.split(args.extra))
+    if extra and args.tag == DEFAULT_TAG:
+        ap.error("--extra needs a --tag other than the default")
+    bad = [t for t in [args.tag, *(args.tags or "").split(",")] if t and not t.replace(
+        "-", "").replace("_", "").replace(".", "").isalnum()]
+    if bad:
+        ap.error(f"tags must be letters, digits, '-', '_' or '.': {bad}")
+    tags = [t for t in (args.tags or args.tag).split(",") if t]
 
     out_dir = harness.work_dir("leiden")
     if not args.markdown:
         for group in dict.fromkeys(SETS[s] for s in sets):
-            for rep in run_group(group, out_dir):
-                (out_dir / f"{rep['set']}.json").write_text(json.dumps(rep, indent=1))
-    reports = [json.loads((out_dir / f"{s}.json").read_text())
-               for s in sets if (out_dir / f"{s}.json").exists()]
-    print(markdown(reports))
+            for rep in run_group(group, out_dir, extra, args.tag):
+                result_path(out_dir, rep["set"], args.tag).write_text(json.dumps(rep, indent=1))
+    results = {t: {s: json.loads(result_path(out_dir, s, t).read_text())
+                   for s in sets if result_path(out_dir, s, t).exists()} for t in tags}
+    missing = [t for t, by_set in results.items() if not by_set]
+    if missing:
+        print(f"[leiden] no cached results for tags {missing}", file=sys.stderr)
+    results = {t: by_set for t, by_set in results.items() if by_set}
+    print(markdown(results) if results else "")
     return 0
 
 
