@@ -3,9 +3,9 @@ r"""Denoised histograms: the samples' values projected onto their leading princi
 A cell's histogram over thousands of sparse genes is mostly sampling noise at the leaves; the
 principal components that scanpy's users compare cells by average that noise out ACROSS genes.
 This stage gives the TWD the same denoising while keeping it an exact tree-Wasserstein
-distance: each sample's values are replaced by their rank-``r`` reconstruction, clipped at zero,
-and the TWD compares the histograms of these non-negative values on the unchanged tree
-(docs/method.md section 11). The axes are fitted on the rows the tree is learned from and are
+distance: each sample's values are replaced by their rank-``r`` reconstruction, clipped at zero;
+the tree is learned from these rows and the TWD compares the histograms of these non-negative
+values on it (docs/method.md section 11). The axes are fitted on the rows the tree is learned from and are
 stored with the tree, so ``--tree`` applies the same map to new samples (as it applies the idf
 weights).
 
@@ -53,6 +53,10 @@ class Denoiser:
     @property
     def rank(self) -> int:
         return int(self.axes.shape[1])
+
+    def reordered(self, order: np.ndarray) -> "Denoiser":
+        """The map with its entries in the order ``order`` (e.g. data columns -> tree leaves)."""
+        return Denoiser(self.mean[order], np.ascontiguousarray(self.axes[order]), self.log_counts, self.covered[order])
 
     def extended(self, extra: int) -> "Denoiser":
         """The map for ``extra`` more leaves appended after the existing ones (not covered)."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 import warnings
 import dataclasses
 from dataclasses import asdict, dataclass, fields
-from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 from ._sparse import sp
 
-from .denoise import Denoiser, denoise, fit_denoiser
+from .denoise import denoise, fit_denoiser
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .defaults import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS
 from .errors import HdtwdWarning, InputError, ParameterError, ResourceError
@@ -55,7 +54,6 @@ __all__ = [
     "auto_leaf_length",
     "latent_energy",
     "align_to_tree",
-    "fit_denoisers",
     "tree_memory_bytes",
     "check_tree_memory",
 ]
@@ -89,9 +87,9 @@ class TreeParams:
     all but the ``max_features`` most frequent ones (``0``: no cap), which bounds the
     ``m(m-1)/2`` HD-LCA values and the linkage (docs/method.md section 6). ``denoise`` (``r > 0``)
     replaces every sample's values by their rank-``r`` principal-component reconstruction,
-    clipped at zero, before they become histograms; the map is fitted on the rows the tree is
-    learned from and stored with the tree (:mod:`hdtwd_cli.denoise`, docs/method.md section 11;
-    ``0``: off, the default).
+    clipped at zero: the tree is learned from the denoised rows and every sample is denoised
+    before it becomes a histogram; the map is fitted on the rows the tree is learned from and
+    stored with the tree (:mod:`hdtwd_cli.denoise`, docs/method.md section 11; ``0``: off, the default).
     """
 
     eps: float = DEFAULT_EPS
@@ -585,8 +583,15 @@ def learn_trees(
 ) -> dict[int, Tree]:
     """Trees for several K from one eigendecomposition (the scales 0..K are shared)."""
     rep = reporter or Reporter(quiet=True)
+    den, raw = None, X
+    if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)
+        with rep.stage(f"denoising (rank {params.denoise} principal axes)"):
+            den = fit_denoiser(X, params.denoise)
+            X = denoise(X, den)
     with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
         space = feature_space(X, feature_names, params, embedding)
+    if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
+        space.weights = dict(zip(feature_names, idf_weights(raw).tolist()))
     if len(space.names) < 2:
         raise InputError("fewer than two features can be placed (non-zero columns, or vectors in the "
                          "feature embedding): no tree to learn", path)
@@ -630,29 +635,17 @@ def learn_trees(
                                          tie_ranks=not isinstance(op, LandmarkOperator))
             tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
             out[K] = finish_tree(tree, space, params)
-    if params.denoise:
-        with rep.stage(f"denoising axes (rank {params.denoise})"):
-            fit_denoisers(X, feature_names, out.values(), params.denoise)
+    if den is not None:  # the map, in each tree's leaf order, is applied to every sample the tree compares
+        column = {n: j for j, n in enumerate(feature_names)}
+        for tree in out.values():
+            tree.denoiser = den.reordered(np.array([column[n] for n in tree.leaf_names], dtype=np.int64))
+            tree.metadata.update({"denoise": den.rank, "denoise_log_counts": den.log_counts})
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
              f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "
              f"{space.shared:.3g})")
     return out
-
-
-def fit_denoisers(X: np.ndarray | sp.spmatrix, feature_names: list[str], trees: Iterable[Tree], rank: int) -> None:
-    """Fit the rank-``rank`` denoiser (:func:`denoise.fit_denoiser`) of every tree on the rows ``X``
-    the trees were learned from, in place (one fit per leaf order: the trees of several K share it)."""
-    fitted: dict[tuple[str, ...], Denoiser] = {}
-    for tree in trees:
-        key = tuple(tree.leaf_names)
-        if key not in fitted:
-            bare = dataclasses.replace(tree, feature_weights=None, denoiser=None)
-            fitted[key] = fit_denoiser(align_to_tree(X, feature_names, bare), rank)
-        tree.denoiser = fitted[key]
-        tree.metadata["denoise"] = fitted[key].rank
-        tree.metadata["denoise_log_counts"] = fitted[key].log_counts
 
 
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,

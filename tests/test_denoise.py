@@ -18,6 +18,7 @@ from hdtwd_cli.api import classify_methods, distances
 from hdtwd_cli.denoise import Denoiser, denoise, fit_denoiser
 from hdtwd_cli.distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.features import idf_weights
 from hdtwd_cli.pipeline import TreeParams, align_to_tree, extend_tree, learn_tree
 from hdtwd_cli.synthetic import planted_counts
 from hdtwd_cli.tree import Tree
@@ -57,12 +58,15 @@ def test_denoised_values_equal_an_independent_svd_reconstruction(counts):
 
 
 def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
+    """The tree is learned from the denoised rows; every sample is denoised, weighted, normalised."""
     X, names = _counts(2)
     tree = learn_tree(X[:40], names, TreeParams(denoise=3))
     assert tree.denoiser is not None and tree.metadata["denoise"] == 3
     A = align_to_tree(X, names, tree)
     # independently: reconstruction, then the tree's idf weights, in leaf order
     order = [names.index(n) for n in tree.leaf_names]
+    # the idf weights are those of the samples' own values (the denoised rows are dense)
+    np.testing.assert_allclose(tree.feature_weights, idf_weights(X[:40])[order], rtol=1e-15)
     want = _svd_reconstruction(_log_cp10k(X[:40]), _log_cp10k(X), 3)[:, order] * tree.feature_weights[None, :]
     np.testing.assert_allclose(A, want, rtol=1e-9, atol=1e-10)
     H = normalize_rows(A)
@@ -70,6 +74,10 @@ def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
     C = path_metric(tree.parent, tree.length, tree.n_leaves)
     for i, j in [(0, 1), (0, 45), (3, 44), (41, 48)]:
         assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    # the tree is the one learned from the denoised rows
+    from hdtwd_cli.denoise import denoise as _den
+    T2 = learn_tree(_den(X[:40], fit_denoiser(X[:40], 3)), names, TreeParams(weighting="none"))
+    assert T2.parent.tolist() == tree.parent.tolist() and T2.leaf_names == tree.leaf_names
     # and it is a different distance from the undenoised one on the same tree
     bare = dataclasses.replace(tree, denoiser=None)
     assert not np.allclose(D, tree_wasserstein(bare, normalize_rows(align_to_tree(X, names, bare))))
