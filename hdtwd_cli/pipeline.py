@@ -585,6 +585,11 @@ def learn_trees(
     rep = reporter or Reporter(quiet=True)
     den, raw = None, X
     if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)
+        need = 3 * 8 * X.shape[0] * X.shape[1]  # the log values, their reconstruction, the dense rows
+        if available is not None and need > 0.85 * available:
+            raise ResourceError(f"{{a}} {params.denoise} makes the {X.shape[0]} x {X.shape[1]} rows dense: about "
+                                f"{need / 1e9:.1f} GB, {available / 1e9:.1f} GB available; learn the tree on a "
+                                "subsample of the cells and map the rest with {b}", path, a="denoise", b="tree")
         with rep.stage(f"denoising (rank {params.denoise} principal axes)"):
             den = fit_denoiser(X, params.denoise)
             X = denoise(X, den)

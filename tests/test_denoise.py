@@ -147,3 +147,13 @@ def test_classify_shows_pca_beside_tfidf_for_cells_not_for_documents():
     docs[np.arange(40)[:, None], (np.arange(40)[:, None] * 5 + np.arange(3)[None, :]) % 200] = 1  # words rarely shared
     assert "pca" not in classify_methods(docs) and "tfidf-l1" in classify_methods(docs)
     assert classify_methods(np.log1p(X))[-1] == "pca"
+
+
+def test_denoising_more_rows_than_memory_holds_is_refused_before_it_starts():
+    from hdtwd_cli.errors import ResourceError
+    from hdtwd_cli.pipeline import learn_trees
+
+    X, names = _counts(7)
+    with pytest.raises(ResourceError, match="dense") as e:
+        learn_trees(X, names, TreeParams(denoise=3), [7], available=1000)
+    assert "denoise" in str(e.value) and "tree" in str(e.value)
