@@ -96,27 +96,31 @@ def markdown(reports: list[dict]) -> str:
 
 
 COMPARE_HEADING = "## Issue 24: kNN accuracy with the defaults on both CPU kinds"
+COMPARE_HEADING_25 = "## Issue 25: kNN accuracy of the defaults and --denoise 50 on both CPU kinds"
 
 
-def compare(dirs: list[str], sets: list[str]) -> str:
+def compare(dirs: list[str], sets: list[str], heading: str = COMPARE_HEADING) -> str:
     """Defaults' accuracy per set on each CPU kind's run, and the largest per-split difference."""
     runs = {d: {n: json.loads((harness.work_dir(d) / f"{n}.json").read_text()) for n in sets
                 if (harness.work_dir(d) / f"{n}.json").exists()} for d in dirs}
-    o = [COMPARE_HEADING, "", harness.machine_line(), "",
-         "`bench_classify.py --configs defaults` run once per CPU kind (`cpu_kind.py native|avx2 -- ...`), same "
+    configs = ",".join(dict.fromkeys(c for r in runs[dirs[0]].values() for c in r["configs"]))
+    o = [heading, "", harness.machine_line(), "",
+         f"`bench_classify.py --configs {configs}` run once per CPU kind (`cpu_kind.py native|avx2 -- ...`), same "
          "splits: mean +- std over 5 splits, best k; baselines from the same run.", "",
-         "| data | " + " | ".join(f"defaults, {d}" for d in dirs) + " | largest per-split difference | best baseline ("
+         "| data (configuration) | " + " | ".join(f"{d}" for d in dirs) + " | largest per-split difference | best baseline ("
          + dirs[0] + ") |", "|---|" + "---|" * (len(dirs) + 2)]
     for n in sets:
         rs = [runs[d].get(n) for d in dirs]
-        if any(r is None or "defaults" not in r["configs"] for r in rs):
+        if any(r is None for r in rs):
             continue
-        cfg = [r["configs"]["defaults"] for r in rs]
-        diff = max(float(np.max(np.abs(np.subtract(c["per_split"], cfg[0]["per_split"])))) for c in cfg[1:])
-        b = rs[0]["baselines"]
-        best = max(b, key=lambda k: b[k]["mean"])
-        o.append(f"| {n} | " + " | ".join(f"{c['mean']:.1f} ± {c['std']:.1f} (k={c['best_k']})" for c in cfg)
-                 + f" | {diff:.2f} points | {best} {b[best]['mean']:.1f} ± {b[best]['std']:.1f} |")
+        for name in [c for c in rs[0]["configs"] if all(c in r["configs"] for r in rs)]:
+            cfg = [r["configs"][name] for r in rs]
+            diff = max(float(np.max(np.abs(np.subtract(c["per_split"], cfg[0]["per_split"])))) for c in cfg[1:])
+            b = rs[0]["baselines"]
+            best = max(b, key=lambda k: b[k]["mean"])
+            label = n if name == "defaults" else f"{n}, {name}"
+            o.append(f"| {label} | " + " | ".join(f"{c['mean']:.1f} ± {c['std']:.1f} (k={c['best_k']})" for c in cfg)
+                     + f" | {diff:.2f} points | {best} {b[best]['mean']:.1f} ± {b[best]['std']:.1f} |")
     o.append("")
     return "\n".join(o)
 
@@ -132,7 +136,8 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="with --compare: replace its section in RESULTS.md")
     args = ap.parse_args()
     if args.compare:
-        harness.emit_section(compare(args.compare.split(","), args.sets.split(",")), COMPARE_HEADING, args.write)
+        heading = COMPARE_HEADING_25 if "issue25" in args.compare else COMPARE_HEADING
+        harness.emit_section(compare(args.compare.split(","), args.sets.split(","), heading), heading, args.write)
         return
     out_dir = harness.work_dir(args.workdir)
     sets = args.sets.split(",")
@@ -145,7 +150,9 @@ def main() -> None:
                        "landmarks500": resolve_params("default", landmarks=500),
                        "landmarks1000": resolve_params("default", landmarks=1000),
                        "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
-                       "landmarks2000": resolve_params("default", landmarks=2000)}
+                       "landmarks2000": resolve_params("default", landmarks=2000),
+                       # issue 25: the opt-in denoising lever
+                       "denoise50": resolve_params("default", denoise=50)}
             wanted = args.configs.split(",")
             rep = run(name, {k: v for k, v in configs.items() if k in wanted})
             cached = out_dir / f"{name}.json"
