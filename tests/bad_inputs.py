@@ -62,6 +62,21 @@ def _tree_edit(tmp: Path, node: int, parent: int) -> Path:
     return t
 
 
+def _denoiser_edit(tmp: Path) -> Path:
+    """A --denoise tree whose stored axes lost a row (one fewer than its leaves)."""
+    import h5py
+    from conftest import run_hdtwd
+
+    t = tmp / "D.h5"
+    run_hdtwd("distance", SAMPLE / "produce.csv", "--denoise", "3", "--save-tree", t, "-o", tmp / "ignore.npy")
+    (tmp / "ignore.npy").unlink()
+    with h5py.File(t, "r+") as f:
+        axes = f["tree/denoise/axes"][()]
+        del f["tree/denoise/axes"]
+        f["tree/denoise/axes"] = axes[:-1]
+    return t
+
+
 def _truncated_embedding(tmp: Path) -> Path:
     from conftest import run_hdtwd
     e = tmp / "E.h5"
@@ -231,6 +246,9 @@ CASES: list[Case] = [
     ("tree-with-learning-option", "--leaf-length with --tree",
      lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree(t), "--leaf-length", "2", "-o", t / "D.npy"], 2,
      "--leaf-length only apply when the tree is learned"),
+    ("tree-denoiser-shape", "a stored tree whose denoiser has one axis row fewer than its leaves",
+     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _denoiser_edit(t), "-o", t / "D.npy"], 2,
+     "invalid tree: the denoiser must have one finite mean and axis row per leaf"),
     ("knn-beyond-n", "--knn larger than the number of samples",
      lambda t: ["distance", SAMPLE / "produce.csv", "--knn", "101", "-o", t / "G.npz"], 2,
      "--knn must be an integer between 2 and the number of samples (100)"),
