@@ -44,7 +44,7 @@ from . import __version__
 from ._memory import available_memory, human_bytes
 from .distance import TreeVectors, check_histograms, dense_output_bytes, tree_distance_blocks, tree_distances
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
-from .evaluation import BASELINES, DEFAULT_K, evaluate, is_count_data, summarise
+from .evaluation import BASELINES, DEFAULT_K, TREE_METHODS, evaluate, is_count_data, summarise
 from .features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from .hyperbolic import HyperbolicEmbedding
 from .graph import knn_distance_matrix, scanpy_keys, scanpy_neighbors_uns, umap_connectivities, with_self
@@ -710,10 +710,10 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
     cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
     chosen = list(methods) if methods else ["hdtwd", "cosine", "euclidean", "l1"] + (
         ["tfidf-l1", "tfidf-cosine"] if counts else []) + (["pca"] if cooccur else [])
-    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES]
+    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES + TREE_METHODS]
     if unknown:
-        raise ParameterError(f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(BASELINES)}",
-                             "methods")
+        raise ParameterError(f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, "
+                             f"{', '.join(BASELINES + TREE_METHODS)}", "methods")
     return chosen
 
 

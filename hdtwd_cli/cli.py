@@ -19,7 +19,7 @@ from . import __version__
 from .cli_options import (EDGE_WEIGHTS_CHOICE, INPUT, LINKAGE, OUTPUT, THREADS, TREE, Choice, command, feature_vectors,
                           read_input, set_threads, tree_params)
 from .errors import OutputError, ParameterError, Terminated
-from .defaults import BASELINES, DEFAULT_K
+from .defaults import BASELINES, DEFAULT_K, TREE_METHODS
 from .progress import Reporter
 
 app = typer.Typer(
@@ -213,8 +213,9 @@ def classify(
     scales: Annotated[Optional[str], typer.Option(
         "--scales", help="Largest scale K, or a comma-separated grid [default: 7].", show_default=False)] = None,
     methods: Annotated[Optional[str], typer.Option(
-        "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES)} [default: hdtwd, cosine, "
-                          "euclidean, l1, then tfidf-l1,tfidf-cosine for counts, pca for other values].",
+        "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES + TREE_METHODS)} (quadtree, mst: "
+                          "the paper's competitor trees on the same features) [default: hdtwd, cosine, euclidean, "
+                          "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
         show_default=False)] = None,
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
                                                      show_default=False)] = None,

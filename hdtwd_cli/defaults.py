@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 __all__ = ["Metric", "Bandwidth", "METRICS", "BANDWIDTHS", "PRESETS", "TRANSFORMS", "DEFAULT_EPS", "DEFAULT_SCALES",
            "WEIGHTINGS", "FEATURE_SPACES", "LANDMARK_METHODS", "AUTO_LANDMARKS_ABOVE", "DEFAULT_LANDMARKS",
-           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES"]
+           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES", "TREE_METHODS"]
 
 Metric = Literal["cosine", "euclidean"]
 Bandwidth = Literal["median", "knn"]
@@ -58,3 +58,5 @@ EDGE_WEIGHTS = ("midpoint", "lca")
 DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 #: Baseline distances of ``hdtwd classify``.
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
+#: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.competitors`).
+TREE_METHODS = ("quadtree", "mst")

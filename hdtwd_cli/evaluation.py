@@ -21,7 +21,8 @@ import numpy as np
 from ._sparse import sp
 
 from ._kernels import l1_distances
-from .defaults import BASELINES, DEFAULT_K
+from .defaults import BASELINES, DEFAULT_K, TREE_METHODS
+from .competitors import competitor_tree
 from ._kernels import l1_distances_sparse
 from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
@@ -48,6 +49,11 @@ BASELINE_INPUT = {
     "tfidf-l1": "tf-idf (idf from the training rows), rows L1-normalised",
     "tfidf-cosine": "tf-idf (idf from the training rows), rows L1-normalised",
     "pca": "50 principal components fitted on the training rows (log1p counts-per-10k for counts)",
+}
+#: What each competitor's tree is built from (:mod:`competitors`).
+TREE_INPUT = {
+    "quadtree": "Indyk & Thaper's randomly shifted quadtree of the unit feature vectors (cell diameters as edges)",
+    "mst": "Euclidean minimum spanning tree of the unit feature vectors",
 }
 #: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
 PCA_COMPONENTS = 50
@@ -328,7 +334,11 @@ def evaluate(
     progress: Callable[[int], None] | None = None,
     embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> list[MethodResult]:
-    """Run the protocol for ``methods`` (``hdtwd`` and/or :data:`BASELINES`) on the same splits.
+    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`) on the same splits.
+
+    A competitor's tree (:func:`competitors.competitor_tree`) is built from each split's training
+    rows in hdtwd's features' space; the quadtree of split ``s`` draws its shift with seed
+    ``base.seed + s``.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
     :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
@@ -350,6 +360,10 @@ def evaluate(
                                                    progress=progress, embedding=embedding)
                 acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
                 choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
+            elif name in TREE_METHODS:  # a competitor's tree of the training rows' features
+                tree = competitor_tree(name, X[train], names, base.replace(seed=base.seed + s), embedding)
+                D = query_distances(tree, align_to_tree(X[train], names, tree), align_to_tree(X[test], names, tree))
+                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
             else:
                 D = baseline_distances(name, X[test], X[train])
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
@@ -365,6 +379,10 @@ def evaluate(
                       else base.feature_space, "weighting": base.weighting, "leaf_length": base.leaf_length,
                       "selection": "inner 3-split CV on training rows" if grid else "fixed",
                       "choices": choices}
+        elif name in TREE_METHODS:
+            params = {"tree": TREE_INPUT[name], "feature_space": "embedding" if embedding is not None
+                      else base.feature_space, "weighting": base.weighting,
+                      **({"seed": f"{base.seed} + split"} if name == "quadtree" else {})}
         else:
             params = {"on": BASELINE_INPUT[name]}
         out.append(MethodResult(name, list(ks), acc[name], params))
