@@ -8,6 +8,8 @@ features' space hdtwd uses for the data (docs/method.md section 12).
 
 - :func:`quadtree`: Indyk & Thaper (2003), randomly shifted nested hypercube grids.
 - :func:`mst_tree`: the Euclidean minimum spanning tree of the feature vectors.
+- :func:`cluster_tree`: Le et al.'s (2019) clustering-based tree, hierarchical k-means; the mean
+  TWD over several such trees with random centres is their tree-sliced distance (``tswd-n``).
 """
 
 from __future__ import annotations
@@ -21,9 +23,32 @@ from .defaults import TREE_METHODS
 from .pipeline import TreeParams, feature_space, finish_tree
 from .tree import Tree
 
-__all__ = ["quadtree", "mst_tree", "competitor_tree", "TREE_METHODS", "MAX_QUADTREE_DEPTH"]
+__all__ = ["quadtree", "mst_tree", "cluster_tree", "competitor_trees", "TREE_METHODS", "MAX_QUADTREE_DEPTH",
+           "CLUSTER_BRANCHES", "CLUSTER_HEIGHT"]
 #: Grid levels below which features still sharing a cell become leaves of that cell.
 MAX_QUADTREE_DEPTH = 40
+#: Clusters per node and levels of the clustering-based trees (``cluster-tree``, ``tswd-n``).
+CLUSTER_BRANCHES = 5
+CLUSTER_HEIGHT = 6
+
+
+def _numbered(m: int, leaf_parent: np.ndarray, leaf_length: np.ndarray, internal_parent: list[int],
+              internal_length: list[float], names: Sequence[str], metadata: dict) -> Tree:
+    """A :class:`Tree` from leaves (parents as creation indices of internal nodes) and internal nodes
+    in creation order (root first, every node after its parent): internal node ``c`` becomes
+    ``m + n_int - 1 - c``, so children come before parents and the root is last."""
+    n_int = len(internal_parent)
+    renum = m + n_int - 1 - np.arange(n_int)
+    par = np.empty(m + n_int, dtype=np.int64)
+    par[:m] = renum[leaf_parent]
+    ip = np.asarray(internal_parent, dtype=np.int64)
+    par[renum] = np.where(ip >= 0, renum[np.maximum(ip, 0)], -1)
+    lens = np.empty(m + n_int)
+    lens[:m] = leaf_length
+    lens[renum] = internal_length
+    tree = Tree(parent=par, length=lens, leaf_names=list(names), metadata=metadata)
+    tree.validate()
+    return tree
 
 
 def quadtree(F: np.ndarray, names: Sequence[str], seed: int = 0, max_depth: int = MAX_QUADTREE_DEPTH) -> Tree:
@@ -93,18 +118,8 @@ def quadtree(F: np.ndarray, names: Sequence[str], seed: int = 0, max_depth: int 
     rest = active  # identical vectors, or max_depth reached: leaves of their group's node
     parent[rest] = group_node[rest]
     length[rest] = pending[rest]
-    n_int = len(internal_parent)
-    # number internal nodes children first: creation index c -> m + n_int - 1 - c (the root last)
-    renum = m + n_int - 1 - np.arange(n_int)
-    par = np.concatenate([renum[parent], np.empty(n_int, dtype=np.int64)])
-    ip = np.asarray(internal_parent, dtype=np.int64)
-    par[renum] = np.where(ip >= 0, renum[np.maximum(ip, 0)], -1)
-    lens = np.concatenate([length, np.empty(n_int)])
-    lens[renum] = internal_length
-    tree = Tree(parent=par, length=lens, leaf_names=list(names),
-                metadata={"method": "quadtree", "seed": int(seed), "levels": level})
-    tree.validate()
-    return tree
+    return _numbered(m, parent, length, internal_parent, internal_length, names,
+                     {"method": "quadtree", "seed": int(seed), "levels": level})
 
 
 def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
@@ -154,9 +169,60 @@ def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
     return tree
 
 
-def competitor_tree(method: str, X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
-                    embedding: tuple[np.ndarray, list[str]] | None = None) -> Tree:
-    r"""The ``method`` tree (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
+def cluster_tree(F: np.ndarray, names: Sequence[str], seed: int = 0, branches: int = CLUSTER_BRANCHES,
+                 height: int = CLUSTER_HEIGHT) -> Tree:
+    r"""Le et al.'s clustering-based tree (2019): hierarchical k-means of the feature vectors ``F`` (``m x d``).
+
+    The root holds every feature at their mean; a node of more than one distinct vector above
+    depth ``height`` is split by k-means (SciPy's ``kmeans2``, k-means++ centres drawn from
+    ``numpy.random.default_rng([seed, node])``, 10 Lloyd iterations) into at most ``branches``
+    clusters, each a child at its mean, on an edge of the Euclidean distance between the two means;
+    the features of a node that is not split hang from it on edges of their distance to its mean.
+    Deterministic for a seed; the mean TWD over trees of several seeds is the tree-sliced distance.
+    """
+    import warnings
+
+    from scipy.cluster.vq import kmeans2
+
+    F = np.asarray(F, dtype=np.float64)
+    m = F.shape[0]
+    if m < 1 or len(names) != m:
+        raise ValueError("one vector per feature name is needed")
+    leaf_parent = np.zeros(m, dtype=np.int64)
+    leaf_length = np.zeros(m)
+    internal_parent, internal_length, centres = [-1], [0.0], [F.mean(axis=0)]
+    stack = [(0, np.arange(m), 0)]  # (node, its features, depth): no recursion
+    while stack:
+        node, members, depth = stack.pop()
+        c = centres[node]
+        pts = F[members]
+        k = min(branches, members.size)
+        label = None
+        if depth < height and k > 1 and np.ptp(pts, axis=0).max() > 0:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # an empty cluster is simply not a child
+                _, label = kmeans2(pts, k, iter=10, minit="++", seed=np.random.default_rng([seed, node]))
+            if np.unique(label).size < 2:
+                label = None
+        if label is None:
+            leaf_parent[members] = node
+            leaf_length[members] = np.sqrt(((pts - c) ** 2).sum(axis=1))
+            continue
+        for g in np.unique(label).tolist():
+            sub = members[label == g]
+            mu = F[sub].mean(axis=0)
+            child = len(internal_parent)
+            internal_parent.append(node)
+            internal_length.append(float(np.sqrt(((mu - c) ** 2).sum())))
+            centres.append(mu)
+            stack.append((child, sub, depth + 1))
+    return _numbered(m, leaf_parent, leaf_length, internal_parent, internal_length, names,
+                     {"method": "cluster-tree", "seed": int(seed), "branches": branches, "height": height})
+
+
+def competitor_trees(method: str, X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
+                     embedding: tuple[np.ndarray, list[str]] | None = None, split: int = 0) -> list[Tree]:
+    r"""The ``method`` tree(s) (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
 
     The feature vectors are those hdtwd's diffusion would read for ``params``
     (:func:`pipeline.feature_space`: the data columns, the latent space or the given embedding),
@@ -164,6 +230,10 @@ def competitor_tree(method: str, X: np.ndarray | sp.spmatrix, names: list[str], 
     unit vectors is :math:`\sqrt{2 \cdot \text{cosine distance}}`). Features without a vector
     hang from the root and the idf weights are attached as for hdtwd's tree
     (:func:`pipeline.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
+
+    Seeds: ``quadtree`` ``params.seed + split``; ``cluster-tree`` ``params.seed`` (one fixed tree);
+    ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``. The distance of ``tswd-n`` is the
+    mean of the TWDs on its trees (an exact TWD on each).
     """
     if method not in TREE_METHODS:
         raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(TREE_METHODS)}")
@@ -173,5 +243,14 @@ def competitor_tree(method: str, X: np.ndarray | sp.spmatrix, names: list[str], 
     norms = np.sqrt(np.einsum("ij,ij->i", V, V))
     V /= np.where(norms > 0, norms, 1.0)[:, None]
     space.matrix = None
-    tree = quadtree(V, space.names, params.seed) if method == "quadtree" else mst_tree(V, space.names)
-    return finish_tree(tree, space, params.replace(leaf_length=0.0))
+    if method == "quadtree":
+        trees = [quadtree(V, space.names, params.seed + split)]
+    elif method == "mst":
+        trees = [mst_tree(V, space.names)]
+    elif method == "cluster-tree":
+        trees = [cluster_tree(V, space.names, params.seed)]
+    else:  # tswd-n
+        n = int(method.split("-")[1])
+        trees = [cluster_tree(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2 ** 31)))
+                 for t in range(n)]
+    return [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in trees]

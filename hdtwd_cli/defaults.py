@@ -59,4 +59,4 @@ DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 #: Baseline distances of ``hdtwd classify``.
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 #: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.competitors`).
-TREE_METHODS = ("quadtree", "mst")
+TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10")

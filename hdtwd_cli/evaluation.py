@@ -22,7 +22,7 @@ from ._sparse import sp
 
 from ._kernels import l1_distances
 from .defaults import BASELINES, DEFAULT_K, TREE_METHODS
-from .competitors import competitor_tree
+from .competitors import competitor_trees
 from ._kernels import l1_distances_sparse
 from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
@@ -54,6 +54,10 @@ BASELINE_INPUT = {
 TREE_INPUT = {
     "quadtree": "Indyk & Thaper's randomly shifted quadtree of the unit feature vectors (cell diameters as edges)",
     "mst": "Euclidean minimum spanning tree of the unit feature vectors",
+    "cluster-tree": "hierarchical k-means tree (Le et al. 2019) of the unit feature vectors, one fixed seed",
+    "tswd-1": "tree-sliced: mean TWD over 1 random hierarchical k-means tree",
+    "tswd-5": "tree-sliced: mean TWD over 5 random hierarchical k-means trees",
+    "tswd-10": "tree-sliced: mean TWD over 10 random hierarchical k-means trees",
 }
 #: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
 PCA_COMPONENTS = 50
@@ -336,9 +340,8 @@ def evaluate(
 ) -> list[MethodResult]:
     """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`) on the same splits.
 
-    A competitor's tree (:func:`competitors.competitor_tree`) is built from each split's training
-    rows in hdtwd's features' space; the quadtree of split ``s`` draws its shift with seed
-    ``base.seed + s``.
+    A competitor's tree(s) (:func:`competitors.competitor_trees`) are built from each split's
+    training rows in hdtwd's features' space, seeded per split as documented there.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
     :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
@@ -361,8 +364,9 @@ def evaluate(
                 acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
                 choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
             elif name in TREE_METHODS:  # a competitor's tree of the training rows' features
-                tree = competitor_tree(name, X[train], names, base.replace(seed=base.seed + s), embedding)
-                D = query_distances(tree, align_to_tree(X[train], names, tree), align_to_tree(X[test], names, tree))
+                trees = competitor_trees(name, X[train], names, base, embedding, split=s)
+                D = sum(query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
+                        for t in trees) / len(trees)
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
             else:
                 D = baseline_distances(name, X[test], X[train])
@@ -382,7 +386,7 @@ def evaluate(
         elif name in TREE_METHODS:
             params = {"tree": TREE_INPUT[name], "feature_space": "embedding" if embedding is not None
                       else base.feature_space, "weighting": base.weighting,
-                      **({"seed": f"{base.seed} + split"} if name == "quadtree" else {})}
+                      "seed": base.seed}
         else:
             params = {"on": BASELINE_INPUT[name]}
         out.append(MethodResult(name, list(ks), acc[name], params))
