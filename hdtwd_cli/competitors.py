@@ -20,11 +20,11 @@ import numpy as np
 
 from ._sparse import sp
 from .defaults import TREE_METHODS
-from .pipeline import TreeParams, feature_space, finish_tree
+from .pipeline import FeatureSpace, TreeParams, feature_space, finish_tree
 from .tree import Tree
 
-__all__ = ["quadtree", "mst_tree", "cluster_tree", "competitor_trees", "TREE_METHODS", "MAX_QUADTREE_DEPTH",
-           "CLUSTER_BRANCHES", "CLUSTER_HEIGHT"]
+__all__ = ["quadtree", "mst_tree", "cluster_tree", "competitor_trees", "feature_vectors", "TREE_METHODS",
+           "MAX_QUADTREE_DEPTH", "CLUSTER_BRANCHES", "CLUSTER_HEIGHT"]
 #: Grid levels below which features still sharing a cell become leaves of that cell.
 MAX_QUADTREE_DEPTH = 40
 #: Clusters per node and levels of the clustering-based trees (``cluster-tree``, ``tswd-n``).
@@ -220,6 +220,18 @@ def cluster_tree(F: np.ndarray, names: Sequence[str], seed: int = 0, branches: i
                      {"method": "cluster-tree", "seed": int(seed), "branches": branches, "height": height})
 
 
+def feature_vectors(X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
+                    embedding: tuple[np.ndarray, list[str]] | None = None) -> tuple[FeatureSpace, np.ndarray]:
+    """hdtwd's features' space of the rows ``X`` and its vectors, one unit-length ROW per placed feature."""
+    space = feature_space(X, names, params, embedding)
+    M = space.matrix
+    V = np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64).T.copy()
+    norms = np.sqrt(np.einsum("ij,ij->i", V, V))
+    V /= np.where(norms > 0, norms, 1.0)[:, None]
+    space.matrix = None
+    return space, V
+
+
 def competitor_trees(method: str, X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
                      embedding: tuple[np.ndarray, list[str]] | None = None, split: int = 0) -> list[Tree]:
     r"""The ``method`` tree(s) (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
@@ -237,12 +249,7 @@ def competitor_trees(method: str, X: np.ndarray | sp.spmatrix, names: list[str],
     """
     if method not in TREE_METHODS:
         raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(TREE_METHODS)}")
-    space = feature_space(X, names, params, embedding)
-    M = space.matrix
-    V = np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64).T.copy()
-    norms = np.sqrt(np.einsum("ij,ij->i", V, V))
-    V /= np.where(norms > 0, norms, 1.0)[:, None]
-    space.matrix = None
+    space, V = feature_vectors(X, names, params, embedding)
     if method == "quadtree":
         trees = [quadtree(V, space.names, params.seed + split)]
     elif method == "mst":
