@@ -128,26 +128,8 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
             "levers": [lab for lab, _ in levers]}
 
 
-def best(runs: list) -> tuple[float, float]:
-    a = np.array(runs)
-    m = a.mean(axis=0)
-    i = int(np.argmax(m))
-    return float(m[i]), float(a[:, i].std(ddof=1)) if a.shape[0] > 1 else 0.0
-
-
 def markdown(reports: list[dict]) -> str:
-    cols = [(r, ls) for r in reports for ls in r["acc"]]
-    rows = list(dict.fromkeys(k for r, ls in cols for k in r["acc"][ls]))
-    rows = [k for k in rows if not k.startswith("baseline")] + [k for k in rows if k.startswith("baseline")]
-    lines = ["| lever (change from the previous defaults) | " + " | ".join(ls for _, ls in cols) + " |",
-             "|---|" + "---|" * len(cols)]
-    for key in rows:
-        cells = []
-        for r, ls in cols:
-            v = r["acc"][ls].get(key)
-            cells.append(f"{best(v)[0]:.1f} ± {best(v)[1]:.1f}" if v else "-")
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return "\n".join(harness.accuracy_table(reports, "lever (change from the previous defaults)"))
 
 
 def main() -> None:

@@ -236,25 +236,8 @@ def run(name: str, n_splits: int, rows: tuple[str, ...]) -> dict:
     return rep
 
 
-def best(runs: list) -> tuple[float, float]:
-    a = np.array(runs)
-    m = a.mean(axis=0)
-    i = int(np.argmax(m))
-    return float(m[i]), float(a[:, i].std(ddof=1)) if a.shape[0] > 1 else 0.0
-
-
 def markdown(reports: list[dict]) -> str:
-    cols = [(r, ls) for r in reports for ls in r["acc"]]
-    keys = list(dict.fromkeys(k for r, ls in cols for k in r["acc"][ls]))
-    keys = [k for k in keys if not k.startswith("baseline")] + [k for k in keys if k.startswith("baseline")]
-    lines = ["| lever (one change from today's defaults) | " + " | ".join(ls for _, ls in cols) + " |",
-             "|---|" + "---|" * len(cols)]
-    for key in keys:
-        cells = []
-        for r, ls in cols:
-            v = r["acc"][ls].get(key)
-            cells.append(f"{best(v)[0]:.1f} ± {best(v)[1]:.1f}" if v else "-")
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    lines = harness.accuracy_table(reports, "lever (one change from today's defaults)")
     lines += ["", "| set | default tree across the 5 splits: normalised RF | cophenetic correlation | "
               "per split: accuracy (best k) / the tree's mean cophenetic correlation to the others |",
               "|---|---|---|---|"]

@@ -14,8 +14,6 @@ and the simple baselines. ``mst`` needs the dense ``m x m`` distances: skipped a
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -78,18 +76,5 @@ def markdown(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic")
-    ap.add_argument("--markdown", action="store_true")
-    args = ap.parse_args()
-    out = harness.work_dir("table1-issue26")
-    sets = args.sets.split(",")
-    if not args.markdown:
-        for name in sets:
-            (out / f"{name}.json").write_text(json.dumps(run(name)))
-    print(markdown([json.loads((out / f"{n}.json").read_text()) for n in sets if (out / f"{n}.json").exists()]))
-
-
 if __name__ == "__main__":
-    main()
+    harness.per_set_main(run, markdown, "table1-issue26", "pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic")

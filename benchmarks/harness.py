@@ -22,7 +22,9 @@ The scripts import it as a sibling module::
 
 from __future__ import annotations
 
+import argparse
 import datetime as _dt
+import json
 import os
 import platform
 import re
@@ -564,3 +566,42 @@ def emit_section(text: str, heading: str, write: bool) -> None:
     print(text)
     if write:
         write_section(REPO / "benchmarks" / "RESULTS.md", text, heading)
+
+
+def best_k(runs: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """Best-k mean accuracy over splits (rows: splits, columns: k) and the std over splits at that k."""
+    a = np.array(runs)
+    m = a.mean(axis=0)
+    i = int(np.argmax(m))
+    return float(m[i]), float(a[:, i].std(ddof=1)) if a.shape[0] > 1 else 0.0
+
+
+def accuracy_table(reports: Sequence[Mapping[str, Any]], heading: str) -> list[str]:
+    """Markdown rows: one per key of ``report["acc"][label_set]`` (baselines last), one column per label set."""
+    cols = [(r, ls) for r in reports for ls in r["acc"]]
+    keys = list(dict.fromkeys(k for r, ls in cols for k in r["acc"][ls]))
+    keys = [k for k in keys if not k.startswith("baseline")] + [k for k in keys if k.startswith("baseline")]
+    lines = [f"| {heading} | " + " | ".join(ls for _, ls in cols) + " |", "|---|" + "---|" * len(cols)]
+    for key in keys:
+        cells = []
+        for r, ls in cols:
+            v = r["acc"][ls].get(key)
+            cells.append(f"{best_k(v)[0]:.1f} ± {best_k(v)[1]:.1f}" if v else "-")
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def per_set_main(run: Callable[[str], dict], markdown: Callable[[list[dict]], str], workdir: str,
+                 default_sets: str) -> None:
+    """``--sets a,b`` runs ``run(set)`` into ``work_dir(workdir)/SET.json``; ``--markdown`` only prints
+    ``markdown`` of the cached reports (of the sets that have one)."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sets", default=default_sets)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args()
+    out = work_dir(workdir)
+    sets = args.sets.split(",")
+    if not args.markdown:
+        for name in sets:
+            (out / f"{name}.json").write_text(json.dumps(run(name)))
+    print(markdown([json.loads((out / f"{n}.json").read_text()) for n in sets if (out / f"{n}.json").exists()]))

@@ -20,8 +20,6 @@ denoised cells); L1 between the histograms; PCA.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -132,18 +130,5 @@ def markdown(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sets", default="pbmc,cbmc,zeisel")
-    ap.add_argument("--markdown", action="store_true")
-    args = ap.parse_args()
-    out = harness.work_dir("leiden-levers")
-    sets = args.sets.split(",")
-    if not args.markdown:
-        for name in sets:
-            (out / f"{name}.json").write_text(json.dumps(run(name)))
-    print(markdown([json.loads((out / f"{n}.json").read_text()) for n in sets if (out / f"{n}.json").exists()]))
-
-
 if __name__ == "__main__":
-    main()
+    harness.per_set_main(run, markdown, "leiden-levers", "pbmc,cbmc,zeisel")

@@ -157,13 +157,11 @@ def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
     parent = np.empty(2 * m, dtype=np.int64)
     length = np.zeros(2 * m)
     parent[:m] = site  # leaf j hangs from its own site, edge 0
-    for j in range(m):
-        p = pred[j]
-        if p < 0:
-            parent[site[j]] = -1
-        else:
-            parent[site[j]] = site[p]
-            length[site[j]] = 0.0 if T[j, p] <= tiny else float(T[j, p])
+    child = np.flatnonzero(pred >= 0)
+    parent[site[root]] = -1
+    parent[site[child]] = site[pred[child]]
+    w = np.asarray(T[child, pred[child]]).ravel()
+    length[site[child]] = np.where(w <= tiny, 0.0, w)  # identical vectors: the lifted edge is 0 again
     tree = Tree(parent=parent, length=length, leaf_names=list(names), metadata={"method": "mst", "root": names[root]})
     tree.validate()
     return tree

@@ -108,7 +108,8 @@ def principal_axes(A: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    """``X`` as a dense float64 array (``X`` itself when it already is one: do not write to it)."""
+    return X.toarray().astype(np.float64, copy=False) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
 
 
 def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
@@ -117,14 +118,13 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     ``rank`` is capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
     """
     counts = is_count_data(X)
-    F = _dense(log_cp10k(X) if counts else X).astype(np.float64)
+    F = _dense(log_cp10k(X) if counts else X)  # may be X itself: never written
     n, m = F.shape
     r = int(min(rank, min(n, m) - 1))
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
     mu = F.mean(axis=0)
-    F -= mu
-    V, _ = principal_axes(F, r)
+    V, _ = principal_axes(F - mu, r)
     return Denoiser(mu, V, counts, np.ones(m, dtype=bool))
 
 
@@ -142,7 +142,7 @@ def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser, block: int = 4096) -> np.n
     cov = d.covered
     for i0 in range(0, n, block):
         rows = X[i0:i0 + block]
-        F = _dense(log_cp10k(rows) if d.log_counts else rows).astype(np.float64)
+        F = _dense(log_cp10k(rows) if d.log_counts else rows)  # read only
         R = d.mean + ((F - d.mean) @ d.axes) @ d.axes.T
         if not cov.all():
             R[:, ~cov] = F[:, ~cov]
