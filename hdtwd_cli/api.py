@@ -45,6 +45,8 @@ from ._memory import available_memory, human_bytes
 from .distance import TreeVectors, check_histograms, dense_output_bytes, tree_distance_blocks, tree_distances
 from .errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from .evaluation import BASELINES, DEFAULT_K, TREE_METHODS, evaluate, is_count_data, summarise
+from .defaults import OT_BUDGET, OT_METHODS
+from .exact_ot import require_pot
 from .features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from .hyperbolic import HyperbolicEmbedding
 from .graph import knn_distance_matrix, scanpy_keys, scanpy_neighbors_uns, umap_connectivities, with_self
@@ -636,6 +638,7 @@ def classify(
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    ot_budget: int = OT_BUDGET,
 ) -> dict[str, Any]:
     """kNN accuracy of the TWD and of baselines on the same train/test splits (paper App. C).
 
@@ -648,9 +651,14 @@ def classify(
         Class of each sample.
     methods : sequence of str, optional
         ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
-        ``pca``). Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
+        ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
+        ``tswd-5``, ``tswd-10``: :mod:`competitors`) and exact OT (``ot``: :mod:`exact_ot`, needs POT).
+        Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
+    ot_budget : int
+        Transport variables per split for ``ot`` (:func:`evaluation.ot_test_rows`): its accuracy is
+        measured on the test rows that fit, listed in its ``params``.
 
     Returns
     -------
@@ -687,13 +695,15 @@ def classify(
     if eps is not None:
         base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too
     chosen = classify_methods(Xm, methods)
+    if ot_budget < 1:
+        raise ParameterError("must be a positive number of transport variables", "ot_budget")
     n_train = Xm.shape[0] - int(round(test_size * Xm.shape[0]))
     if ks[-1] > n_train:
         raise ParameterError(f"the largest {{arg}} ({ks[-1]}) exceeds the {n_train} training samples per split", "k")
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
     results = _data_errors(lambda: evaluate(apply_transform(Xm, base.transform), names, y, chosen, eps_grid,
                                             scales_grid, base, ks, splits, test_size, seed, progress=progress,
-                                            embedding=vectors))
+                                            embedding=vectors, ot_budget=ot_budget))
     return summarise(results, {
         "n_samples": Xm.shape[0], "n_features": Xm.shape[1], "n_classes": int(len(np.unique(y))), "splits": splits,
         "test_size": test_size, "seed": seed, "k": ks, "hdtwd_version": __version__, "transform": base.transform,
@@ -710,10 +720,15 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
     cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
     chosen = list(methods) if methods else ["hdtwd", "cosine", "euclidean", "l1"] + (
         ["tfidf-l1", "tfidf-cosine"] if counts else []) + (["pca"] if cooccur else [])
-    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES + TREE_METHODS]
+    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES + TREE_METHODS + OT_METHODS]
     if unknown:
         raise ParameterError(f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, "
-                             f"{', '.join(BASELINES + TREE_METHODS)}", "methods")
+                             f"{', '.join(BASELINES + TREE_METHODS + OT_METHODS)}", "methods")
+    if set(chosen) & set(OT_METHODS):
+        try:
+            require_pot()
+        except ImportError as e:
+            raise ParameterError(f"holds ot: {e}", "methods") from None
     return chosen
 
 

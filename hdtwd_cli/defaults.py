@@ -11,7 +11,7 @@ from typing import Any, Literal, get_args
 
 __all__ = ["Metric", "Bandwidth", "METRICS", "BANDWIDTHS", "PRESETS", "TRANSFORMS", "DEFAULT_EPS", "DEFAULT_SCALES",
            "WEIGHTINGS", "FEATURE_SPACES", "LANDMARK_METHODS", "AUTO_LANDMARKS_ABOVE", "DEFAULT_LANDMARKS",
-           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES", "TREE_METHODS"]
+           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES", "TREE_METHODS", "OT_METHODS", "OT_BUDGET"]
 
 Metric = Literal["cosine", "euclidean"]
 Bandwidth = Literal["median", "knn"]
@@ -60,3 +60,7 @@ DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 #: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.competitors`).
 TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10")
+#: Exact optimal transport with the features' Euclidean ground cost (:mod:`hdtwd_cli.exact_ot`).
+OT_METHODS = ("ot",)
+#: Transport variables (support pairs) of the exact-OT programs of one split (``--ot-budget``).
+OT_BUDGET = 10**9

@@ -21,8 +21,9 @@ import numpy as np
 from ._sparse import sp
 
 from ._kernels import l1_distances
-from .defaults import BASELINES, DEFAULT_K, TREE_METHODS
+from .defaults import BASELINES, DEFAULT_K, OT_METHODS, TREE_METHODS
 from .competitors import competitor_trees
+from .exact_ot import OT_BUDGET, OT_MIN_TEST_ROWS, budget_rows, exact_ot, ground_vectors, ot_histograms, require_pot
 from ._kernels import l1_distances_sparse
 from .distance import SPARSE_KERNEL_DENSITY, check_histograms, normalize_rows, query_distances
 from .features import idf_weights, weight_features
@@ -41,6 +42,7 @@ __all__ = [
     "MethodResult",
     "summarise",
     "select_params",
+    "ot_test_rows",
     "evaluate",
 ]
 
@@ -323,6 +325,31 @@ def select_params(
     return best[0], best[1], {f"{e:g},{k}": float(v.max()) for (e, k), v in scores.items()}
 
 
+def ot_test_rows(X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray, np.ndarray]],
+                 budget: int = OT_BUDGET, seed: int = 0) -> list[np.ndarray]:
+    """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`exact_ot.budget_rows`,
+    seed ``[seed, split, 26]``).
+
+    Raises
+    ------
+    ValueError
+        Before any program is solved, when a split gets fewer than :data:`exact_ot.OT_MIN_TEST_ROWS`
+        rows (or fewer than all its test rows, when it has fewer); the message gives the budget needed.
+    """
+    require_pot()
+    nnz = np.diff(sp.csr_matrix(X).indptr) if sp.issparse(X) else np.count_nonzero(X, axis=1)
+    rows = [budget_rows(nnz[test], nnz[train], budget, [seed, s, 26]) for s, (train, test) in enumerate(splits)]
+    need = [min(OT_MIN_TEST_ROWS, t.size) for _, t in splits]
+    if any(r.size < k for r, k in zip(rows, need)):
+        worst = max(int(np.sort(nnz[test])[::-1][:k].sum()) * int(nnz[train].sum()) for (train, test), k in zip(splits, need))
+        secs = worst * 1e-7
+        when = f"{secs:.0f} CPU-seconds" if secs < 120 else f"{secs / 60:.0f} CPU-minutes"
+        raise ValueError(f"exact OT ('ot'): a budget of {budget:,} transport variables per split fits only "
+                         f"{min(r.size for r in rows)} test rows ({min(need)} needed); --ot-budget {worst} fits "
+                         f"them (about {when} per split)")
+    return rows
+
+
 def evaluate(
     X: np.ndarray | sp.spmatrix,
     names: list[str],
@@ -337,11 +364,14 @@ def evaluate(
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
     embedding: tuple[np.ndarray, list[str]] | None = None,
+    ot_budget: int = OT_BUDGET,
 ) -> list[MethodResult]:
-    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`) on the same splits.
+    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`, ``ot``) on the same splits.
 
     A competitor's tree(s) (:func:`competitors.competitor_trees`) are built from each split's
-    training rows in hdtwd's features' space, seeded per split as documented there.
+    training rows in hdtwd's features' space, seeded per split as documented there. ``ot``
+    (:mod:`exact_ot`) scores the test rows of :func:`ot_test_rows` only (``ot_budget``), with all
+    the training rows as neighbours.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
     :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
@@ -353,6 +383,7 @@ def evaluate(
     acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
     choices: list[dict] = []
     grid = len(eps_grid) * len(scales_grid) > 1
+    ot_rows = ot_test_rows(X, splits, ot_budget, seed) if "ot" in methods else []
     for s, (train, test) in enumerate(splits):
         for name in methods:
             if name == "hdtwd":
@@ -368,6 +399,11 @@ def evaluate(
                 D = sum(query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
                         for t in trees) / len(trees)
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
+            elif name in OT_METHODS:  # exact OT on the budgeted test rows, ground space of the training rows
+                V, w = ground_vectors(X[train], names, base, embedding)
+                rows = test[ot_rows[s]]
+                D = exact_ot(ot_histograms(X[rows], w), ot_histograms(X[train], w), V)
+                acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
             else:
                 D = baseline_distances(name, X[test], X[train])
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
@@ -387,6 +423,12 @@ def evaluate(
             params = {"tree": TREE_INPUT[name], "feature_space": "embedding" if embedding is not None
                       else base.feature_space, "weighting": base.weighting,
                       "seed": base.seed}
+        elif name in OT_METHODS:
+            params = {"ground_cost": "Euclidean distance between the unit feature vectors (none: the origin)",
+                      "solver": "POT ot.emd2, exact network simplex", "feature_space": "embedding"
+                      if embedding is not None else base.feature_space, "weighting": base.weighting,
+                      "budget": int(ot_budget), "test_rows": [int(r.size) for r in ot_rows],
+                      "test_rows_of": [int(t.size) for _, t in splits]}
         else:
             params = {"on": BASELINE_INPUT[name]}
         out.append(MethodResult(name, list(ks), acc[name], params))

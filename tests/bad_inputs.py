@@ -7,6 +7,7 @@ Each case: (id, what the user did, setup(tmp) -> argv, expected exit code, expec
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -220,6 +221,9 @@ CASES: list[Case] = [
     ("k-too-big", "classify with k larger than the training set",
      lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"], 2,
      "exceeds the 2 training samples"),
+    ("ot-budget", "classify --methods ot with a budget too small for 20 test rows per split",
+     lambda t: ["classify", SAMPLE / "produce.csv", "--labels", SAMPLE / "produce_labels.txt", "--methods", "hdtwd,ot",
+                "--ot-budget", "3000", "--json", t / "r.json"], 2, "--ot-budget 8178 fits them"),
     ("bad-option", "a misspelt option value", lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy",
                                                        "--linkage", "ward"], 2, "Invalid value for '--linkage'"),
     ("missing-output", "no -o", lambda t: ["distance", SAMPLE / "produce.csv"], 2, "Missing option '--output'"),
@@ -349,6 +353,7 @@ def markdown() -> str:
             tmp = Path(d)
             proc = run_hdtwd(*setup(tmp), input=b"", check=False)
             msg = proc.stderr.decode().strip().replace(str(tmp), "DIR").replace(str(SAMPLE), "sample_data")
+            msg = re.sub(r"[0-9.]+ GB available", "N GB available", msg)  # the machine's free memory: not the doc's
             msg = msg.replace("|", "\\|") or "(nothing)"
             lines.append(f"| {what} | {proc.returncode} | `{msg}` |")
     return "\n".join(lines)

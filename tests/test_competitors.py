@@ -1,8 +1,10 @@
-"""Issue 26 (first part): the competitors' trees (Quadtree, MST) of ``classify --methods``.
+"""Issue 26: the competitors of ``classify --methods`` (Quadtree, MST, cluster trees, exact OT).
 
 Each tree is a valid tree over all features whose TWD equals exact OT on its path metric; the
 Quadtree is deterministic per seed and its path metric dominates the Euclidean ground cost (so
 exact OT with that cost never exceeds its TWD); the MST's path metric is the distance along it.
+``ot`` (:mod:`exact_ot`) equals an independent linear program (SciPy's HiGHS) and POT on a dense
+cost, never exceeds the Quadtree's TWD, and is scored on the budgeted test rows it reports.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from hdtwd_cli.api import classify_methods
 from hdtwd_cli.competitors import cluster_tree, competitor_trees, mst_tree, quadtree
 from hdtwd_cli.distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.evaluation import ot_test_rows, stratified_splits
+from hdtwd_cli.exact_ot import OT_MIN_TEST_ROWS, budget_rows, exact_ot as ot_distances, ot_histograms
 from hdtwd_cli.pipeline import TreeParams, align_to_tree
 
 
@@ -119,3 +123,105 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
         assert len(rep["methods"][m]["per_split"]) == 2 and rep["methods"][m]["mean"] > 60
     with pytest.raises(ParameterError, match="flowtree"):
         classify_methods(X, ["hdtwd", "flowtree"])
+
+
+def _histograms(seed: int, n: int, m: int, density: float = 0.5):
+    rng = np.random.default_rng(seed)
+    H = rng.random((n, m)) * (rng.random((n, m)) < density)
+    H[:, 0] += 0.1  # every row has mass
+    return ot_histograms(H)
+
+
+def test_exact_ot_equals_an_independent_linear_program_and_pot():
+    ot = pytest.importorskip("ot")
+    F = _vectors(4, m=12, d=3)
+    A, B = _histograms(1, 4, 12), _histograms(2, 3, 12)
+    D = ot_distances(A, B, F)
+    E = _euclid(F)
+    a, b = A.toarray(), B.toarray()
+    for i in range(4):
+        for j in range(3):
+            assert D[i, j] == pytest.approx(exact_ot(a[i], b[j], E), rel=1e-8, abs=1e-12)  # SciPy HiGHS
+            assert D[i, j] == pytest.approx(ot.emd2(a[i], b[j], E), rel=1e-10, abs=1e-14)  # dense POT, all features
+    assert np.all(D > 0)
+    assert ot_distances(A, A, F).diagonal() == pytest.approx(0, abs=1e-12)
+
+
+def test_exact_ot_never_exceeds_the_twd_of_a_dominating_quadtree():
+    pytest.importorskip("ot")
+    F = _vectors(6, m=25, d=4)
+    names = [f"g{j}" for j in range(25)]
+    H = _histograms(3, 8, 25, density=0.4)
+    D = ot_distances(H, H, F)
+    for seed in range(3):
+        tree = quadtree(F, names, seed=seed)
+        T = tree_wasserstein(tree, H.toarray())
+        assert np.all(D <= T * (1 + 1e-9) + 1e-12)
+        assert np.any(D < 0.9 * T)  # the bound is not met with equality: the test can tell them apart
+
+
+def test_exact_ot_does_not_depend_on_threads_or_dtype():
+    pytest.importorskip("ot")
+    F = _vectors(7, m=30, d=5)
+    A, B = _histograms(4, 6, 30), _histograms(5, 7, 30)
+    one = ot_distances(A, B, F, threads=1)
+    assert np.array_equal(one, ot_distances(A, B, F, threads=2))
+    A32 = ot_histograms(A.toarray().astype(np.float32))
+    assert np.allclose(ot_distances(A32, B, F), one, rtol=1e-6)
+
+
+def test_budget_rows_is_a_seeded_prefix_that_fits():
+    s_test = np.arange(1, 41)
+    s_train = np.full(10, 3)  # 30 support entries in the training rows
+    rows = budget_rows(s_test, s_train, budget=3000, seed=[0, 1, 26])
+    assert np.array_equal(rows, budget_rows(s_test, s_train, budget=3000, seed=[0, 1, 26]))
+    assert not np.array_equal(rows, budget_rows(s_test, s_train, budget=3000, seed=[0, 2, 26]))
+    assert s_test[rows].sum() * 30 <= 3000
+    order = np.random.default_rng([0, 1, 26]).permutation(40)
+    assert set(rows) == set(order[:rows.size]) and s_test[order[:rows.size + 1]].sum() * 30 > 3000
+    assert budget_rows(s_test, s_train, budget=10**9).size == 40
+    assert budget_rows(s_test, s_train, budget=1).size == 0
+
+
+def test_ot_refuses_before_solving_when_too_few_rows_fit():
+    pytest.importorskip("ot")
+    X = np.random.default_rng(0).poisson(2.0, size=(100, 30)).astype(float)
+    splits = stratified_splits(np.repeat([0, 1], 50), 2, 0.3, 0)
+    rows = ot_test_rows(X, splits, 10**9)
+    assert [r.size for r in rows] == [30, 30]
+    with pytest.raises(ValueError, match=f"fits only [0-9]+ test rows \\({OT_MIN_TEST_ROWS} needed\\); --ot-budget [0-9]+ fits"):
+        ot_test_rows(X, splits, 10**5)
+
+
+def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(5)
+    X = rng.poisson(1.0, size=(80, 16)).astype(float)
+    y = np.repeat([0, 1], 40)
+    X[y == 0, :8] += rng.poisson(3.0, size=(40, 8))
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "y.txt").write_text("\n".join(map(str, y)) + "\n")
+    nnz = np.count_nonzero(X, axis=1)
+    splits = stratified_splits(y, 2, 0.3, 0)  # classify's splits (seed 0): a budget for 21 to 23 of 24 test rows
+    budget = max(int(np.sort(nnz[te])[::-1][:21].sum() * nnz[tr].sum()) for tr, te in splits)
+    assert budget < min(int(nnz[te].sum() * nnz[tr].sum()) for tr, te in splits)
+    args = ["classify", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--methods", "hdtwd,ot", "--splits", "2",
+            "--ot-budget", str(budget), "-q"]
+    run_hdtwd(*args, "--json", tmp_path / "a.json")
+    run_hdtwd(*args, "--json", tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    ot = json.loads((tmp_path / "a.json").read_text())["methods"]["ot"]
+    assert ot["params"]["test_rows_of"] == [24, 24]
+    assert OT_MIN_TEST_ROWS <= min(ot["params"]["test_rows"]) < 24  # the budget bound: a subset was scored
+    assert ot["mean"] > 70
+    bad = run_hdtwd(*args[:-3], "--ot-budget", "1000", "-q", check=False)
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr.decode()
+    assert "--ot-budget" in bad.stderr.decode() and len(bad.stderr.decode().strip().splitlines()) == 1
+
+
+def test_ot_without_pot_is_one_clear_error(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ot", None)  # import ot raises ImportError
+    with pytest.raises(ParameterError, match="pip install 'hdtwd\\[ot\\]'"):
+        classify_methods(np.ones((4, 3)), ["hdtwd", "ot"])
