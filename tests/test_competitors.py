@@ -108,13 +108,19 @@ def test_competitor_tree_has_every_column_as_a_leaf_with_hdtwds_weights():
         assert D[0, 1] == pytest.approx(exact_ot(H[0], H[1], C), rel=1e-8, abs=1e-12)
 
 
-def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
+def _two_classes(tmp_path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of two classes (the first richer in 8 of 16 features), saved as x.npy and y.txt."""
     rng = np.random.default_rng(5)
-    X = rng.poisson(1.0, size=(60, 16)).astype(float)
-    y = np.repeat([0, 1], 30)
-    X[y == 0, :8] += rng.poisson(3.0, size=(30, 8))
+    X = rng.poisson(1.0, size=(2 * per_class, 16)).astype(float)
+    y = np.repeat([0, 1], per_class)
+    X[y == 0, :8] += rng.poisson(3.0, size=(per_class, 8))
     np.save(tmp_path / "x.npy", X)
     (tmp_path / "y.txt").write_text("\n".join(map(str, y)) + "\n")
+    return X, y
+
+
+def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
+    X, _ = _two_classes(tmp_path, 30)
     run_hdtwd("classify", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--methods",
               "hdtwd,quadtree,mst,cluster-tree,tswd-5", "--splits", "2", "--json", tmp_path / "r.json", "-q")
     rep = json.loads((tmp_path / "r.json").read_text())
@@ -195,12 +201,7 @@ def test_ot_refuses_before_solving_when_too_few_rows_fit():
 
 def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
     pytest.importorskip("ot")
-    rng = np.random.default_rng(5)
-    X = rng.poisson(1.0, size=(80, 16)).astype(float)
-    y = np.repeat([0, 1], 40)
-    X[y == 0, :8] += rng.poisson(3.0, size=(40, 8))
-    np.save(tmp_path / "x.npy", X)
-    (tmp_path / "y.txt").write_text("\n".join(map(str, y)) + "\n")
+    X, y = _two_classes(tmp_path, 40)
     nnz = np.count_nonzero(X, axis=1)
     splits = stratified_splits(y, 2, 0.3, 0)  # classify's splits (seed 0): a budget for 21 to 23 of 24 test rows
     budget = max(int(np.sort(nnz[te])[::-1][:21].sum() * nnz[tr].sum()) for tr, te in splits)
