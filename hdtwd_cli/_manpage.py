@@ -76,31 +76,46 @@ def _option_lines(cmd) -> list[str]:  # noqa: ANN001 - typer's bundled click Com
     return out
 
 
+def _commands(group) -> list[tuple[str, object]]:  # noqa: ANN001 - typer's bundled click Group
+    """(name, command) of every command, a group's subcommands as ``group sub`` (iteratively)."""
+    out, todo = [], [("", group)]
+    while todo:
+        prefix, g = todo.pop(0)
+        ctx = g.context_class(g)
+        for name in g.list_commands(ctx):
+            cmd = g.get_command(ctx, name)
+            full = f"{prefix} {name}".strip()
+            if hasattr(cmd, "list_commands"):
+                todo.append((full, cmd))
+            else:
+                out.append((full, cmd))
+    return out
+
+
 def render_pages() -> dict[str, str]:
-    """Page name -> roff text for ``hdtwd`` and each subcommand."""
+    """Page name -> roff text for ``hdtwd`` and each (sub)command (``hdtwd plot tree``: ``hdtwd-plot-tree.1``)."""
     group = typer.main.get_command(app)
     pages: dict[str, str] = {}
-    ctx = group.context_class(group)
+    commands = _commands(group)
     head = f'.TH {{name}} 1 "{_DATE}" "hdtwd {__version__}" "User Commands"\n'
     lines = [head.format(name="HDTWD"), ".SH NAME", "hdtwd \\- tree\\-Wasserstein distance with a latent "
              "feature hierarchy", ".SH SYNOPSIS", "\\fBhdtwd\\fR \\fICOMMAND\\fR [\\fIOPTIONS\\fR]",
              ".SH DESCRIPTION", _esc(group.help or ""), ".SH COMMANDS"]
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
+    for name, cmd in commands:
         lines += [".TP", f"\\fBhdtwd {_esc(name)}\\fR(1)", _esc((cmd.help or "").splitlines()[0])]
     lines += [".SH OPTIONS"] + _option_lines(group)
-    lines += [_EXIT, ".SH SEE ALSO", ", ".join(f"\\fBhdtwd\\-{_esc(n)}\\fR(1)" for n in group.list_commands(ctx))]
+    lines += [_EXIT, ".SH SEE ALSO", ", ".join(f"\\fBhdtwd\\-{_esc(n.replace(' ', '-'))}\\fR(1)" for n, _ in commands)]
     pages["hdtwd.1"] = "\n".join(lines) + "\n"
-    for name in group.list_commands(ctx):
-        cmd = group.get_command(ctx, name)
+    for name, cmd in commands:
         args = [(p.name or "").upper() for p in cmd.params if p.param_type_name == "argument"]
         usage = " ".join(["[OPTIONS]"] + args)
-        lines = [head.format(name=f"HDTWD-{name.upper()}"), ".SH NAME",
-                 f"hdtwd\\-{_esc(name)} \\- {_esc((cmd.help or '').splitlines()[0])}", ".SH SYNOPSIS",
+        page = name.replace(" ", "-")
+        lines = [head.format(name=f"HDTWD-{page.upper()}"), ".SH NAME",
+                 f"hdtwd\\-{_esc(page)} \\- {_esc((cmd.help or '').splitlines()[0])}", ".SH SYNOPSIS",
                  f"\\fBhdtwd {_esc(name)}\\fR {_esc(usage)}", ".SH DESCRIPTION", _esc(cmd.help or ""),
                  ".SH OPTIONS"] + _option_lines(cmd)
         lines += [_EXIT, ".SH SEE ALSO", "\\fBhdtwd\\fR(1)"]
-        pages[f"hdtwd-{name}.1"] = "\n".join(lines) + "\n"
+        pages[f"hdtwd-{page}.1"] = "\n".join(lines) + "\n"
     return pages
 
 

@@ -225,15 +225,20 @@ def classify(
     json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
                                                      show_default=False)] = None,
     per_k: Annotated[bool, typer.Option("--per-k", help="Show the mean accuracy for every k.")] = False,
+    plot: Annotated[Optional[Path], typer.Option(
+        "--plot", help="Also draw accuracy against k per method (.png, .svg, .pdf; needs matplotlib).",
+        show_default=False)] = None,
     o: Any = None,
 ) -> None:
     """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
     from .api import classify as api_classify, classify_methods
+    from .cli_plot import check_picture
     from .io import atomic_path, check_output_path, read_labels
 
     rep = Reporter(o.quiet, o.verbose)
     if json_out is not None:
         check_output_path(json_out, [data])
+    pl = None if plot is None else check_picture(plot, [data, json_out], "plot")
     ks, eps_grid = _parse_list(k, int, "k"), _parse_list(eps, float, "eps")
     scales_grid, chosen = _parse_list(scales, int, "scales"), _parse_list(methods, str, "methods")
     params = tree_params(o)
@@ -251,6 +256,8 @@ def classify(
     if json_out is not None:
         with atomic_path(json_out) as tmp:
             Path(tmp).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
+    if pl is not None:
+        pl.save(pl.classify_report(report), str(plot))
 
 
 def _print_report(report: dict, per_k: bool) -> None:
@@ -288,7 +295,10 @@ def _main(version: Annotated[bool, typer.Option("--version", callback=_version_c
     """hdtwd: tree-Wasserstein distances with a latent feature hierarchy."""
 
 
-_COMMANDS = ("embed", "decode-tree", "distance", "classify")
+from .cli_plot import plot_app  # noqa: E402 - the plot commands, one module
+
+app.add_typer(plot_app)
+_COMMANDS = ("embed", "decode-tree", "distance", "classify", "plot")
 
 
 def _install_signal_handlers() -> None:

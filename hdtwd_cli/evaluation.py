@@ -244,6 +244,8 @@ class MethodResult:
             "mean": float(means[best]),
             "std": std,
             "per_k": {str(k): float(v) for k, v in zip(self.ks, means)},
+            "per_k_std": {str(k): float(v) for k, v in zip(self.ks, self.acc.std(axis=0, ddof=1)
+                                                          if self.acc.shape[0] > 1 else np.zeros(len(self.ks)))},
             "per_split": [float(v) for v in self.acc[:, best]],
             "params": self.params,
         }
