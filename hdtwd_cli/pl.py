@@ -237,7 +237,7 @@ def distance_heatmap(D: np.ndarray, labels: Sequence[Any] | None = None, *, ax: 
     fig.colorbar(im, ax=ax, shrink=0.6, label="distance", location="bottom", pad=0.02)
     ax.set_xticks([])
     ax.set_yticks([])
-    note = f" (every {step}th of {n:,})" if step > 1 else ""
+    note = f" (1 in {step} drawn)" if step > 1 else ""
     ax.set_title(title or f"{n:,} samples ordered by average linkage{note}", fontsize=10)
     if labels is not None:
         from matplotlib.patches import Patch
