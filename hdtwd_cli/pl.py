@@ -131,7 +131,11 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
     leaf is labelled with its name, a collapsed clade with its ``names_per_clade`` heaviest
     features and how many more it holds, each with its share of the mass. The x axis is the
     path length from the root (the tree's edge lengths); a clade is drawn as a wedge reaching its
-    deepest leaf. Readable whatever the tree's size: the work is linear in its nodes.
+    deepest leaf. When the leaf edges are more than twice as long as the branching above them
+    (hdtwd's trees, whose leaf edges carry most of the depth), the frame ends 15 % past the
+    deepest branching shown: leaf edges are cut there (dotted), each wedge reaches its clade's
+    deepest internal node, and the axis label says so. Readable whatever the tree's size: the
+    work is linear in its nodes, with no recursion.
     """
     mass = _leaf_mass(tr, X, feature_names)
     total = float(mass.sum()) or 1.0
@@ -169,15 +173,26 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
     y[order] = np.arange(len(order))[::-1]
     for v in expanded:  # children before parents
         y[v] = np.mean(y[children[v]])
+    # leaf edges much longer than the branching above them (hdtwd's trees: the leaf term) are cut at the
+    # frame, so that the branching is readable; the x axis stays to scale up to the frame
+    inner = np.where(np.arange(n) >= L, x, -np.inf)  # deepest internal node below each node
+    for c in range(n - 1):
+        inner[tr.parent[c]] = max(inner[tr.parent[c]], inner[c])
+    internal_tips = tip_nodes[tip_nodes >= L]
+    branching = max(float(x[expanded].max()) if expanded.size else 0.0,
+                    float(inner[internal_tips].max()) if internal_tips.size else 0.0)
+    span = float(deepest.max()) or 1.0
+    cut = 0.0 < branching and span > 2.0 * branching
+    frame = 1.15 * branching if cut else span
+    end = np.minimum(np.where(np.arange(n) < L, x, inner if cut else deepest), frame)
     fig, ax = _figure(ax, (9.0, 1.0 + 0.28 * len(order)))
-    segs = []
+    segs, dots = [], []
     for v in expanded:
         ys = y[children[v]]
         segs.append([(x[v], ys.min()), (x[v], ys.max())])
-        segs.extend([(x[v], y[c]), (x[c], y[c])] for c in children[v])
+        segs.extend([(x[v], y[c]), (end[c] if c < L else x[c], y[c])] for c in children[v])
     from matplotlib.collections import LineCollection, PolyCollection
 
-    ax.add_collection(LineCollection(segs, colors="0.2", linewidths=0.9))
     wedges, labels = [], []
     leaf_pos = np.flatnonzero(owner[:L] >= 0)
     by_clade: dict[int, np.ndarray] = {}
@@ -196,17 +211,23 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
         more = size[v] - top.size
         labels.append((v, ", ".join(tr.leaf_names[j] for j in top) + (f" +{more}" if more else "")
                        + f" ({share:.1f}%)"))
-        wedges.append([(x[v], y[v]), (deepest[v], y[v] + 0.32), (deepest[v], y[v] - 0.32)])
+        tip_end = max(end[v], x[v] + 0.04 * frame)
+        wedges.append([(x[v], y[v]), (tip_end, y[v] + 0.32), (tip_end, y[v] - 0.32)])
+        if cut:
+            dots.append([(tip_end, y[v]), (frame, y[v])])
+    ax.add_collection(LineCollection(segs, colors="0.2", linewidths=0.9))
+    ax.add_collection(LineCollection(dots, colors="0.5", linewidths=0.6, linestyles="dotted"))
     ax.add_collection(PolyCollection(wedges, facecolors="0.8", edgecolors="0.4", linewidths=0.6))
-    span = float(deepest.max()) or 1.0
     for v, text in labels:
-        ax.text(deepest[v] + 0.01 * span, y[v], text, va="center", fontsize=8)
-    ax.set_xlim(-0.01 * span, span * 1.02)
+        ax.text((frame if cut else deepest[v]) + 0.01 * frame, y[v], text, va="center", fontsize=8)
+    ax.set_xlim(-0.01 * frame, frame * 1.02)
+    leaf_len = float(np.mean(x[:L] - x[tr.parent[:L]]))
+    ax.set_xlabel("path length from the root" + (f"; leaf edges (mean {leaf_len:.3g}) cut at the frame, wedges "
+                                                 "reach the clade's deepest branching" if cut else ""))
     ax.set_ylim(-1, len(order))
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
-    ax.set_xlabel("path length from the root")
     ax.set_title(title or f"feature tree: {L:,} features, the {len(order)} heaviest clades"
                  + ("" if X is not None else " (equal feature masses)"), fontsize=10)
     return fig

@@ -1,4 +1,4 @@
-"""Every `hdtwd` example in the README runs (from a copy of the repository's sample_data)."""
+"""Every `hdtwd` example in the README and the docs' pages runs (from a copy of the repository's sample_data)."""
 
 import os
 import re
@@ -9,8 +9,11 @@ import sys
 from conftest import REPO
 
 
+DOC_PAGES = ["README.md", "docs/usage.md", "docs/python.md", "docs/classify.md", "docs/plots.md"]
+
+
 def readme_commands() -> list[str]:
-    text = (REPO / "README.md").read_text()
+    text = "\n".join((REPO / page).read_text() for page in DOC_PAGES)
     blocks = re.findall(r"```sh\n(.*?)```", text, flags=re.S)
     cmds = []
     for block in blocks:
@@ -36,3 +39,4 @@ def test_readme_examples_run(tmp_path):
         # a closed pipe (`| head`) is not a failure of the example
         assert proc.returncode in (0, 141), f"{cmd}\n{proc.stderr.decode()}"
     assert (tmp_path / "D.npy").exists() and (tmp_path / "tree.nwk").exists()
+    assert (tmp_path / "tree.png").stat().st_size > 10_000 and (tmp_path / "report.png").stat().st_size > 10_000
