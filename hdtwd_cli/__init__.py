@@ -20,6 +20,8 @@ The stages, one module each (the method: docs/method.md):
 - :mod:`hdtwd_cli.landmarks` -- landmark diffusion for many features (section 6)
 - :mod:`hdtwd_cli.features` -- the features' space and weights (section 7)
 - :mod:`hdtwd_cli.graph` -- kNN graphs in scanpy's layout
+- :mod:`hdtwd_cli.competitors`, :mod:`hdtwd_cli.exact_ot` -- the paper's competitors (section 12)
+- :mod:`hdtwd_cli.pl` -- pictures (``hd.pl.tree``, ``hd.pl.distance_heatmap``, ``hd.pl.classify_report``)
 
 an I/O layer (:mod:`hdtwd_cli.io`) that owns every file format and the HDF5 layout, and the
 command line (:mod:`hdtwd_cli.cli`), a thin shell over the API.
@@ -47,7 +49,15 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .tree import Tree
 
 
+#: Submodules reached as attributes, scanpy's way (``hd.pl.tree(...)``), also imported on first use.
+_SUBMODULES = ("pl",)
+
+
 def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'hdtwd_cli' has no attribute {name!r}")
@@ -59,7 +69,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
 
 
 __all__ = [

@@ -1,7 +1,9 @@
-"""Generate the roff manual pages in ``man/`` from the command line's own definitions.
+"""Generate the roff manual pages in ``man/`` and the site's command-line reference from the CLI itself.
 
 ``python -m hdtwd_cli._manpage man/`` rewrites ``man/hdtwd.1`` and ``man/hdtwd-COMMAND.1``; a test
 checks that every option of every command appears in its page, so the pages cannot drift.
+:func:`cli_reference` writes the same content as reStructuredText for the Sphinx site (docs/conf.py
+calls it at every build).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import typer
 from . import __version__
 from .cli import app
 
-__all__ = ["render_pages"]
+__all__ = ["render_pages", "cli_reference"]
 
 _DATE = "2026-11-26"
 
@@ -117,6 +119,37 @@ def render_pages() -> dict[str, str]:
         lines += [_EXIT, ".SH SEE ALSO", "\\fBhdtwd\\fR(1)"]
         pages[f"hdtwd-{page}.1"] = "\n".join(lines) + "\n"
     return pages
+
+
+def _rst(text: str) -> str:
+    """Plain help text as reStructuredText: inline markup characters escaped."""
+    return text.replace("\\", "\\\\").replace("*", "\\*").replace("`", "\\`").replace("|", "\\|")
+
+
+def cli_reference() -> str:
+    """The command-line reference as reStructuredText: every (sub)command, its usage, arguments and options."""
+    group = typer.main.get_command(app)
+    out = ["Command-line reference", "======================", "",
+           "Generated from the ``hdtwd`` command's own definitions at every build (the same source as",
+           "the manual pages in ``man/``).", "", _rst(group.help or ""), "",
+           "Exit status: 0 success; 1 internal error (a bug; ``-v`` prints the traceback); 2 bad usage",
+           "or bad input (the message names the file and the problem); 3 output cannot be written; 4 not",
+           "enough memory for the requested computation; 130 interrupted (no partial output is left behind).", ""]
+    for name, cmd in _commands(group):
+        title = f"hdtwd {name}"
+        args = [(p.name or "").upper() for p in cmd.params if p.param_type_name == "argument"]
+        out += [title, "-" * len(title), "", _rst(cmd.help or ""), "", "::", "",
+                f"    hdtwd {name} [OPTIONS] {' '.join(args)}".rstrip(), ""]
+        ctx = cmd.context_class(cmd)
+        for p in cmd.params:
+            if p.param_type_name == "argument":
+                out += [f"``{(p.name or '').upper()}``", f"    {_rst(getattr(p, 'help', None) or '')}", ""]
+            elif p.param_type_name == "option" and not p.hidden:
+                flag = getattr(p, "is_flag", False) or getattr(p, "count", False)
+                names = ", ".join(p.opts + p.secondary_opts)
+                meta = "" if flag else f" {_metavar(p, ctx)}"
+                out += [f"``{names}{meta}``", f"    {_rst(p.help or '')}", ""]
+    return "\n".join(out) + "\n"
 
 
 def main(argv: list[str]) -> None:

@@ -410,15 +410,14 @@ def diffusion_densities(op: DiffusionOperator, t: float) -> tuple[np.ndarray, fl
     The symmetric middle factor is formed as :math:`S^t = W W^\top` with
     :math:`W = V\Lambda^{t/2}` (when the clipped eigenvalues are non-negative, as by default), which BLAS computes as a
     symmetric rank-k update: half the flops of a general product, and exactly symmetric.
+    This float64 form is the reference; the embedding takes the float32 product
+    (:func:`diffusion_sqrt_densities`).
 
     Parameters
     ----------
     op : DiffusionOperator
     t : float
         Diffusion time (the paper uses the dyadic grid ``t = 2**-k``).
-
-    This float64 form is the reference; the embedding takes the float32 product
-    (:func:`diffusion_sqrt_densities`).
 
     Returns
     -------
