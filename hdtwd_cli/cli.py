@@ -104,8 +104,9 @@ def distance(
     output: Annotated[Path, _out("Distance matrix to write: .npy, .h5, .csv or .tsv (-o - : standard output).")],
     tree: Annotated[Optional[Path], typer.Option("--tree", help="Use this tree (.h5 from hdtwd, or Newick) instead "
                                                  "of learning one.", show_default=False)] = None,
-    save_tree: Annotated[Optional[Path], typer.Option("--save-tree", help="Also save the learned tree (.h5).",
-                                                      show_default=False)] = None,
+    save_tree: Annotated[Optional[Path], typer.Option(
+        "--save-tree", help="Also save the learned tree: .h5 (everything), or .nex (Nexus for FigTree / DendroPy: "
+                            "feature weights and the samples' mass on every node).", show_default=False)] = None,
     newick: Annotated[Optional[Path], typer.Option("--newick", help="Also save the learned tree as Newick.",
                                                    show_default=False)] = None,
     dtype: Annotated[Choice("DType", ("float64", "float32")), typer.Option(  # type: ignore[valid-type]
@@ -174,14 +175,25 @@ def distance(
     stored = save_tree or newick or stores_metadata(str(output), output_format and output_format.value, knn is not None)
     meta = {**(md.record() if stored else {}), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
-        if path is not None:
-            dv.tree.write(str(path), meta)
+        if path is not None:  # a Nexus tree carries the samples' mass per node (io.nexus)
+            dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
     adata = (md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)) \
         if h5ad_out else None
     rep.info(write_result(str(output), dv, md.sample_names, md.sample_names if ref is None else ref.sample_names,
                           meta, fmt=output_format and output_format.value, knn=knn, key_added=key_added, adata=adata,
                           store_vectors=store_vectors, reporter=rep, knn_method=knn_method.value, seed=o.seed,
                           client=client))
+
+
+def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
+    """The samples' mean histogram on the tree's leaves where ``path`` is a Nexus file (else None)."""
+    from .distance import mean_histogram
+    from .io.nexus import NEXUS_SUFFIXES
+    from .pipeline import apply_transform
+
+    if Path(path).suffix.lower() not in NEXUS_SUFFIXES:
+        return None
+    return mean_histogram(tree, apply_transform(X, str(tree.metadata.get("transform", "none"))), names)
 
 
 def _parse_list(text: str | None, kind: type, argument: str) -> list | None:

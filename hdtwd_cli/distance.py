@@ -15,6 +15,7 @@ cost (Evans & Matsen 2012) and unnormalised weighted UniFrac on relative abundan
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
@@ -98,6 +99,21 @@ def _check_sums(s: np.ndarray) -> None:
             f"row {int(bad[0])} sums to zero and has no histogram"
             + (f" ({bad.size} such rows)" if bad.size > 1 else "")
         )
+
+
+def mean_histogram(tree: Tree, X: np.ndarray | sp.spmatrix, feature_names: Sequence[str] | None = None) -> np.ndarray:
+    r"""The samples' mean histogram over the tree's leaves, :math:`\frac1n \sum_i x_i` (weights applied).
+
+    Columns are matched to the leaves by name (``feature_names``; default: the leaves' own
+    names), the tree's feature weights (and denoiser) applied as for the TWD; features of ``X``
+    that are not leaves are dropped. Entry ``j`` is the share of the mass the TWD moves that sits
+    on leaf ``j`` (the masses sum to 1).
+    """
+    from .pipeline import align_to_tree
+
+    names = list(feature_names) if feature_names is not None else list(tree.leaf_names)
+    H = normalize_rows(align_to_tree(X, names, tree, drop_unknown=True))
+    return np.asarray(H.mean(axis=0), dtype=np.float64).ravel()
 
 
 def check_histograms(X: np.ndarray | sp.spmatrix) -> None:

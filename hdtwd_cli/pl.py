@@ -70,18 +70,6 @@ def _figure(ax: Any, size: tuple[float, float]) -> tuple[Any, Any]:
     return fig, fig.add_subplot()
 
 
-def _leaf_mass(tr: Tree, X: Any, feature_names: Sequence[str] | None) -> np.ndarray:
-    """Mean histogram of the samples over the tree's leaves (feature weights applied): the mass the TWD moves."""
-    from .distance import normalize_rows
-    from .pipeline import align_to_tree
-
-    if X is None:
-        return np.full(tr.n_leaves, 1.0 / tr.n_leaves)
-    names = list(feature_names) if feature_names is not None else list(tr.leaf_names)
-    H = normalize_rows(align_to_tree(X, names, tr, drop_unknown=True))
-    return np.asarray(H.mean(axis=0)).ravel()
-
-
 def tree_clades(tr: Tree, mass: np.ndarray, tips: int = 40) -> tuple[np.ndarray, np.ndarray]:
     r"""The clades a dendrogram of ``tips`` tips shows: expand the heaviest node until ``tips`` are shown.
 
@@ -137,7 +125,9 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
     deepest internal node, and the axis label says so. Readable whatever the tree's size: the
     work is linear in its nodes, with no recursion.
     """
-    mass = _leaf_mass(tr, X, feature_names)
+    from .distance import mean_histogram
+
+    mass = np.full(tr.n_leaves, 1.0 / tr.n_leaves) if X is None else mean_histogram(tr, X, feature_names)
     total = float(mass.sum()) or 1.0
     expanded, tip_nodes = tree_clades(tr, mass, tips)
     n, L = tr.n_nodes, tr.n_leaves

@@ -147,9 +147,11 @@ class Tree:
 
         return write_newick(self)
 
-    def write(self, path: str, meta: dict | None = None) -> None:
+    def write(self, path: str, meta: dict | None = None, leaf_mass: np.ndarray | None = None) -> None:
         """Write the tree atomically: HDF5 (``.h5``, ``.hdf5``; everything, with ``metadata`` as its
-        parameters and ``meta`` as file attributes) or Newick (``.nwk``, ``.newick``, ``.tree``, ``.tre``).
+        parameters and ``meta`` as file attributes), Newick (``.nwk``, ``.newick``, ``.tree``, ``.tre``)
+        or Nexus (``.nex``, ``.nexus``: every node annotated with the feature weights and, when given,
+        ``leaf_mass``, e.g. :func:`distance.mean_histogram`, for FigTree and DendroPy; :mod:`io.nexus`).
 
         Examples
         --------
@@ -164,7 +166,7 @@ class Tree:
         """
         from .io.output import write_tree_file
 
-        write_tree_file(str(path), self, meta or {})
+        write_tree_file(str(path), self, meta or {}, leaf_mass)
 
     @classmethod
     def read(cls, path: str) -> "Tree":

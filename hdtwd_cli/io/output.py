@@ -37,7 +37,7 @@ from .newick import NewickError, read_newick, write_newick
 __all__ = ["DISTANCE_SUFFIXES", "TREE_SUFFIXES", "write_distances", "write_newick_file", "read_tree_file"]
 
 DISTANCE_SUFFIXES = (".npy", ".h5", ".hdf5", ".csv", ".tsv", ".zarr")
-TREE_SUFFIXES = (".h5", ".hdf5", ".nwk", ".newick", ".tree", ".tre")
+TREE_SUFFIXES = (".h5", ".hdf5", ".nwk", ".newick", ".tree", ".tre", ".nex", ".nexus")
 
 
 def distance_suffix(path: str) -> str:
@@ -278,12 +278,22 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
             del out  # unmapped; no msync: the kernel writes the pages back, as after np.save's write()
 
 
-def write_tree_file(path: str, tree: Tree, meta: dict) -> None:
-    """Write ``tree`` by suffix: HDF5 (``tree.metadata`` as its parameters, ``meta`` as file attributes) or Newick."""
+def write_tree_file(path: str, tree: Tree, meta: dict, leaf_mass: np.ndarray | None = None) -> None:
+    """Write ``tree`` by suffix: HDF5 (``tree.metadata`` as its parameters, ``meta`` as file attributes),
+    Nexus annotated with the feature weights and ``leaf_mass`` (:mod:`io.nexus`), or Newick."""
+    from .nexus import NEXUS_SUFFIXES, write_nexus
+
     suffix = Path(path).suffix.lower()
     if suffix in (".h5", ".hdf5"):
         with atomic_path(path) as tmp:
             write_tree(tmp, tree, tree.metadata, meta)
+    elif suffix in NEXUS_SUFFIXES:
+        if tree.denoiser is not None:
+            warnings.warn(f"{path}: the Nexus file carries no denoiser; write the .h5 tree to reproduce these "
+                          "distances", HdtwdWarning, stacklevel=2)
+        text = write_nexus(tree, leaf_mass)
+        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
     elif suffix in TREE_SUFFIXES:
         write_newick_file(path, tree)
     else:
@@ -309,7 +319,7 @@ def write_newick_file(path: str, tree: Tree) -> None:
 
 
 def read_tree_file(path: str) -> Tree:
-    """Read a tree from an hdtwd tree file (.h5) or a Newick file (.nwk, .newick, .tree, .tre)."""
+    """Read a tree from an hdtwd tree file (.h5), a Newick file (.nwk, .newick, .tree, .tre) or Nexus (.nex, .nexus)."""
     if not os.path.exists(path):
         raise InputError("no such file", path)
     if os.path.isdir(path):
@@ -317,15 +327,18 @@ def read_tree_file(path: str) -> Tree:
     suffix = Path(path).suffix.lower()
     if suffix in (".h5", ".hdf5"):
         return read_tree(path)
-    if suffix in (".nwk", ".newick", ".tree", ".tre"):
+    if suffix in (".nwk", ".newick", ".tree", ".tre", ".nex", ".nexus"):
+        from .nexus import NEXUS_SUFFIXES, read_nexus
+
+        nexus = suffix in NEXUS_SUFFIXES
         try:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
         except UnicodeDecodeError:
-            raise InputError("not a text (Newick) file", path) from None
+            raise InputError(f"not a text ({'Nexus' if nexus else 'Newick'}) file", path) from None
         try:
-            return read_newick(text)
+            return read_nexus(text) if nexus else read_newick(text)
         except NewickError as e:
-            raise InputError(f"invalid Newick: {e}", path) from None
+            raise InputError(f"invalid {'Nexus' if nexus else 'Newick'}: {e}", path) from None
     raise InputError(f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of "
                      f"{', '.join(TREE_SUFFIXES)}", path)
