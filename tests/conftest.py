@@ -66,3 +66,18 @@ def exact_ot(a: np.ndarray, b: np.ndarray, C: np.ndarray) -> float:
 @pytest.fixture
 def produce_csv() -> Path:
     return SAMPLE / "produce.csv"
+
+
+def caterpillar(m: int):
+    """A chain of ``m`` leaves (single linkage's worst case, ``m - 1`` deep): leaf i hangs off internal node
+    m+i (leaf 0 off m), the internal nodes form a chain to the root; random edge lengths (seed 0)."""
+    from hdtwd_cli.tree import Tree
+
+    parent = np.empty(2 * m - 1, dtype=np.int64)
+    parent[0] = m
+    parent[1:m] = m + np.arange(m - 1)
+    parent[m:2 * m - 2] = np.arange(m + 1, 2 * m - 1)
+    parent[-1] = -1
+    length = np.r_[np.random.default_rng(0).random(2 * m - 2), 0.0]
+    return Tree(parent=parent, length=length, leaf_names=[f"t{i}" for i in range(m)])
+

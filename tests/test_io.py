@@ -9,11 +9,10 @@ import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from conftest import run_hdtwd
+from conftest import caterpillar, run_hdtwd
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.io import read_matrix
 from hdtwd_cli.io.newick import format_label, read_newick, write_newick
-from hdtwd_cli.tree import Tree
 
 
 def write_all_formats(tmp_path, X, features, samples):
@@ -99,20 +98,6 @@ def test_bad_csv_is_named(tmp_path, content, message):
     with pytest.raises(InputError, match=message) as e:
         read_matrix(p)
     assert str(p) in str(e.value)
-
-
-def caterpillar(m):
-    """Leaf i hangs off internal node m+i; internal nodes form a chain to the root."""
-    parent = np.empty(2 * m - 1, dtype=np.int64)
-    parent[0] = m
-    for i in range(1, m):
-        parent[i] = m + i - 1
-    for v in range(m, 2 * m - 2):
-        parent[v] = v + 1
-    parent[-1] = -1
-    rng = np.random.default_rng(0)
-    length = np.r_[rng.random(2 * m - 2), 0.0]
-    return Tree(parent=parent, length=length, leaf_names=[f"t{i}" for i in range(m)])
 
 
 def canonical(tree, order):

@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import run_hdtwd
+from conftest import caterpillar, run_hdtwd
 from hdtwd_cli import learn_tree
 from hdtwd_cli.distance import mean_histogram, tree_wasserstein
 from hdtwd_cli.io.nexus import read_nexus, write_nexus
 from hdtwd_cli.io.output import read_tree_file
 from hdtwd_cli.pipeline import align_to_tree
-from hdtwd_cli.tree import Tree, root_distances
+from hdtwd_cli.tree import root_distances
 
 
 def _data(seed: int = 0, n: int = 40, m: int = 12):
@@ -78,18 +78,11 @@ def test_hdtwd_reads_its_nexus_back_with_the_weights(tmp_path):
 
 def test_a_chain_thousands_deep_is_written_and_read_without_recursion():
     m = 3000
-    parent = np.empty(2 * m - 1, dtype=np.int64)
-    parent[0] = m
-    parent[1:m] = m + np.arange(m - 1)
-    parent[m:2 * m - 2] = np.arange(m + 1, 2 * m - 1)
-    parent[-1] = -1
-    length = np.r_[np.ones(m), np.full(m - 1, 0.25)]
-    length[-1] = 0
-    chain = Tree(parent=parent, length=length, leaf_names=[f"f{j}" for j in range(m)],
-                 feature_weights=np.linspace(1, 2, m))
+    chain = caterpillar(m)
+    chain.feature_weights = np.linspace(1, 2, m)
     back = read_nexus(write_nexus(chain, np.full(m, 1.0 / m)))
     assert back.n_leaves == m and int(back.depth().max()) == m - 1
-    order = [back.leaf_names.index(f"f{j}") for j in range(m)]
+    order = [back.leaf_names.index(f"t{j}") for j in range(m)]
     np.testing.assert_array_equal(back.feature_weights[order], chain.feature_weights)
 
 

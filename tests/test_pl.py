@@ -14,25 +14,11 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import run_hdtwd
+from conftest import caterpillar, run_hdtwd
 from hdtwd_cli.tree import Tree
 
 pl = pytest.importorskip("hdtwd_cli.pl")
 pytest.importorskip("matplotlib")
-
-
-def _chain(m: int) -> Tree:
-    """A caterpillar of ``m`` leaves (single linkage's worst case): leaf j joins node m+j-1."""
-    parent = np.empty(2 * m - 1, dtype=np.int64)
-    parent[0] = m
-    parent[1:m] = m + np.arange(m - 1)
-    parent[m:2 * m - 2] = np.arange(m + 1, 2 * m - 1)
-    parent[-1] = -1
-    length = np.r_[np.ones(m), np.full(m - 1, 0.5)]
-    length[-1] = 0.0
-    t = Tree(parent=parent, length=length, leaf_names=[f"f{j}" for j in range(m)])
-    t.validate()
-    return t
 
 
 def _planted() -> Tree:
@@ -52,7 +38,7 @@ def test_tree_clades_partition_the_leaves_and_expand_the_heaviest_first():
     assert tips.tolist() == [5, 7] and expanded.tolist() == [8]
     expanded, tips = pl.tree_clades(t, mass, tips=100)
     assert tips.tolist() == [0, 1, 2, 3, 4]  # every leaf once the budget allows
-    big = _chain(20000)
+    big = caterpillar(20000)
     m = np.random.default_rng(0).random(20000)
     expanded, tips = pl.tree_clades(big, m, tips=40)
     assert len(tips) <= 40
@@ -66,7 +52,7 @@ def test_tree_clades_partition_the_leaves_and_expand_the_heaviest_first():
 
 @pytest.mark.parametrize("m", [5, 20000])
 def test_tree_picture_is_written_for_small_and_20000_leaf_trees(tmp_path, m):
-    t = _planted() if m == 5 else _chain(m)
+    t = _planted() if m == 5 else caterpillar(m)
     X = np.random.default_rng(1).poisson(0.5, size=(30, m)).astype(np.float32)
     X[:, 0] += 1
     fig = pl.tree(t, X, t.leaf_names, tips=40)

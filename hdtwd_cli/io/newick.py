@@ -37,33 +37,31 @@ def format_label(name: str) -> str:
     return "'" + name.replace("'", "''") + "'"
 
 
-def write_newick(tree: Tree) -> str:
-    """The tree as one Newick line ending in ``;\\n`` (explicit stack, no recursion)."""
+def write_newick(tree: Tree, comments: list[str] | None = None) -> str:
+    """The tree as one Newick line ending in ``;\\n`` (explicit stack, no recursion).
+
+    ``comments``: one string per node (``""`` for none), written after the node's label or
+    closing parenthesis, before its length (FigTree's ``[&key=value]`` annotations: :mod:`io.nexus`).
+    """
     children = tree.children()
     labels = [format_label(s) for s in tree.leaf_names]
     lengths = [":" + repr(float(x)) for x in tree.length.tolist()]
+    notes = comments if comments is not None else [""] * tree.n_nodes
     parts: list[str] = []
     stack: list[tuple[int, int]] = [(tree.root, 0)]
     root = tree.root
     while stack:
         v, i = stack.pop()
         ch = children[v]
-        if not ch:
-            parts.append(labels[v])
-            if v != root:
-                parts.append(lengths[v])
-            continue
-        if i == 0:
-            parts.append("(")
-        if i < len(ch):
-            if i > 0:
-                parts.append(",")
+        if ch and i < len(ch):
+            parts.append("(" if i == 0 else ",")
             stack.append((v, i + 1))
             stack.append((ch[i], 0))
-        else:
-            parts.append(")")
-            if v != root:
-                parts.append(lengths[v])
+            continue
+        parts.append(")" if ch else labels[v])
+        parts.append(notes[v])
+        if v != root:
+            parts.append(lengths[v])
     parts.append(";\n")
     return "".join(parts)
 

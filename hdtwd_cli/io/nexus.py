@@ -30,7 +30,7 @@ import re
 import numpy as np
 
 from ..tree import Tree
-from .newick import NewickError, format_label, read_newick
+from .newick import NewickError, format_label, read_newick, write_newick
 
 __all__ = ["write_nexus", "read_nexus", "NEXUS_SUFFIXES"]
 
@@ -44,7 +44,6 @@ def _annotation(pairs: list[tuple[str, float]]) -> str:
 def write_nexus(tree: Tree, leaf_mass: np.ndarray | None = None) -> str:
     """The tree as a Nexus file's text, nodes annotated (module docstring); ``leaf_mass`` in leaf order."""
     n, L = tree.n_nodes, tree.n_leaves
-    children = tree.children()
     notes: list[list[tuple[str, float]]] = [[] for _ in range(n)]
     if tree.feature_weights is not None:
         for j, w in enumerate(tree.feature_weights.tolist()):
@@ -62,27 +61,10 @@ def write_nexus(tree: Tree, leaf_mass: np.ndarray | None = None) -> str:
             if v >= L:
                 notes[v].append(("size", int(size[v])))
     labels = [format_label(s) for s in tree.leaf_names]
-    parts: list[str] = []
-    stack: list[tuple[int, int]] = [(tree.root, 0)]
-    root = tree.root
-    while stack:
-        v, i = stack.pop()
-        ch = children[v]
-        if ch and i < len(ch):
-            parts.append("(" if i == 0 else ",")
-            stack.append((v, i + 1))
-            stack.append((ch[i], 0))
-            continue
-        if ch:
-            parts.append(")")
-        else:
-            parts.append(labels[v])
-        parts.append(_annotation(notes[v]))
-        if v != root:
-            parts.append(":" + repr(float(tree.length[v])))
+    body = write_newick(tree, [_annotation(pairs) for pairs in notes]).rstrip()
     taxa = "\n".join(f"    {s}" for s in labels)
     return (f"#NEXUS\nbegin taxa;\n  dimensions ntax={L};\n  taxlabels\n{taxa}\n  ;\nend;\n"
-            f"begin trees;\n  tree hdtwd = [&R] {''.join(parts)};\nend;\n")
+            f"begin trees;\n  tree hdtwd = [&R] {body}\nend;\n")
 
 
 _LEAF_NOTE = re.compile(r"(?<=[(,])\s*('(?:[^']|'')*'|[^\s(),:;\[\]']+)\[&([^\]]*)\]")
