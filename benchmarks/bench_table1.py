@@ -6,7 +6,9 @@ method's wall time is its own (tree building on the training rows and the TWDs o
 hdtwd with the defaults and with ``--preset paper`` (its (c, K) for the set), the competitors'
 trees of :mod:`hdtwd_cli.competitors` (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1/5/10``)
 and the simple baselines. ``mst`` needs the dense ``m x m`` distances: skipped above
-``MST_MAX_FEATURES`` features (CLASSIC), and the table says so.
+``MST_MAX_FEATURES`` features (CLASSIC), and the table says so. Exact OT (``ot``) is scored on the
+test rows that fit its budget (:data:`OT_BUDGETS`, else the default), with hdtwd's defaults scored
+on the same rows beside it; a set that does not fit says what it would need.
 
     python benchmarks/bench_table1.py --sets pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic
     python benchmarks/bench_table1.py --markdown
