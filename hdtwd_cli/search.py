@@ -149,6 +149,27 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
     return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
 
 
+def refine(tv: TreeVectors, indices: np.ndarray, k: int,
+           progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One round of neighbours-of-neighbours: each row's ``k`` nearest among its neighbours and theirs.
+
+    The candidates of row ``i`` are ``indices[i]`` and ``indices[j]`` for every ``j`` in
+    ``indices[i]`` (``k + k^2``, duplicates and ``i`` itself dropped), re-ranked by exact TWD
+    (:func:`rerank`): a neighbour missed by the approximate search but found by a neighbour of the
+    row (across a partition border, for instance) is recovered; none is ever lost, as the row's
+    own list is among the candidates. Deterministic.
+    """
+    n = indices.shape[0]
+    second = indices[np.maximum(indices, 0)].reshape(n, -1)
+    second[np.repeat(indices < 0, indices.shape[1], axis=1)] = -1
+    cand = np.concatenate([indices, second], axis=1)
+    cand.sort(axis=1)
+    dup = np.zeros(cand.shape, dtype=bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    cand[dup | (cand == np.arange(n)[:, None])] = -1
+    return rerank(tv, cand, k, progress)
+
+
 def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
                            progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.

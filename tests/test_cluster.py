@@ -148,6 +148,30 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     assert np.array_equal(a.distances[:, 1:], np.take_along_axis(D, a.indices[:, 1:], axis=1))
 
 
+def test_refine_keeps_exact_neighbours_and_recovers_lost_ones():
+    """One neighbours-of-neighbours round (search.refine): the exact lists are its fixed point, and from
+    lists with a third of their entries wrong it recovers neighbours, never losing one, exact distances."""
+    from hdtwd_cli import search
+
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    exact = dv.knn(15).indices[:, 1:]
+    idx, dist = search.refine(dv.base, exact, 14)
+    assert np.array_equal(np.sort(idx, axis=1), np.sort(exact, axis=1))
+    D = dv.matrix()
+    assert np.array_equal(dist, np.take_along_axis(D, idx, axis=1))
+    rng = np.random.default_rng(0)
+    spoiled = exact.copy()
+    n = X.shape[0]
+    spoiled[:, 9:] = (np.arange(n)[:, None] + rng.integers(1, n, size=(n, 5))) % n  # 5 of 14 random
+    before = np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact, spoiled)])
+    fixed, _ = search.refine(dv.base, spoiled, 14)
+    after = [len(set(p) & set(q)) / 14 for p, q in zip(exact, fixed)]
+    kept = [len(set(p) & set(q) & set(r)) == len(set(p) & set(q)) for p, q, r in zip(exact, spoiled, fixed)]
+    assert all(kept) and np.mean(after) > before + 0.2, (before, np.mean(after))
+    assert all(len(set(r)) == 14 and i not in r for i, r in enumerate(fixed))
+
+
 def test_auto_picks_by_the_number_of_samples():
     assert choose_method("auto", AUTO_NNDESCENT_ABOVE) == "exact"
     assert choose_method("auto", AUTO_NNDESCENT_ABOVE + 1) == "nndescent"

@@ -1,0 +1,69 @@
+"""Issue 28: where NN-descent loses recall, and what a neighbours-of-neighbours round gives back.
+
+On the UMI-like synthetic cells of ``bench_scale.synth`` (planted hierarchy, 2,000 genes), the
+approximate search of ``--knn-method nndescent`` (``search.approximate_neighbours``) is run
+unpartitioned and with partitions forced (``search.SEARCH_BYTES`` lowered so that a partition holds
+``--part`` of the samples, as 536,000 of 1,000,000 do at the default budget), each with and without
+one :func:`search.refine` round; recall@k of 1,000 sampled rows against their exact neighbours
+(brute force on the same tree vectors), and the time of each step.
+
+    python benchmarks/recall_probe.py --n 100000 --part 0.54
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+from bench_scale import recall, synth  # noqa: E402
+
+import hdtwd_cli as hd  # noqa: E402
+from hdtwd_cli import search  # noqa: E402
+from hdtwd_cli._kernels import l1_distances  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--k", type=int, default=14, help="neighbours other than the sample (--knn k+1)")
+    ap.add_argument("--part", type=float, default=0.54, help="fraction of the samples per forced partition")
+    args = ap.parse_args()
+    n, k = args.n, args.k
+    X = sp.load_npz(synth(n)).tocsr()
+    t = time.perf_counter()
+    tv = hd.distance_vectors(X, hd.learn_tree(X)).base
+    out: dict = {"n": n, "k": k, "part": args.part, "tree_s": time.perf_counter() - t,
+                 "machine": harness.machine_line(), "commit": harness.git_commit()}
+    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
+    A = tv.of_rows(rows)
+    D = np.empty((1000, n))
+    for j0 in range(0, n, 8192):
+        D[:, j0:j0 + 8192] = l1_distances(A, tv.rows(j0, j0 + 8192))
+    D[np.arange(1000), rows] = np.inf
+    exact = np.argsort(D, axis=1, kind="stable")[:, :k]
+    default_bytes = search.SEARCH_BYTES
+    for label, budget in (("whole", default_bytes), ("partitioned", int(args.part * n * tv.dim * 4))):
+        search.SEARCH_BYTES = budget
+        t = time.perf_counter()
+        idx, _ = search.approximate_neighbours(tv, k, seed=0)
+        t_search = time.perf_counter() - t
+        t = time.perf_counter()
+        ridx, _ = search.refine(tv, idx, k)
+        t_refine = time.perf_counter() - t
+        out[label] = {"recall": recall(exact, idx[rows]), "recall_refined": recall(exact, ridx[rows]),
+                      "search_s": t_search, "refine_s": t_refine}
+        print(label, out[label], flush=True)
+    search.SEARCH_BYTES = default_bytes
+    (harness.work_dir("recall-issue28") / f"probe_{n}_{args.part}.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
