@@ -149,19 +149,20 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
     return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
 
 
-def refine(tv: TreeVectors, indices: np.ndarray, k: int,
+def refine(tv: TreeVectors, indices: np.ndarray, k: int, hops: int | None = None,
            progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """One round of neighbours-of-neighbours: each row's ``k`` nearest among its neighbours and theirs.
 
-    The candidates of row ``i`` are ``indices[i]`` and ``indices[j]`` for every ``j`` in
-    ``indices[i]`` (``k + k^2``, duplicates and ``i`` itself dropped), re-ranked by exact TWD
+    The candidates of row ``i`` are ``indices[i]`` and ``indices[j]`` for the first ``hops`` (default:
+    all) ``j`` of ``indices[i]`` (``k + hops k``, duplicates and ``i`` itself dropped), re-ranked by exact TWD
     (:func:`rerank`): a neighbour missed by the approximate search but found by a neighbour of the
     row (across a partition border, for instance) is recovered; none is ever lost, as the row's
     own list is among the candidates. Deterministic.
     """
     n = indices.shape[0]
-    second = indices[np.maximum(indices, 0)].reshape(n, -1)
-    second[np.repeat(indices < 0, indices.shape[1], axis=1)] = -1
+    near = indices[:, : indices.shape[1] if hops is None else hops]
+    second = indices[np.maximum(near, 0)].reshape(n, -1)
+    second[np.repeat(near < 0, indices.shape[1], axis=1)] = -1
     cand = np.concatenate([indices, second], axis=1)
     cand.sort(axis=1)
     dup = np.zeros(cand.shape, dtype=bool)
