@@ -9,7 +9,9 @@ vectors, takes each sample's :data:`CANDIDATE_FACTOR` x k approximate
 neighbours as candidates and re-ranks them with the exact TWD (float64, bit for bit the exact
 kernel's values). Only the neighbour SET may differ from the exact one; every stored distance
 is an exact TWD. Deterministic for a fixed seed (pynndescent's ``random_state``; tested across
-processes). All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that
+processes) at a fixed thread count: pynndescent's parallel NN-descent returns another candidate set
+with 1 numba thread than with 2 (issue 28, measured), so the neighbour set (never a distance) can
+depend on ``--threads`` and the machine's cores. All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that
 carry most of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 """
 
