@@ -36,13 +36,15 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=14, help="neighbours other than the sample (--knn k+1)")
     ap.add_argument("--part", type=float, default=0.54, help="fraction of the samples per forced partition")
     ap.add_argument("--modes", default="whole,partitioned", help="whole (the default budget) and/or partitioned")
-    ap.add_argument("--hops", default="4,14", help="refine variants: neighbours whose lists are added")
+    ap.add_argument("--hops", default="4,14", help="refine variants: neighbours whose lists are added ('' none)")
+    ap.add_argument("--search-bytes", type=float, default=None,
+                    help="the 'whole' mode's search.SEARCH_BYTES (default: the library's, 4 GiB)")
     args = ap.parse_args()
     n, k = args.n, args.k
     X = sp.load_npz(synth(n)).tocsr()
     t = time.perf_counter()
     tv = hd.distance_vectors(X, hd.learn_tree(X)).base
-    out: dict = {"n": n, "k": k, "part": args.part, "tree_s": time.perf_counter() - t,
+    out: dict = {"n": n, "k": k, "part": args.part, "search_bytes": args.search_bytes, "tree_s": time.perf_counter() - t,
                  "machine": harness.machine_line(), "commit": harness.git_commit()}
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
     A = tv.of_rows(rows)
@@ -60,14 +62,15 @@ def main() -> None:
     exact = best_i
     out["exact_1000_rows_s"] = time.perf_counter() - t
     default_bytes = search.SEARCH_BYTES
-    path = harness.work_dir("recall-issue28") / f"probe_{n}_{args.part}.json"
-    budgets = {"whole": default_bytes, "partitioned": int(args.part * n * tv.dim * 4)}
+    tag = "" if args.search_bytes is None else f"_sb{args.search_bytes:g}"
+    path = harness.work_dir("recall-issue28") / f"probe_{n}_{args.part}{tag}.json"
+    budgets = {"whole": int(args.search_bytes or default_bytes), "partitioned": int(args.part * n * tv.dim * 4)}
     for label in args.modes.split(","):
         search.SEARCH_BYTES = budgets[label]
         t = time.perf_counter()
         idx, _ = search.approximate_neighbours(tv, k, seed=0)
         res = {"recall": recall(exact, idx[rows]), "search_s": time.perf_counter() - t}
-        for hops in map(int, args.hops.split(",")):
+        for hops in [int(h) for h in args.hops.split(",") if h]:
             t = time.perf_counter()
             ridx, _ = search.refine(tv, idx, k, hops=hops)
             res[f"refine{hops}"] = {"recall": recall(exact, ridx[rows]), "s": time.perf_counter() - t}
