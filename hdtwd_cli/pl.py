@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .tree import Tree, root_distances
+from .tree import Tree, root_distances, subtree_sums
 
 __all__ = ["PLOT_FORMATS", "require_matplotlib", "tree_clades", "tree", "distance_heatmap", "classify_report",
            "save"]
@@ -85,11 +85,7 @@ def tree_clades(tr: Tree, mass: np.ndarray, tips: int = 40) -> tuple[np.ndarray,
         The tips, in the tree's order.
     """
     n, L = tr.n_nodes, tr.n_leaves
-    node_mass = np.zeros(n)
-    node_mass[:L] = mass
-    parent = tr.parent
-    for c in range(n - 1):  # children first: no recursion
-        node_mass[parent[c]] += node_mass[c]
+    node_mass = subtree_sums(tr, mass)
     children = tr.children()
     root = n - 1
     shown = {root}
@@ -133,15 +129,11 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
     n, L = tr.n_nodes, tr.n_leaves
     x = root_distances(tr)
     deepest = x.copy()
-    size = np.zeros(n, dtype=np.int64)
-    size[:L] = 1
-    node_mass = np.zeros(n)
-    node_mass[:L] = mass
     for c in range(n - 1):
         p = tr.parent[c]
         deepest[p] = max(deepest[p], deepest[c])
-        size[p] += size[c]
-        node_mass[p] += node_mass[c]
+    node_mass, size = subtree_sums(tr, np.column_stack([mass, np.ones(L)])).T
+    size = size.astype(np.int64)
     # the clade (tip) every leaf belongs to: top-down, parents have larger indices
     owner = np.full(n, -1, dtype=np.int64)
     owner[tip_nodes] = tip_nodes

@@ -200,6 +200,18 @@ def root_distances(tree: Tree) -> np.ndarray:
     return d
 
 
+def subtree_sums(tree: Tree, leaf_values: np.ndarray) -> np.ndarray:
+    """Sum of ``leaf_values`` (shape ``(n_leaves,)`` or ``(n_leaves, c)``) below every node, children
+    first (iterative): a node's mass, or with ones its number of leaves."""
+    v = np.asarray(leaf_values, dtype=np.float64)
+    out = np.zeros((tree.n_nodes,) + v.shape[1:])
+    out[: tree.n_leaves] = v
+    p = tree.parent
+    for c in range(tree.n_nodes - 1):
+        out[p[c]] += out[c]
+    return out
+
+
 def mean_leaf_depth(tree: Tree) -> float:
     r"""Mean root-to-leaf path length :math:`\bar h = \frac1m \sum_j d_T(r, j)` (the tree's scale)."""
     return float(root_distances(tree)[: tree.n_leaves].mean())

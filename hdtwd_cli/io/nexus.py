@@ -29,7 +29,7 @@ import re
 
 import numpy as np
 
-from ..tree import Tree
+from ..tree import Tree, subtree_sums
 from .newick import NewickError, format_label, read_newick, write_newick
 
 __all__ = ["write_nexus", "read_nexus", "NEXUS_SUFFIXES"]
@@ -49,13 +49,7 @@ def write_nexus(tree: Tree, leaf_mass: np.ndarray | None = None) -> str:
         for j, w in enumerate(tree.feature_weights.tolist()):
             notes[j].append(("weight", float(w)))
     if leaf_mass is not None:
-        mass = np.zeros(n)
-        mass[:L] = np.asarray(leaf_mass, dtype=np.float64)
-        size = np.zeros(n, dtype=np.int64)
-        size[:L] = 1
-        for c in range(n - 1):  # children first
-            mass[tree.parent[c]] += mass[c]
-            size[tree.parent[c]] += size[c]
+        mass, size = subtree_sums(tree, np.column_stack([leaf_mass, np.ones(L)])).T
         for v in range(n):
             notes[v].append(("mass", float(mass[v])))
             if v >= L:
