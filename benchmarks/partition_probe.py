@@ -1,0 +1,82 @@
+"""Issue 28: how many of a sample's exact neighbours share one of its partitions (the recall bound).
+
+For each (overlap, rows per partition) the fraction of the exact k neighbours of 1,000 sampled rows
+that lie in at least one partition with the row: no search inside partitions can do better.
+
+    python benchmarks/partition_probe.py --n 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+from bench_scale import synth  # noqa: E402
+
+import hdtwd_cli as hd  # noqa: E402
+from hdtwd_cli import search  # noqa: E402
+from hdtwd_cli._kernels import l1_distances  # noqa: E402
+
+
+def exact_rows(tv, rows: np.ndarray, k: int) -> np.ndarray:
+    """The exact k nearest other samples of ``rows`` (brute force by blocks)."""
+    A = tv.of_rows(rows)
+    best_d = np.full((rows.size, k), np.inf)
+    best_i = np.zeros((rows.size, k), dtype=np.int64)
+    for j0 in range(0, tv.n, 8192):
+        D = l1_distances(A, tv.rows(j0, j0 + 8192))
+        cols = np.arange(j0, j0 + D.shape[1])
+        D[rows[:, None] == cols[None, :]] = np.inf
+        d = np.concatenate([best_d, D], axis=1)
+        i = np.concatenate([best_i, np.broadcast_to(cols, D.shape)], axis=1)
+        order = np.lexsort((i, d), axis=1)[:, :k]
+        best_d, best_i = np.take_along_axis(d, order, axis=1), np.take_along_axis(i, order, axis=1)
+    return best_i
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--k", type=int, default=14)
+    ap.add_argument("--configs", default="2:536000,2:125000,3:125000,4:125000,3:60000,4:60000,6:60000")
+    args = ap.parse_args()
+    n, k = args.n, args.k
+    X = sp.load_npz(synth(n)).tocsr()
+    tv = hd.distance_vectors(X, hd.learn_tree(X)).base
+    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
+    cache = harness.work_dir("recall-issue28") / f"exact_{n}_{k}.npy"
+    if cache.exists():
+        exact = np.load(cache)
+    else:
+        exact = exact_rows(tv, rows, k)
+        np.save(cache, exact)
+    out = {"n": n, "k": k, "dim": tv.dim, "machine": harness.machine_line(), "commit": harness.git_commit()}
+    for cfg in args.configs.split(","):
+        ov, mr = (int(x) for x in cfg.split(":"))
+        t = time.perf_counter()
+        groups = search.partitions(tv, mr, 0, ov)
+        s = time.perf_counter() - t
+        member = [[] for _ in range(1000)]
+        pos = {int(r): a for a, r in enumerate(rows)}
+        for g_i, g in enumerate(groups):
+            for r in np.intersect1d(g, rows):
+                member[pos[int(r)]].append(g_i)
+        sets = [np.concatenate([groups[g] for g in m]) if m else np.empty(0, np.int64) for m in member]
+        cov = float(np.mean([np.isin(exact[a], sets[a]).mean() for a in range(1000)]))
+        res = {"coverage": cov, "parts": len(groups), "sizes": [int(min(map(len, groups))), int(max(map(len, groups)))],
+               "s": s}
+        out[cfg] = res
+        print(cfg, res, flush=True)
+        (harness.work_dir("recall-issue28") / f"coverage_{n}.json").write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+r"""Compiled NN-descent under L1 (Dong, Moses & Li 2011), deterministic at any thread count.
+
+The candidate generator of the approximate neighbour search (:mod:`hdtwd_cli.search`): each row of
+a dense float32 matrix ``Y`` gets ``c`` approximate nearest other rows under
+:math:`\|y_a - y_b\|_1`. NN-descent keeps, for every row, a list of the ``c`` nearest rows found so
+far and improves all lists by the *local join*: two rows that appear in a common row's list (as its
+neighbour or reverse neighbour) are compared, and each is offered to the other's list ("a
+neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
+that entered a list since the last round) are compared, at most ``max_candidates`` new and old
+candidates per row (sampled by a seeded hash), and the rounds stop when fewer than
+``delta * n * c`` list entries changed in one.
+
+Determinism, whatever the thread count or CPU
+    - every random choice is a hash (splitmix64) of ``(seed, round, row, row)``, not a stream;
+    - a list keeps the ``c`` smallest offers by (distance, index), duplicates dropped, so its
+      content after a batch of offers does not depend on their order;
+    - the rows' joins run in fixed blocks of :data:`BLOCK` rows against the lists as they were at
+      the block's start; the offers are then applied by threads that each own the lists of the
+      rows ``≡ s (mod shards)``: no two threads write one list, and the order of offers within
+      a list does not matter (above);
+    - the convergence count is the number of list entries that were not there at the round's
+      start (order-independent too);
+    - :func:`l1_f32` sums in :data:`LANES` independent float32 lanes combined in a fixed tree,
+      compiled without fast-math: the same bits on AVX2 and AVX-512 (the lanes are what LLVM
+      vectorises; no reassociation is allowed).
+
+The result is the same bytes in one process with 1 or 16 threads and in a Dask task (issue 28).
+Unlike pynndescent's, whose distance is a first-class function argument that numba does not keep
+in its on-disk cache (25-39 s of compilation in every process), these kernels are cached once per
+machine like hdtwd's others.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import njit, prange
+
+__all__ = ["nn_descent", "l1_f32", "BLOCK", "LANES"]
+
+#: Independent float32 accumulators of one distance (their sums are combined in a fixed tree).
+LANES = 32
+#: Rows whose local joins are computed against the same snapshot of the lists.
+BLOCK = 4096
+
+_U = np.uint64
+
+
+@njit(cache=True, nogil=True)
+def _mix(x):  # pragma: no cover - compiled
+    """splitmix64's finaliser: a well-mixed uint64 of a uint64."""
+    x = (x ^ (x >> _U(30))) * _U(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> _U(27))) * _U(0x94D049BB133111EB)
+    return x ^ (x >> _U(31))
+
+
+@njit(cache=True, nogil=True)
+def _key(seed, step, a, b):  # pragma: no cover - compiled
+    """A hash of ``(seed, step, a, b)``."""
+    h = _mix(_U(seed) + _U(0x9E3779B97F4A7C15) * _U(step + 1))
+    h = _mix(h ^ _U(a))
+    return _mix(h ^ (_U(b) * _U(0xD1B54A32D192ED03)))
+
+
+@njit(cache=True, nogil=True)
+def l1_f32(Y, a, b, acc):  # pragma: no cover - compiled
+    """:math:`\\sum_k |Y_{ak} - Y_{bk}|` in float32: :data:`LANES` lanes, then a fixed pairwise tree."""
+    d = Y.shape[1]
+    for t in range(LANES):
+        acc[t] = 0.0
+    k = 0
+    while k + LANES <= d:
+        for t in range(LANES):
+            acc[t] += abs(Y[a, k + t] - Y[b, k + t])
+        k += LANES
+    for t in range(d - k):
+        acc[t] += abs(Y[a, k + t] - Y[b, k + t])
+    w = LANES
+    while w > 1:
+        w //= 2
+        for t in range(w):
+            acc[t] += acc[t + w]
+    return acc[0]
+
+
+@njit(cache=True, nogil=True)
+def _offer(I, D, B, F, i, d, j, step):  # pragma: no cover - compiled
+    """Offer ``j`` at distance ``d`` to row ``i``'s list (ascending by (distance, index)); 1 if taken.
+
+    A taken entry is marked new (``F = 1``) and born in round ``step`` (``B``)."""
+    c = I.shape[1]
+    last = c - 1
+    if d > D[i, last] or (d == D[i, last] and j >= I[i, last]):
+        return 0
+    for t in range(c):
+        if I[i, t] == j:
+            return 0
+    p = last
+    while p > 0 and (D[i, p - 1] > d or (D[i, p - 1] == d and I[i, p - 1] > j)):
+        I[i, p] = I[i, p - 1]
+        D[i, p] = D[i, p - 1]
+        B[i, p] = B[i, p - 1]
+        F[i, p] = F[i, p - 1]
+        p -= 1
+    I[i, p] = j
+    D[i, p] = d
+    B[i, p] = step
+    F[i, p] = 1
+    return 1
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _init_random(Y, I, D, B, F, seed):  # pragma: no cover - compiled
+    """Each list filled with random other rows (hashes of (seed, row, draw))."""
+    n, c = I.shape
+    for i in prange(n):
+        acc = np.empty(LANES, dtype=np.float32)
+        t = 0
+        while t < 4 * c:
+            j = np.int64(_key(seed, 0, i, t) % _U(n - 1))
+            if j >= i:
+                j += 1
+            _offer(I, D, B, F, i, l1_f32(Y, i, j, acc), j, 0)
+            t += 1
+
+
+@njit(cache=True, nogil=True)
+def _cand_offer(CI, CP, i, p, j):  # pragma: no cover - compiled
+    """Keep the candidates of row ``i`` with the smallest (priority, index), at most ``CI.shape[1]``."""
+    m = CI.shape[1]
+    worst = 0
+    for t in range(m):
+        if CI[i, t] == j:
+            return
+        if CI[i, t] < 0:
+            CI[i, t] = j
+            CP[i, t] = p
+            return
+        if CP[i, t] > CP[i, worst] or (CP[i, t] == CP[i, worst] and CI[i, t] > CI[i, worst]):
+            worst = t
+    if p < CP[i, worst] or (p == CP[i, worst] and j < CI[i, worst]):
+        CI[i, worst] = j
+        CP[i, worst] = p
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _candidates(I, F, seed, step, NI, NP, OI, OP, shards):  # pragma: no cover - compiled
+    """New and old candidates of every row: its list's entries and the rows whose lists hold it.
+
+    An entry is new (``F``) until it has been joined as a new candidate once. Each row keeps
+    the candidates with the smallest hash of (seed, round, pair); thread ``s`` fills the rows
+    ``≡ s (mod shards)``, reading every list.
+    """
+    n, c = I.shape
+    for s in prange(shards):
+        for i in range(n):
+            for t in range(c):
+                j = I[i, t]
+                if j < 0:
+                    continue
+                p = _key(seed, step, min(i, j), max(i, j))
+                new = F[i, t] == 1
+                if i % shards == s:
+                    if new:
+                        _cand_offer(NI, NP, i, p, j)
+                    else:
+                        _cand_offer(OI, OP, i, p, j)
+                if j % shards == s:
+                    if new:
+                        _cand_offer(NI, NP, j, p, i)
+                    else:
+                        _cand_offer(OI, OP, j, p, i)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _mark_old(I, F, NI):  # pragma: no cover - compiled
+    """Entries sampled as new candidates of their row are old from now on."""
+    n, c = I.shape
+    m = NI.shape[1]
+    for i in prange(n):
+        for t in range(c):
+            if F[i, t] == 1:
+                for x in range(m):
+                    if NI[i, x] == I[i, t]:
+                        F[i, t] = 0
+                        break
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _join(Y, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compiled
+    """Local joins of rows ``r0 .. r1-1``: pairs of their candidates (one at least new) closer than a list's last."""
+    m = NI.shape[1]
+    last = D.shape[1] - 1
+    per = UA.shape[1]
+    for r in prange(r1 - r0):
+        i = r0 + r
+        acc = np.empty(LANES, dtype=np.float32)
+        u = 0
+        for x in range(m):
+            a = NI[i, x]
+            if a < 0:
+                continue
+            for y in range(x + 1, m + m):
+                b = NI[i, y] if y < m else OI[i, y - m]
+                if b < 0 or b == a:
+                    continue
+                d = l1_f32(Y, a, b, acc)
+                if (d <= D[a, last] or d <= D[b, last]) and u < per:
+                    UA[r, u] = a
+                    UB[r, u] = b
+                    UD[r, u] = d
+                    u += 1
+        counts[r] = u
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _apply(I, D, B, F, UA, UB, UD, counts, step, shards):  # pragma: no cover - compiled
+    """Apply a block's offers; thread ``s`` owns the lists of rows ``≡ s (mod shards)``."""
+    for s in prange(shards):
+        for r in range(counts.size):
+            for u in range(counts[r]):
+                a = UA[r, u]
+                b = UB[r, u]
+                if a % shards == s:
+                    _offer(I, D, B, F, a, UD[r, u], b, step)
+                if b % shards == s:
+                    _offer(I, D, B, F, b, UD[r, u], a, step)
+
+
+def nn_descent(Y: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = None,
+               max_candidates: int | None = None, delta: float = 0.001) -> np.ndarray:
+    """Approximate ``c`` nearest other rows of each row of ``Y`` under L1 (NN-descent).
+
+    Parameters
+    ----------
+    Y : ndarray of float32, shape (n, d)
+        C-contiguous rows.
+    c : int
+        List length, ``1 <= c < n``.
+    seed : int
+        Seed of every random choice (the initial lists and the candidate samples).
+    n_iters : int, optional
+        Most rounds; default ``max(5, round(log2 n))`` (pynndescent's default).
+    max_candidates : int, optional
+        New (and old) candidates joined per row and round; default ``min(60, c)``.
+    delta : float
+        Stop when fewer than ``delta * n * c`` entries changed in a round.
+
+    Returns
+    -------
+    ndarray of int64, shape (n, c)
+        Row ``i``'s list, ascending by (float32 distance, index); never ``i`` itself.
+    """
+    import numba
+
+    Y = np.ascontiguousarray(Y, dtype=np.float32)
+    n = Y.shape[0]
+    if not 1 <= c < n:
+        raise ValueError(f"c must be between 1 and n - 1 = {n - 1}, not {c}")
+    n_iters = max(5, int(round(np.log2(n)))) if n_iters is None else n_iters
+    m = min(60, c) if max_candidates is None else max_candidates
+    I = np.full((n, c), -1, dtype=np.int64)
+    D = np.full((n, c), np.inf, dtype=np.float32)
+    B = np.zeros((n, c), dtype=np.int32)
+    F = np.zeros((n, c), dtype=np.int8)
+    _init_random(Y, I, D, B, F, seed)
+    shards = max(1, numba.get_num_threads())
+    block = min(BLOCK, n)
+    per = m * (m - 1) // 2 + m * m
+    UA = np.empty((block, per), dtype=np.int64)
+    UB = np.empty((block, per), dtype=np.int64)
+    UD = np.empty((block, per), dtype=np.float32)
+    counts = np.empty(block, dtype=np.int64)
+    NI = np.empty((n, m), dtype=np.int64)
+    OI = np.empty((n, m), dtype=np.int64)
+    NP = np.empty((n, m), dtype=np.uint64)
+    OP = np.empty((n, m), dtype=np.uint64)
+    for step in range(1, n_iters + 1):
+        NI.fill(-1)
+        OI.fill(-1)
+        _candidates(I, F, seed, step, NI, NP, OI, OP, shards)
+        _mark_old(I, F, NI)
+        for r0 in range(0, n, block):
+            r1 = min(r0 + block, n)
+            _join(Y, D, NI, OI, r0, r1, UA, UB, UD, counts[: r1 - r0])
+            _apply(I, D, B, F, UA, UB, UD, counts[: r1 - r0], step, shards)
+        if int((B == step).sum()) <= delta * n * c:
+            break
+    return I
