@@ -329,8 +329,8 @@ class DistanceVectors:
         """The kNN graph without an n x n matrix (vectors computed per row block: memory O(n k)).
 
         ``method``: ``exact``, ``nndescent`` (approximate candidates, exact distances) or ``auto``
-        (:mod:`hdtwd_cli.search`); ``client``: a ``dask.distributed.Client`` that runs the exact
-        search as tasks (:mod:`hdtwd_cli.cluster`), with the same bits.
+        (:mod:`hdtwd_cli.search`); ``client``: a ``dask.distributed.Client`` that runs either search
+        as tasks (:mod:`hdtwd_cli.cluster`), with the same bits.
         """
         if self.queries is not None:
             raise ParameterError("a kNN graph is of one set of samples: give no {arg}", "reference")
@@ -338,12 +338,7 @@ class DistanceVectors:
         chosen = choose_method(method, self.base.n)
         with self.progress.stage(f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})",
                                  self.base.n) as adv:
-            if client is not None and chosen == "exact":
-                from .cluster import nearest_neighbours_dask
-
-                idx, dist = nearest_neighbours_dask(client, self.base, n_neighbors - 1, progress=adv)
-            else:
-                idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv)
+            idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv, client)
         idx, dist = with_self(idx, dist)
         return KnnGraph(idx, dist, dict(self.record, n_neighbors=int(n_neighbors), knn_method=chosen, seed=int(seed)))
 

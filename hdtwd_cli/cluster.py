@@ -33,7 +33,7 @@ from .distance import TreeVectors, smallest_k
 from ._kernels import l1_distances
 from .errors import ClusterError, InputError, OutputError
 
-__all__ = ["connect", "nearest_neighbours_dask", "write_zarr", "ZARR_SUFFIX"]
+__all__ = ["connect", "nearest_neighbours_dask", "write_zarr", "ZARR_SUFFIX", "Shipped"]
 
 ZARR_SUFFIX = ".zarr"
 #: Rows per task.
@@ -131,6 +131,44 @@ def _ship(client: Any, data: Any, name: str) -> Any:
 
 def _payload(client: Any, tv: TreeVectors) -> Any:
     return _ship(client, tv, "data")
+
+
+def _run(fn: Callable, tv: TreeVectors, *args: Any) -> Any:
+    _fault_hook()
+    return fn(tv, *args)
+
+
+class Shipped:
+    """A client and tree vectors sent to its workers once, for any number of :meth:`map` calls.
+
+    The approximate search (:func:`hdtwd_cli.search.approximate_neighbours`) maps its partitions'
+    NN-descent and its re-ranking blocks with it: one task per item, retried on another worker if
+    its worker dies, the results returned in the items' order (so the order in which tasks finish
+    changes nothing).
+    """
+
+    def __init__(self, client: Any, tv: TreeVectors) -> None:
+        self.client = client
+        self.payload = _payload(client, tv)
+
+    def map(self, fn: Callable, args: list[tuple], name: str, progress: Callable[[int], None] | None = None,
+            sizes: list[int] | None = None) -> list:
+        """``[fn(tv, *a) for a in args]``, each a task on the cluster."""
+        import warnings
+
+        token = uuid.uuid4().hex[:8]
+        with warnings.catch_warnings():  # items carry their rows: a few MB of graph, on purpose
+            warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
+            futures = [self.client.submit(_run, fn, self.payload, *a, key=f"hdtwd-{name}-{token}-{i}", retries=2)
+                       for i, a in enumerate(args)]
+        where = {f.key: i for i, f in enumerate(futures)}
+        out: list = [None] * len(futures)
+        for fut, result in _finished(futures):
+            i = where[fut.key]
+            out[i] = result
+            if progress is not None and sizes is not None:
+                progress(sizes[i])
+        return out
 
 
 def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS,

@@ -18,7 +18,7 @@ carry most of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -50,6 +50,8 @@ SEARCH_BYTES = 4 << 30
 PARTITION_OVERLAP = 2
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
+#: Rows per re-ranking task (:func:`rerank`).
+RERANK_TASK_ROWS = 1 << 16
 #: Bytes of float64 vectors gathered per re-ranking block.
 _RERANK_BYTES = 1 << 28
 
@@ -60,23 +62,7 @@ def choose_method(method: str, n: int) -> str:
         raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
     if method == "auto":
         method = "nndescent" if n > AUTO_NNDESCENT_ABOVE else "exact"
-        if method == "nndescent" and not _have_pynndescent():
-            import warnings
-
-            from .errors import HdtwdWarning
-
-            warnings.warn(f"{n} samples: the exact search is slow at this size and pynndescent is not installed "
-                          "(pip install 'hdtwd[scale]')", HdtwdWarning, stacklevel=2)
-            method = "exact"
-    elif method == "nndescent" and not _have_pynndescent():
-        raise ParameterError("nndescent needs pynndescent: pip install 'hdtwd[scale]'", "knn_method")
     return method
-
-
-def _have_pynndescent() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("pynndescent") is not None
 
 
 def _rows_per_block(tv: TreeVectors) -> int:
@@ -85,7 +71,7 @@ def _rows_per_block(tv: TreeVectors) -> int:
 
 
 def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarray:
-    """Dense float32 tree vectors for the index (of ``rows``, default all), computed per row block.
+    """Dense float32 tree vectors (of ``rows``, default all), computed per row block.
 
     Dense even for sparse data: UMI-like counts give tree vectors with about a quarter of their
     entries non-zero, where pynndescent's sparse NN-descent was several times slower than the
@@ -96,6 +82,29 @@ def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarr
     step = _rows_per_block(tv)
     for i0 in range(0, n, step):
         out[i0:i0 + step] = tv.rows(i0, i0 + step) if rows is None else tv.of_rows(rows[i0:i0 + step])
+    return out
+
+
+def largest_entry(tv: TreeVectors) -> float:
+    """The largest tree-vector entry of all samples (the scale of the quantised search vectors)."""
+    step = _rows_per_block(tv)
+    return max((float(tv.rows(i0, i0 + step).max()) for i0 in range(0, tv.n, step)), default=0.0)
+
+
+def quantised_vectors(tv: TreeVectors, rows: np.ndarray, top: float) -> np.ndarray:
+    """``rint(y * 65535 / top)`` as uint16 for the tree vectors ``y`` of ``rows``, per row block
+    (:func:`hdtwd_cli._nndescent.quantise` with the scale of all samples). Memory: |rows| x d x 2 bytes."""
+    from ._nndescent import SCALE_MAX
+
+    out = np.empty((rows.size, tv.dim), dtype=np.uint16)
+    if top <= 0.0:
+        out.fill(0)
+        return out
+    f = np.float32(SCALE_MAX / top)
+    step = _rows_per_block(tv)
+    for i0 in range(0, rows.size, step):
+        y = tv.of_rows(rows[i0:i0 + step]).astype(np.float32)
+        out[i0:i0 + step] = np.minimum(np.rint(y * f), SCALE_MAX)
     return out
 
 
@@ -114,39 +123,65 @@ def locality_order(cand: np.ndarray) -> np.ndarray:
     return np.asarray(reverse_cuthill_mckee((G + G.T).tocsr(), symmetric_mode=True), dtype=np.int64)
 
 
-def rerank(tv: TreeVectors, candidates: np.ndarray, k: int,
-           progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None = None,
+           client: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples; ``-1``: none), by exact TWD.
 
-    Rows are taken in :func:`locality_order`, in blocks whose own vectors and their candidates'
-    vectors fit a fixed budget (:data:`_RERANK_BYTES`): neighbouring rows share candidates, so each
-    vector is computed about twice instead of ``c`` times (100,000 x 2,000 cells: 40 s before).
-    Distances come from :func:`_kernels.l1_gather`, bit for bit the exact kernel's.
+    Rows are taken in :func:`locality_order`, in tasks of :data:`RERANK_TASK_ROWS` rows
+    (:func:`rerank_rows`; on ``client``'s workers if given). A row's result depends only on its own
+    candidates, so neither the tasks nor where they run change a bit.
     """
-    n, c = candidates.shape
-    out_d = np.empty((n, k))
-    out_i = np.empty((n, k), dtype=np.int64)
+    remote = None
+    if client is not None:
+        from .cluster import Shipped
+
+        remote = Shipped(client, tv)
+    return _rerank(tv, candidates, k, progress, remote)
+
+
+def _rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None,
+            remote: Any) -> tuple[np.ndarray, np.ndarray]:
+    n = candidates.shape[0]
     order = locality_order(candidates)
+    chunks = [order[i0:i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
+    parts = _map(remote, rerank_rows, tv, [(rows, candidates[rows], k) for rows in chunks], "rerank",
+                 progress, [rows.size for rows in chunks])
+    out_i = np.empty((n, k), dtype=np.int64)
+    out_d = np.empty((n, k))
+    for rows, (idx, dist) in zip(chunks, parts):
+        out_i[rows], out_d[rows] = idx, dist
+    return out_i, out_d
+
+
+def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest of each of ``rows`` among its ``candidates`` row, by exact TWD, ordered by (distance, index).
+
+    In blocks whose own vectors and their candidates' vectors fit a fixed budget (:data:`_RERANK_BYTES`):
+    neighbouring rows (in :func:`locality_order`) share candidates, so each vector is computed about
+    twice instead of ``c`` times (100,000 x 2,000 cells: 40 s before). Distances come from
+    :func:`_kernels.l1_gather`, bit for bit the exact kernel's.
+    """
+    m = rows.size
+    out_d = np.empty((m, k))
+    out_i = np.empty((m, k), dtype=np.int64)
     cap = max(2, _rows_per_block(tv))  # vectors held at once
     step = max(1, cap // 4)
     i0 = 0
-    while i0 < n:
-        rows = order[i0:i0 + step]
+    while i0 < m:
+        r = np.arange(i0, min(i0 + step, m))
         while True:
-            cand = candidates[rows]
+            cand = candidates[r]
             uniq, local = np.unique(cand, return_inverse=True)
-            if rows.size == 1 or rows.size + uniq.size <= cap:
+            if r.size == 1 or r.size + uniq.size <= cap:
                 break
-            rows = rows[: rows.size // 2]
-        A = tv.of_rows(rows)
+            r = r[: r.size // 2]
+        A = tv.of_rows(rows[r])
         B = tv.of_rows(uniq)
         D = np.empty(cand.shape)
         l1_gather(A, B, np.ascontiguousarray(local.reshape(cand.shape), dtype=np.int64), D)
         D[cand < 0] = np.inf
-        out_d[rows], out_i[rows] = smallest_k(D, cand, k)
-        i0 += rows.size
-        if progress is not None:
-            progress(rows.size)
+        out_d[r], out_i[r] = smallest_k(D, cand, k)
+        i0 += r.size
     order = np.lexsort((out_i, out_d), axis=1)
     return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
 
@@ -174,8 +209,17 @@ def refine(tv: TreeVectors, indices: np.ndarray, k: int, hops: int | None = None
 
 
 def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
-                           progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+                           progress: Callable[[int], None] | None = None,
+                           client: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
+
+    The samples are searched whole when their dense float32 vectors fit :data:`SEARCH_BYTES`, else
+    in the overlapping :func:`partitions`; each partition's NN-descent (:func:`partition_candidates`)
+    and each block of the re-ranking (:func:`rerank`) is one task, run here one after another or,
+    with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
+    (:func:`hdtwd_cli.cluster.map_tasks`). The tasks' results do not depend on where or in what
+    order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
+    answer is the single process's, bit for bit.
 
     Returns
     -------
@@ -187,26 +231,73 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     if not 1 <= k < n:
         raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
-    if n * tv.dim * 4 <= SEARCH_BYTES:
-        cand = _drop_self(_nn_descent(_search_vectors(tv), c, seed), c)
+    top = largest_entry(tv)
+    if n * tv.dim * 2 <= SEARCH_BYTES:
+        groups = [np.arange(n)]
     else:
-        cand = _partitioned_candidates(tv, c, seed)
-    return rerank(tv, cand, k, progress)
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed)
+    remote = None
+    if client is not None:
+        from .cluster import Shipped
+
+        remote = Shipped(client, tv)
+    found = _map(remote, partition_candidates, tv, [(g, c, seed, top) for g in groups], "nndescent")
+    cand = merge_candidates(n, groups, found, c)
+    return _rerank(tv, cand, k, progress, remote)
 
 
-def _nn_descent(Y: np.ndarray, c: int, seed: int) -> np.ndarray:
-    """pynndescent's graph of ``Y`` (L1): each row's ``c + 1`` nearest found, itself included."""
-    from . import _jit
+def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: str,
+         progress: Callable[[int], None] | None = None, sizes: list[int] | None = None) -> list:
+    """``[fn(tv, *a) for a in args]``, here or as tasks on a cluster (``remote``: a
+    :class:`hdtwd_cli.cluster.Shipped`); the same results in the same order."""
+    if remote is not None:
+        return remote.map(fn, args, name, progress, sizes)
+    out = []
+    for i, a in enumerate(args):
+        out.append(fn(tv, *a))
+        if progress is not None and sizes is not None:
+            progress(sizes[i])
+    return out
 
-    _jit.load()  # numba imported by hdtwd first: the command's wide vectors apply (hdtwd_cli._simd)
-    from pynndescent import NNDescent
 
-    index = NNDescent(Y, metric="manhattan", n_neighbors=min(c + 1, Y.shape[0]), random_state=int(seed), n_jobs=-1,
-                      low_memory=True, verbose=False)
-    return np.asarray(index.neighbor_graph[0], dtype=np.int64)
+def partition_candidates(tv: TreeVectors, rows: np.ndarray, c: int, seed: int, top: float) -> np.ndarray:
+    """NN-descent (:func:`hdtwd_cli._nndescent.nn_descent`) among ``rows`` on their quantised vectors
+    (:func:`quantised_vectors`, scale ``top``): each one's ``min(c, |rows| - 1)`` approximate nearest
+    others, as indices of all samples. Memory: ``|rows|`` x d x 2 bytes."""
+    from ._nndescent import nn_descent
+
+    w = min(c, rows.size - 1)
+    return rows[nn_descent(quantised_vectors(tv, rows, top), w, seed)]
 
 
-def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int = PARTITION_OVERLAP) -> list[np.ndarray]:
+def merge_candidates(n: int, groups: list[np.ndarray], found: list[np.ndarray], c: int) -> np.ndarray:
+    """Every sample's candidates from all its partitions (n x width, ascending, duplicates -1).
+
+    Rows left with fewer than ``c`` (tiny partitions) get other samples in index order.
+    """
+    width = np.zeros(n, dtype=np.int64)
+    for g, f in zip(groups, found):
+        width[g] += f.shape[1]
+    cand = np.full((n, int(width.max())), -1, dtype=np.int64)
+    fill = np.zeros(n, dtype=np.int64)
+    for g, f in zip(groups, found):
+        w = f.shape[1]
+        cand[g[:, None], fill[g][:, None] + np.arange(w)[None, :]] = f
+        fill[g] += w
+    cand.sort(axis=1)
+    dup = np.zeros_like(cand, dtype=bool)
+    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
+    cand[dup | (cand == np.arange(n)[:, None])] = -1
+    short = np.flatnonzero((cand >= 0).sum(axis=1) < c)
+    for r in short:  # rare: tiny partitions; add other samples in index order
+        have = set(cand[r][cand[r] >= 0].tolist()) | {int(r)}
+        free = np.flatnonzero(cand[r] < 0)
+        extra = np.setdiff1d(np.arange(min(n, free.size + len(have))), np.fromiter(have, dtype=np.int64))[: free.size]
+        cand[r, free[: extra.size]] = extra
+    return cand
+
+
+def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
@@ -216,6 +307,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int = PAR
     overlapping by a quarter.
     """
     n = tv.n
+    overlap = PARTITION_OVERLAP if overlap is None else overlap
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
     step = _rows_per_block(tv)
@@ -247,56 +339,14 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int = PAR
     return groups
 
 
-def _partitioned_candidates(tv: TreeVectors, c: int, seed: int) -> np.ndarray:
-    """``c``-or-more candidates per sample from NN-descent inside each of :func:`partitions` (-1: none).
-
-    For sample counts whose dense float32 vectors exceed :data:`SEARCH_BYTES`: memory is bounded by
-    one partition's vectors. A sample's candidate lists from its partitions are merged (duplicates
-    and itself removed); rows left with fewer than ``c`` get other samples in index order.
-    """
-    n = tv.n
-    groups = partitions(tv, max(c + 2, SEARCH_BYTES // (4 * tv.dim)), seed)
-    width = np.zeros(n, dtype=np.int64)
-    for g in groups:
-        width[g] += min(c, g.size - 1)
-    cand = np.full((n, int(width.max())), -1, dtype=np.int64)
-    fill = np.zeros(n, dtype=np.int64)
-    for g in groups:
-        w = min(c, g.size - 1)
-        found = g[_drop_self(_nn_descent(_search_vectors(tv, g), w, seed), w)]  # local -> global indices
-        cand[g[:, None], fill[g][:, None] + np.arange(w)[None, :]] = found
-        fill[g] += w
-    # duplicates (a pair found in two partitions) -> -1
-    cand.sort(axis=1)
-    dup = np.zeros_like(cand, dtype=bool)
-    dup[:, 1:] = cand[:, 1:] == cand[:, :-1]
-    cand[dup | (cand == np.arange(n)[:, None])] = -1
-    short = np.flatnonzero((cand >= 0).sum(axis=1) < c)
-    for r in short:  # rare: tiny partitions; add other samples in index order
-        have = set(cand[r][cand[r] >= 0].tolist()) | {int(r)}
-        free = np.flatnonzero(cand[r] < 0)
-        extra = np.setdiff1d(np.arange(min(n, free.size + len(have))), np.fromiter(have, dtype=np.int64))[: free.size]
-        cand[r, free[: extra.size]] = extra
-    return cand
-
-
-def _drop_self(cand: np.ndarray, c: int) -> np.ndarray:
-    """The first ``c`` candidates of each row other than the row itself (missing ones: -1 filled in)."""
-    n = cand.shape[0]
-    rows = np.arange(n)[:, None]
-    bad = (cand == rows) | (cand < 0)
-    order = np.argsort(bad, axis=1, kind="stable")  # valid candidates first, in their order
-    out = np.take_along_axis(cand, order, axis=1)[:, :c]
-    short = np.take_along_axis(bad, order, axis=1)[:, :c]
-    if short.any():  # too few distinct candidates: fill with other rows (never the row itself)
-        r, t = np.nonzero(short)
-        out[r, t] = (r + 1 + t) % n
-    return out
-
-
 def neighbours(tv: TreeVectors, k: int, method: str = "exact", seed: int = 0,
-               progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`)."""
+               progress: Callable[[int], None] | None = None, client: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
+    workers if given (a ``dask.distributed.Client``; the same bits as here)."""
     if choose_method(method, tv.n) == "nndescent":
-        return approximate_neighbours(tv, k, seed, progress)
+        return approximate_neighbours(tv, k, seed, progress, client)
+    if client is not None:
+        from .cluster import nearest_neighbours_dask
+
+        return nearest_neighbours_dask(client, tv, k, progress=progress)
     return nearest_neighbours(tv, k, 2048, progress)

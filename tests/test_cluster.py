@@ -143,7 +143,7 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     assert np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
     assert all(len(set(r)) == 15 for r in a.indices)  # no neighbour twice
     recall = np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])])
-    assert recall >= 0.9, recall
+    assert recall >= 0.95, recall
     D = dv.matrix()
     assert np.array_equal(a.distances[:, 1:], np.take_along_axis(D, a.indices[:, 1:], axis=1))
 
@@ -170,6 +170,34 @@ def test_refine_keeps_exact_neighbours_and_recovers_lost_ones():
     kept = [len(set(p) & set(q) & set(r)) == len(set(p) & set(q)) for p, q, r in zip(exact, spoiled, fixed)]
     assert all(kept) and np.mean(after) > before + 0.2, (before, np.mean(after))
     assert all(len(set(r)) == 14 and i not in r for i, r in enumerate(fixed))
+
+
+def test_approximate_search_on_the_cluster_is_the_single_process_bits(cluster, fault_dir, monkeypatch, tmp_path):
+    """Issue 28: --knn-method nndescent --scheduler: partitions' NN-descent and re-ranking blocks as tasks,
+    the single process's graph bit for bit (whole and partitioned), a worker killed once survived."""
+    from hdtwd_cli import search
+
+    c, client = cluster
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    one = dv.knn(15, "nndescent", seed=3)
+    many = dv.knn(15, "nndescent", seed=3, client=client)
+    assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
+    monkeypatch.setattr(search, "SEARCH_BYTES", X.shape[0] * dv.base.dim * 4 // 4)  # partitioned
+    monkeypatch.setattr(search, "RERANK_TASK_ROWS", 37)  # many re-ranking tasks
+    one = dv.knn(15, "nndescent", seed=3)
+    (fault_dir / "kill-once").write_text("")
+    many = dv.knn(15, "nndescent", seed=3, client=client)
+    assert not (fault_dir / "kill-once").exists()  # a worker died mid-run
+    assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
+    client.wait_for_workers(2, timeout=60)
+    monkeypatch.undo()
+    # through the command line
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--knn-method", "nndescent", "-o", tmp_path / "a.npz")
+    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--knn-method", "nndescent", "--scheduler",
+              c.scheduler_address, "-o", tmp_path / "b.npz")
+    A, B = sp.load_npz(tmp_path / "a.npz"), sp.load_npz(tmp_path / "b.npz")
+    assert (A != B).nnz == 0 and A.nnz == 300 * 14
 
 
 def test_auto_picks_by_the_number_of_samples():

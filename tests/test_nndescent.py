@@ -5,19 +5,19 @@ import numpy as np
 import pytest
 
 from hdtwd_cli import _nndescent
-from hdtwd_cli._nndescent import LANES, nn_descent
+from hdtwd_cli._nndescent import nn_descent, quantise
 
 
 def clustered(n=1500, d=70, seed=0):
-    """Non-negative rows around 12 centres (the shape of tree vectors: sparse-ish, non-negative)."""
+    """Quantised non-negative rows around 12 centres (the shape of tree vectors: sparse-ish, non-negative)."""
     rng = np.random.default_rng(seed)
     centres = rng.gamma(0.3, 1.0, size=(12, d))
     X = centres[rng.integers(0, 12, size=n)] + rng.gamma(0.5, 0.2, size=(n, d))
-    return X.astype(np.float32)
+    return quantise(X.astype(np.float32))
 
 
 def brute(Y, c):
-    Y64 = Y.astype(np.float64)
+    Y64 = Y.astype(np.float64)  # integer values: exact sums
     D = np.abs(Y64[:, None, :] - Y64[None, :, :]).sum(-1)
     np.fill_diagonal(D, np.inf)
     return np.argsort(D, axis=1, kind="stable")[:, :c], D
@@ -35,7 +35,7 @@ def test_recall_against_brute_force_and_list_invariants():
     assert not np.any(got == np.arange(n)[:, None])  # never the row itself
     assert all(len(set(r)) == c for r in got)  # no neighbour twice
     d = np.take_along_axis(D, got, axis=1)
-    assert np.all(np.diff(d, axis=1) >= -1e-4 * d[:, 1:])  # ascending (float32 distances)
+    assert np.all(np.diff(d, axis=1) >= 0)  # ascending (exact integer distances)
 
 
 def test_random_lists_alone_are_poor_so_the_rounds_do_the_work():
@@ -69,16 +69,30 @@ def test_blocks_smaller_than_the_rows_give_a_valid_search(monkeypatch):
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, exact)]) >= 0.97
 
 
-def test_l1_lanes_sum_every_column():
-    """The lane-wise float32 L1 adds every column once (widths around multiples of LANES)."""
+def test_l1_is_the_exact_integer_sum_across_chunks(monkeypatch):
+    """The uint16 L1 sums every column once, exactly, in int64 (no int32 overflow)."""
     rng = np.random.default_rng(4)
-    acc = np.empty(LANES, dtype=np.float32)
-    for d in (1, LANES - 1, LANES, LANES + 1, 3 * LANES + 7):
-        Y = rng.random((2, d)).astype(np.float32)
-        want = np.abs(Y[0].astype(np.float64) - Y[1]).sum()
-        assert abs(_nndescent.l1_f32(Y, 0, 1, acc) - want) <= 1e-5 * want, d
+    for d in (1, 7, 64, 1000):
+        Q = rng.integers(0, 65536, size=(2, d)).astype(np.uint16)
+        assert _nndescent.l1_u16(Q, 0, 1) == int(np.abs(Q[0].astype(np.int64) - Q[1]).sum()), d
+    Q = np.zeros((2, 40000), np.uint16)
+    Q[0] = 65535  # 65,535 x 40,000 > 2^31: an int32 sum would overflow
+    assert _nndescent.l1_u16(Q, 0, 1) == 65535 * 40000
+
+
+def test_quantise_keeps_the_order_of_distances():
+    """One scale for all columns: the quantised L1 is the float L1 / scale within d / 2 steps."""
+    rng = np.random.default_rng(5)
+    Y = (rng.gamma(0.3, 1.0, size=(50, 300)) * (rng.random(300) < 0.3)).astype(np.float32)
+    Q = quantise(Y)
+    assert Q.dtype == np.uint16 and Q.max() == 65535
+    scale = Y.max() / 65535
+    D = np.abs(Y[:, None].astype(np.float64) - Y[None]).sum(-1)
+    Dq = np.abs(Q[:, None].astype(np.float64) - Q[None]).sum(-1) * scale
+    assert np.all(np.abs(D - Dq) <= 300 * scale)
+    assert np.array_equal(quantise(np.zeros((3, 4), np.float32)), np.zeros((3, 4), np.uint16))
 
 
 def test_bad_list_length():
     with pytest.raises(ValueError, match="between 1 and"):
-        nn_descent(np.zeros((5, 3), np.float32), 5)
+        nn_descent(np.zeros((5, 3), np.uint16), 5)
