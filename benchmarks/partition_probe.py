@@ -1,6 +1,6 @@
 """Issue 28: how many of a sample's exact neighbours share one of its partitions (the recall bound).
 
-For each (overlap, rows per partition) the fraction of the exact k neighbours of 1,000 sampled rows
+For each (overlap, rows per partition[, border ratio]) the fraction of the exact k neighbours of 1,000 sampled rows
 that lie in at least one partition with the row: no search inside partitions can do better.
 
     python benchmarks/partition_probe.py --n 1000000
@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--k", type=int, default=14)
     ap.add_argument("--configs", default="2:536000,2:125000,3:125000,4:125000,3:60000,4:60000,6:60000")
+    ap.add_argument("--tag", default="")
     args = ap.parse_args()
     n, k = args.n, args.k
     X = sp.load_npz(synth(n)).tocsr()
@@ -60,9 +61,11 @@ def main() -> None:
         np.save(cache, exact)
     out = {"n": n, "k": k, "dim": tv.dim, "machine": harness.machine_line(), "commit": harness.git_commit()}
     for cfg in args.configs.split(","):
-        ov, mr = (int(x) for x in cfg.split(":"))
+        parts = cfg.split(":")
+        ov, mr = int(parts[0]), int(parts[1])
+        border = float(parts[2]) if len(parts) > 2 else float("inf")
         t = time.perf_counter()
-        groups = search.partitions(tv, mr, 0, ov)
+        groups = search.partitions(tv, mr, 0, ov, border)
         s = time.perf_counter() - t
         member = [[] for _ in range(1000)]
         pos = {int(r): a for a, r in enumerate(rows)}
@@ -72,10 +75,11 @@ def main() -> None:
         sets = [np.concatenate([groups[g] for g in m]) if m else np.empty(0, np.int64) for m in member]
         cov = float(np.mean([np.isin(exact[a], sets[a]).mean() for a in range(1000)]))
         res = {"coverage": cov, "parts": len(groups), "sizes": [int(min(map(len, groups))), int(max(map(len, groups)))],
+               "placements_per_sample": sum(map(len, groups)) / n,
                "s": s}
         out[cfg] = res
         print(cfg, res, flush=True)
-        (harness.work_dir("recall-issue28") / f"coverage_{n}.json").write_text(json.dumps(out, indent=1))
+        (harness.work_dir("recall-issue28") / f"coverage_{n}{args.tag}.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

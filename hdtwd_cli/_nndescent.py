@@ -36,10 +36,14 @@ import numpy as np
 
 from ._jit import njit, prange
 
-__all__ = ["nn_descent", "quantise", "l1_u16", "BLOCK"]
+__all__ = ["nn_descent", "quantise", "l1_u16", "BLOCK", "N_TREES"]
 
 #: Largest quantised value: the search vectors are ``rint(y * SCALE_MAX / max(y))`` as uint16.
 SCALE_MAX = 65535
+#: Random projection trees that start the lists. On 100,000 UMI-like cells of 10 types (10,000 cells
+#: per type, as a partition of 10^6 cells holds; 21 candidates) 8 trees took recall@14 from 0.770
+#: to 0.805 and the search from 51.5 to 44.6 s (fewer rounds to converge; benchmarks/RESULTS.md, issue 28).
+N_TREES = 8
 #: Rows whose local joins are computed against the same snapshot of the lists.
 BLOCK = 4096
 
@@ -101,9 +105,11 @@ def _offer(I, D, B, F, i, d, j, step):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True, nogil=True)
 def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
-    """Each list filled with random other rows (hashes of (seed, row, draw))."""
+    """Lists not yet full get random other rows (hashes of (seed, row, draw))."""
     n, c = I.shape
     for i in prange(n):
+        if I[i, c - 1] >= 0:
+            continue
         t = 0
         while t < 4 * c:
             j = np.int64(_key(seed, 0, i, t) % _U(n - 1))
@@ -111,6 +117,88 @@ def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
                 j += 1
             _offer(I, D, B, F, i, l1_u16(Q, i, j), j, 0)
             t += 1
+
+
+@njit(cache=True, nogil=True)
+def _project(Q, i, P, a, b):  # pragma: no cover - compiled
+    """``<q_i, q_a - q_b>`` on the top 8 bits of each value (int32 products, int64 sum): a split's side."""
+    s = 0
+    for k in range(Q.shape[1]):
+        w = np.int32(P[a, k] >> 8) - np.int32(P[b, k] >> 8)
+        s += np.int64(np.int32(Q[i, k] >> 8) * w)
+    return s
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _rp_trees(Q, seed, leaf, perm, start):  # pragma: no cover - compiled
+    """Random projection trees (one per row of ``perm``): each node's rows are split by the hyperplane
+    half-way between two of them chosen by hash, until at most ``leaf`` remain; ``perm[t]`` lists the
+    rows leaf after leaf, ``start[t, p] = 1`` where a leaf begins. A split that leaves one side empty
+    (equal rows) halves the node instead."""
+    T, n = perm.shape
+    for t in prange(T):
+        order = perm[t]
+        for p in range(n):
+            order[p] = p
+        side = np.empty(n, dtype=np.int64)
+        buf = np.empty(n, dtype=np.int64)
+        stack = np.empty(2 * n + 2, dtype=np.int64)
+        top = 0
+        stack[0] = 0
+        stack[1] = n
+        top = 2
+        while top > 0:
+            hi = stack[top - 1]
+            lo = stack[top - 2]
+            top -= 2
+            size = hi - lo
+            if size <= leaf:
+                start[t, lo] = 1
+                continue
+            h = _key(seed, t + 1, lo, hi)
+            ia = np.int64(h % _U(size))
+            ib = np.int64(_mix(h) % _U(size - 1))
+            if ib >= ia:
+                ib += 1
+            a = order[lo + ia]
+            b = order[lo + ib]
+            mid = _project(Q, a, Q, a, b) + _project(Q, b, Q, a, b)
+            left = 0
+            for p in range(lo, hi):
+                side[p] = 1 if 2 * _project(Q, order[p], Q, a, b) > mid else 0
+                left += side[p]
+            if left == 0 or left == size:
+                m = lo + size // 2
+            else:
+                q = lo
+                for p in range(lo, hi):
+                    if side[p] == 1:
+                        buf[q] = order[p]
+                        q += 1
+                for p in range(lo, hi):
+                    if side[p] == 0:
+                        buf[q] = order[p]
+                        q += 1
+                for p in range(lo, hi):
+                    order[p] = buf[p]
+                m = lo + left
+            stack[top] = lo
+            stack[top + 1] = m
+            stack[top + 2] = m
+            stack[top + 3] = hi
+            top += 4
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _init_leaves(Q, I, D, B, F, perm, starts, ends):  # pragma: no cover - compiled
+    """Offer every row its leaf-mates of one tree (leaves partition the rows: one thread per list)."""
+    for L in prange(starts.size):
+        for p in range(starts[L], ends[L]):
+            i = perm[p]
+            for r in range(starts[L], ends[L]):
+                j = perm[r]
+                if j != i:
+                    _offer(I, D, B, F, i, l1_u16(Q, i, j), j, 0)
 
 
 @njit(cache=True, nogil=True)
@@ -238,7 +326,7 @@ def quantise(Y: np.ndarray) -> np.ndarray:
 
 
 def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = None,
-               max_candidates: int | None = None, delta: float = 0.001) -> np.ndarray:
+               max_candidates: int | None = None, delta: float = 0.001, n_trees: int = N_TREES) -> np.ndarray:
     """Approximate ``c`` nearest other rows of each row of ``Q`` under L1 (NN-descent).
 
     Parameters
@@ -255,6 +343,9 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
         New (and old) candidates joined per row and round; default ``min(60, c)``.
     delta : float
         Stop when fewer than ``delta * n * c`` entries changed in a round.
+    n_trees : int
+        Random projection trees whose leaves (of ``max(c + 1, 32)`` rows) start the lists, as
+        pynndescent's forest does; then random rows fill them.
 
     Returns
     -------
@@ -273,6 +364,13 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
     D = np.full((n, c), np.iinfo(np.int64).max, dtype=np.int64)
     B = np.zeros((n, c), dtype=np.int32)
     F = np.zeros((n, c), dtype=np.int8)
+    if n_trees > 0:
+        perm = np.empty((n_trees, n), dtype=np.int64)
+        start = np.zeros((n_trees, n), dtype=np.uint8)
+        _rp_trees(Q, seed, max(c + 1, 32), perm, start)
+        for t in range(n_trees):
+            s = np.flatnonzero(start[t])
+            _init_leaves(Q, I, D, B, F, perm[t], s, np.append(s[1:], n))
     _init_random(Q, I, D, B, F, seed)
     shards = max(1, numba.get_num_threads())
     block = min(BLOCK, n)

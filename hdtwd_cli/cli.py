@@ -129,12 +129,12 @@ def distance(
         "--output-format", help="Format of the result [default: from the suffix of -o; tsv for -o -].",
         show_default=False)] = None,
     knn_method: Annotated[Choice("KnnMethod", ("exact", "nndescent", "auto")), typer.Option(  # type: ignore
-        "--knn-method", help="With --knn: exact search, nndescent (pynndescent candidates re-ranked by the exact "
-                             "TWD: exact distances, approximate neighbour sets; deterministic for --seed), or auto "
-                             "(nndescent above 20,000 samples).")] = "exact",
+        "--knn-method", help="With --knn: exact search, nndescent (NN-descent candidates re-ranked by the exact "
+                             "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
+                             "or cluster), or auto (nndescent above 20,000 samples).")] = "exact",
     scheduler: Annotated[Optional[str], typer.Option(
         "--scheduler", envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
-        help="Run the exact --knn search, or all pairs into -o FILE.zarr, as tasks on this dask.distributed "
+        help="Run the --knn search (exact or nndescent), or all pairs into -o FILE.zarr, as tasks on this dask.distributed "
              "scheduler (e.g. tcp://10.0.0.1:8786) [env: DASK_SCHEDULER_ADDRESS].", show_default=False)] = None,
     unseen: Annotated[Choice("Unseen", ("error", "root")), typer.Option(  # type: ignore[valid-type]
         "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "

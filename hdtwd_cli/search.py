@@ -46,8 +46,11 @@ CANDIDATE_FACTOR = 1.5
 #: Bytes of dense float32 search vectors NN-descent holds at once; above it the samples are searched
 #: in overlapping partitions (:func:`partitions`), one at a time.
 SEARCH_BYTES = 4 << 30
-#: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned.
+#: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
+#: A sample joins its 2nd (3rd...) nearest cluster only if that centre is at most this many times
+#: as far as its nearest one (a border sample); ``inf``: always.
+PARTITION_BORDER = float("inf")
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
 #: Rows per re-ranking task (:func:`rerank`).
@@ -297,7 +300,8 @@ def merge_candidates(n: int, groups: list[np.ndarray], found: list[np.ndarray], 
     return cand
 
 
-def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None) -> list[np.ndarray]:
+def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
+               border: float | None = None) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
@@ -308,6 +312,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     """
     n = tv.n
     overlap = PARTITION_OVERLAP if overlap is None else overlap
+    border = PARTITION_BORDER if border is None else border
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
     step = _rows_per_block(tv)
@@ -325,9 +330,12 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
         np.add.at(sums, near[:, 0], Z)
         moved = counts > 0
         centres[moved] = sums[moved] / counts[moved, None]
+    ranked = np.take_along_axis(d2, near, axis=1)
+    placed = np.maximum(ranked, 0.0) <= (border * border) * np.maximum(ranked[:, :1], 0.0)
+    placed[:, 0] = True
     groups = []
     for p in range(n_parts):
-        members = np.flatnonzero((near == p).any(axis=1))
+        members = np.flatnonzero(((near == p) & placed).any(axis=1))
         if members.size <= max_rows:
             if members.size > 1:
                 groups.append(members)

@@ -264,7 +264,7 @@ CASES: list[Case] = [
      "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
     ("scheduler-h5", "--scheduler with an in-memory output",
      lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.npy"], 2,
-     "--scheduler runs the exact kNN search (--knn) or writes all pairs into a Zarr store"),
+     "--scheduler runs the kNN search (--knn) or writes all pairs into a Zarr store"),
     ("neg-h5ad-hint", "an .h5ad with negative (scaled) X and raw counts",
      lambda t: ["distance", _scaled_h5ad(t), "-o", t / "D.npy"], 2,
      "the file also holds raw.X (--use-raw)"),

@@ -42,8 +42,27 @@ def test_random_lists_alone_are_poor_so_the_rounds_do_the_work():
     """With no round (n_iters=0) the lists are the random start: recall near c / n; the contract above fails."""
     Y = clustered()
     exact, _ = brute(Y, 15)
-    start = nn_descent(Y, 15, seed=1, n_iters=0)
+    start = nn_descent(Y, 15, seed=1, n_iters=0, n_trees=0)
     assert np.mean([len(set(a) & set(b)) / 15 for a, b in zip(start, exact)]) < 0.3
+    forest = nn_descent(Y, 15, seed=1, n_iters=0, n_trees=8)  # leaves of random projection trees: a better start
+    assert np.mean([len(set(a) & set(b)) / 15 for a, b in zip(forest, exact)]) > 0.5
+
+
+def test_projection_trees_partition_the_rows_into_small_leaves():
+    Y = clustered(700, 30, seed=7)
+    perm = np.empty((3, 700), dtype=np.int64)
+    start = np.zeros((3, 700), dtype=np.uint8)
+    _nndescent._rp_trees(Y, 11, 32, perm, start)
+    for t in range(3):
+        assert np.array_equal(np.sort(perm[t]), np.arange(700))  # every row in exactly one leaf
+        s = np.flatnonzero(start[t])
+        assert s[0] == 0 and np.diff(np.append(s, 700)).max() <= 32
+    assert not np.array_equal(perm[0], perm[1])  # trees differ (hashed choices per tree)
+    # equal rows cannot be split by a hyperplane: the node is halved, the leaves still bounded
+    same = np.zeros((100, 5), np.uint16)
+    perm, start = np.empty((1, 100), np.int64), np.zeros((1, 100), np.uint8)
+    _nndescent._rp_trees(same, 0, 10, perm, start)
+    assert np.diff(np.append(np.flatnonzero(start[0]), 100)).max() <= 10
 
 
 def test_same_lists_at_any_thread_count_and_for_every_call():

@@ -170,10 +170,9 @@ def check_result_options(path: str, knn: int | None, knn_method: str, scheduler:
 
     if knn is None and knn_method != "exact":
         raise ParameterError("applies to the kNN graph ({b})", "knn_method", b="n_neighbors")
-    if scheduler and not (_is_zarr(path) or (knn is not None and knn_method != "nndescent")):
-        raise ParameterError("runs the exact kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
-                             "{b} and in-memory outputs are single-process", "scheduler", a="n_neighbors",
-                             b="knn_method")
+    if scheduler and not (_is_zarr(path) or knn is not None):
+        raise ParameterError("runs the kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
+                             "in-memory outputs are single-process", "scheduler", a="n_neighbors")
 
 
 def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
