@@ -113,35 +113,36 @@ def part_recall() -> dict[str, Any]:
     return out
 
 
-def part_big(sizes: list[int]) -> dict[str, Any]:
+def part_big(sizes: list[int], tag: str = "", extra: list[str] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for n in sizes:
         data = synth(n)
         cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-o",
-               str(WD / f"G{n}.npz"), "-q"]
+               str(WD / f"G{n}{tag}.npz"), "-q", *(extra or [])]
         harness.wait_quiet(120)
-        rec = harness.run_timed_once(cmd, WD / f"big_{n}.log")
+        rec = harness.run_timed_once(cmd, WD / f"big_{n}{tag}.log")
         rec["n"] = n
         out[str(n)] = rec
         print(n, {k: rec[k] for k in ("wall_s", "max_rss_MB")}, flush=True)
     return out
 
 
-def part_recall_big(n: int) -> dict[str, Any]:
-    """recall@14 of the 'big' run's graph (``G<n>.npz``, --knn 15) on 1,000 sampled rows, exact by brute force."""
+def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
+    """recall@14 of the 'big' run's graph (``G<n><tag>.npz``, --knn 15) on 1,000 sampled rows, exact by brute
+    force (cached with ``partition_probe.py``'s, the same rows and tree)."""
     import hdtwd_cli as hd
-    from hdtwd_cli._kernels import l1_distances
+    from partition_probe import exact_rows
 
-    X = sp.load_npz(synth(n)).tocsr()
-    tv = hd.distance_vectors(X, hd.learn_tree(X)).base  # the same tree: learning is deterministic
+    cache = harness.work_dir("recall-issue28") / f"exact_{n}_14.npy"
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    A = tv.of_rows(rows)
-    D = np.empty((1000, n))
-    for j0 in range(0, n, 8192):
-        D[:, j0:j0 + 8192] = l1_distances(A, tv.rows(j0, j0 + 8192))
-    D[np.arange(1000), rows] = np.inf
-    exact = np.argsort(D, axis=1, kind="stable")[:, :14]
-    G = sp.load_npz(WD / f"G{n}.npz").tocsr()
+    if cache.exists():
+        exact = np.load(cache)
+    else:
+        X = sp.load_npz(synth(n)).tocsr()
+        tv = hd.distance_vectors(X, hd.learn_tree(X)).base  # the same tree: learning is deterministic
+        exact = exact_rows(tv, rows, 14)
+        np.save(cache, exact)
+    G = sp.load_npz(WD / f"G{n}{tag}.npz").tocsr()
     out = {"n": n, "recall": recall(exact, [G[r].indices for r in rows]), "sampled_rows": 1000}
     print(out, flush=True)
     return out

@@ -1,0 +1,92 @@
+"""Issue 28: the approximate kNN search at atlas scale, whole processes, one machine and a LocalCluster.
+
+- ``single N``: ``hdtwd distance SYNTH_N.npz --knn 15 --knn-method nndescent -o G.npz`` under
+  ``/usr/bin/time -v`` (wall time, peak RSS), then recall@14 of 1,000 sampled rows against their
+  exact neighbours (brute force on the same tree vectors; cached with ``partition_probe.py``);
+- ``dask N W``: the same command with ``--scheduler`` on a ``LocalCluster`` of ``W`` single-threaded
+  worker processes started by this script (numba loaded in them before the clock): wall time of the
+  command, each worker's peak RSS (``VmHWM``), and whether the graph is the single process's bits.
+
+Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RESULTS.md by hand.
+
+    python benchmarks/bench_atlas.py single 100000
+    python benchmarks/bench_atlas.py dask 1000000 2
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+from bench_scale import WD, recall, synth, _vm_hwm_mb  # noqa: E402
+
+
+def exact_of(n: int) -> tuple[np.ndarray, np.ndarray]:
+    from partition_probe import exact_rows
+
+    import hdtwd_cli as hd
+
+    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
+    cache = harness.work_dir("recall-issue28") / f"exact_{n}_14.npy"
+    if cache.exists():
+        return rows, np.load(cache)
+    X = sp.load_npz(synth(n)).tocsr()
+    exact = exact_rows(hd.distance_vectors(X, hd.learn_tree(X)).base, rows, 14)
+    np.save(cache, exact)
+    return rows, exact
+
+
+def graph_recall(path: Path, n: int) -> float:
+    rows, exact = exact_of(n)
+    G = sp.load_npz(path).tocsr()
+    return recall(exact, [G[r].indices for r in rows])
+
+
+def main() -> None:
+    part, n = sys.argv[1], int(sys.argv[2])
+    data = synth(n)
+    cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-q"]
+    out = {"n": n, "machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
+    if part == "single":
+        g = WD / f"atlas_G{n}.npz"
+        harness.wait_quiet(60)
+        out.update(harness.run_timed_once([*cmd, "-o", str(g)], WD / f"atlas_single_{n}.log"))
+        out["recall"] = graph_recall(g, n)
+        name = f"atlas_single_{n}.json"
+    else:
+        import distributed
+
+        w = int(sys.argv[3])
+        g = WD / f"atlas_G{n}_w{w}.npz"
+        with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
+                                      silence_logs=50, memory_limit=0,
+                                      env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
+                distributed.Client(c) as client:
+            client.run(lambda: __import__("hdtwd_cli._nndescent").__name__)
+            harness.wait_quiet(60)
+            out.update(harness.run_timed_once([*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
+                                              WD / f"atlas_dask_{n}_{w}.log"))
+            out["worker_peak_MB"] = sorted(client.run(_vm_hwm_mb).values())
+        out["workers"] = w
+        ref = WD / f"atlas_G{n}.npz"
+        if ref.exists():
+            A, B = sp.load_npz(ref), sp.load_npz(g)
+            out["same_bits_as_single"] = bool((A != B).nnz == 0 and np.array_equal(A.indices, B.indices))
+        out["recall"] = graph_recall(g, n)
+        name = f"atlas_dask_{n}_{w}.json"
+    out.pop("stderr", None)
+    (WD / name).write_text(json.dumps(out, indent=1, default=str))
+    print(json.dumps({k: out[k] for k in out if k in ("wall_s", "max_rss_MB", "recall", "worker_peak_MB",
+                                                       "same_bits_as_single")}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
