@@ -16,9 +16,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
 from __future__ import annotations
 
 import json
-import os
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -72,9 +70,24 @@ def main() -> None:
                 distributed.Client(c) as client:
             client.run(lambda: __import__("hdtwd_cli._nndescent").__name__)
             harness.wait_quiet(60)
-            out.update(harness.run_timed_once([*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
-                                              WD / f"atlas_dask_{n}_{w}.log"))
+            with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
+                t0 = __import__("time").time()
+                out.update(harness.run_timed_once([*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
+                                                  WD / f"atlas_dask_{n}_{w}.log"))
             out["worker_peak_MB"] = sorted(client.run(_vm_hwm_mb).values())
+            kinds: dict = {}
+            for r in ts.data:
+                kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("hdtwd-") else "other"
+                comp = sum(x["stop"] - x["start"] for x in r["startstops"] if x["action"] == "compute")
+                k = kinds.setdefault(kind, {"tasks": 0, "compute_s": 0.0, "max_s": 0.0, "first_start_s": 1e9,
+                                            "last_stop_s": 0.0})
+                k["tasks"] += 1
+                k["compute_s"] += comp
+                k["max_s"] = max(k["max_s"], comp)
+                for x in r["startstops"]:  # seconds since the command started: the client's phases between
+                    k["first_start_s"] = min(k["first_start_s"], x["start"] - t0)
+                    k["last_stop_s"] = max(k["last_stop_s"], x["stop"] - t0)
+            out["tasks"] = kinds
         out["workers"] = w
         ref = WD / f"atlas_G{n}.npz"
         if ref.exists():

@@ -3,16 +3,20 @@ r"""Nearest-neighbour search under the TWD: exact, or approximate candidates re-
 The TWD between two samples is the L1 distance between their tree vectors
 :math:`y_i = (\alpha_v \mu_i(\Gamma_v))_v` (docs/method.md section 4), so any L1 nearest-neighbour
 index finds TWD neighbours. ``exact`` is the blocked all-pairs search
-(:func:`hdtwd_cli.distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` builds pynndescent's
-NN-descent graph (the library scanpy and UMAP use) with the Manhattan metric on dense float32
-vectors, takes each sample's :data:`CANDIDATE_FACTOR` x k approximate
-neighbours as candidates and re-ranks them with the exact TWD (float64, bit for bit the exact
-kernel's values). Only the neighbour SET may differ from the exact one; every stored distance
-is an exact TWD. Deterministic for a fixed seed (pynndescent's ``random_state``; tested across
-processes) at a fixed thread count: pynndescent's parallel NN-descent returns another candidate set
-with 1 numba thread than with 2 (issue 28, measured), so the neighbour set (never a distance) can
-depend on ``--threads`` and the machine's cores. All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that
-carry most of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
+(:func:`hdtwd_cli.distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` runs hdtwd's own
+NN-descent (:mod:`hdtwd_cli._nndescent`, random projection trees then local joins) on the tree
+vectors quantised to uint16 (one scale for all columns), takes each sample's
+:data:`CANDIDATE_FACTOR` x k approximate neighbours as candidates and re-ranks them with the exact
+TWD (float64, bit for bit the exact kernel's values). Only the neighbour SET may differ from the
+exact one; every stored distance is an exact TWD. The candidates are the same for a seed at any
+thread count and on a Dask cluster (hashed random choices, integer distances, lists that keep the
+smallest offers whatever their order; tested), and on AVX2 and AVX-512 (integer sums; measured),
+so the graph is too; only :func:`partitions` uses BLAS (its k-means), whose rounding another CPU
+kind may change for a sample on a border. Above
+:data:`SEARCH_BYTES` of search vectors the samples are searched in overlapping k-means partitions
+(:func:`partitions`), each one task (here, one after another; with a client, on its workers).
+All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that carry most
+of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 """
 
 from __future__ import annotations
@@ -35,16 +39,17 @@ KnnMethod = Literal["exact", "nndescent", "auto"]
 KNN_METHODS = ("exact", "nndescent", "auto")
 #: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
 #: operations: 977 s for 100,000 samples x 2,000 features on 2 cores (benchmarks/RESULTS.md,
-#: issue 5), so about 40 s at 20,000 and 90 s at 30,000, growing as n^2; NN-descent grows as about
-#: n log n but pays about 35 s of pynndescent's numba compilation in every new process. Below
-#: 30,000 samples the exact search is about as fast and has no recall to lose.
-AUTO_NNDESCENT_ABOVE = 30_000
+#: issue 5), so about 10 s at 10,000 and 40 s at 20,000, growing as n^2; hdtwd's NN-descent grows
+#: as about n log n and, cached by numba, starts in about a second (pynndescent, used until issue 28,
+#: compiled for 25-39 s in every process). Below 20,000 samples the exact search is about as fast and
+#: has no recall to lose.
+AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
 #: NN-descent's work grows as the square of its list length: on 100,000 x 2,000 cells (k = 15)
 #: 2k candidates took 160 s for recall@15 0.995, 1.5k 93 s for 0.980, 1.33k 64 s for 0.961.
 CANDIDATE_FACTOR = 1.5
-#: Bytes of dense float32 search vectors NN-descent holds at once; above it the samples are searched
-#: in overlapping partitions (:func:`partitions`), one at a time.
+#: Bytes of uint16 search vectors NN-descent holds at once (n x d x 2); above it the samples are
+#: searched in overlapping partitions (:func:`partitions`), each one task.
 SEARCH_BYTES = 4 << 30
 #: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
@@ -334,8 +339,10 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
         moved = counts > 0
         centres[moved] = sums[moved] / counts[moved, None]
     ranked = np.take_along_axis(d2, near, axis=1)
-    placed = np.maximum(ranked, 0.0) <= (border * border) * np.maximum(ranked[:, :1], 0.0)
-    placed[:, 0] = True
+    placed = np.ones(near.shape, dtype=bool)
+    if np.isfinite(border):
+        placed = np.maximum(ranked, 0.0) <= (border * border) * np.maximum(ranked[:, :1], 0.0)
+        placed[:, 0] = True
     groups = []
     for p in range(n_parts):
         members = np.flatnonzero(((near == p) & placed).any(axis=1))

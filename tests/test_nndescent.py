@@ -115,3 +115,21 @@ def test_quantise_keeps_the_order_of_distances():
 def test_bad_list_length():
     with pytest.raises(ValueError, match="between 1 and"):
         nn_descent(np.zeros((5, 3), np.uint16), 5)
+
+
+def test_the_approximate_search_needs_no_pynndescent():
+    """Issue 28: hdtwd's NN-descent is cached by numba once per machine; pynndescent (25-39 s of
+    compilation in every process) is neither imported nor needed."""
+    import subprocess
+    import sys
+
+    code = ("import sys, anndata, hdtwd_cli as hd\n"
+            "ad = anndata.read_h5ad(sys.argv[1])\n"
+            "g = hd.distance_vectors(ad.X, feature_names=list(ad.var_names)).knn(15, 'nndescent')\n"
+            "assert g.indices.shape == (ad.n_obs, 15)\n"
+            "print('pynndescent' in sys.modules)\n")
+    from conftest import SAMPLE
+
+    out = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "cells.h5ad")], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
