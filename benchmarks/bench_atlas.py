@@ -11,6 +11,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
 
     python benchmarks/bench_atlas.py single 100000
     python benchmarks/bench_atlas.py dask 1000000 2
+    python benchmarks/bench_atlas.py project 1000000 1.26   # placements per sample (partition_probe.py)
 """
 
 from __future__ import annotations
@@ -48,7 +49,40 @@ def graph_recall(path: Path, n: int) -> float:
     return recall(exact, [G[r].indices for r in rows])
 
 
+def projection(d: dict, placements: float) -> list[str]:
+    """Wall time of the approximate search for 10^7 cells on P single-threaded workers, from the
+    measured 2-worker run at ``d["n"]`` cells: its tasks' compute per row (NN-descent per placement
+    of a sample in a partition, re-ranking per sample; partitions keep their size, so both grow
+    linearly in n) and the client's serial phases (reading, the tree, the partitions' k-means, the
+    merge and locality order, writing), scaled linearly in n on a client like this machine."""
+    n, t = d["n"], d["tasks"]
+    r_nnd = t["nndescent"]["compute_s"] / (placements * n)
+    r_rr = t["rerank"]["compute_s"] / n
+    before = t["nndescent"]["first_start_s"]
+    between = t["rerank"]["first_start_s"] - t["nndescent"]["last_stop_s"]
+    after = d["wall_s"] - t["rerank"]["last_stop_s"]
+    serial = before + between + after
+    rows = ["| cells | 8 workers | 64 workers | 512 workers | of which the client alone |", "|---|---|---|---|---|"]
+    for cells in (10**6, 10**7):
+        f = cells / n
+        par = (r_nnd * placements * cells + r_rr * cells)
+        cols = []
+        for p in (8, 64, 512):
+            tot = serial * f + par / p
+            cols.append(f"{tot / 60:.0f} min")
+        rows.append(f"| 10^{int(np.log10(cells))} | " + " | ".join(cols) + f" | {serial * f / 60:.0f} min |")
+    rows += ["", f"Rates measured at {n:,} cells on 2 workers: NN-descent {r_nnd * 1e3:.2f} ms per placed sample, "
+             f"re-ranking {r_rr * 1e3:.2f} ms per sample (compute, one thread); the client's serial phases "
+             f"{before:.0f} s before the first NN-descent task, {between:.0f} s between the last NN-descent and the "
+             f"first re-ranking task, {after:.0f} s after the last one."]
+    return rows
+
+
 def main() -> None:
+    if sys.argv[1] == "project":
+        d = json.loads((WD / f"atlas_dask_{sys.argv[2]}_2.json").read_text())
+        print("\n".join(projection(d, float(sys.argv[3]))))
+        return
     part, n = sys.argv[1], int(sys.argv[2])
     data = synth(n)
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-q"]

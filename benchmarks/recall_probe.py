@@ -3,7 +3,7 @@
 On the UMI-like synthetic cells of ``bench_scale.synth`` (planted hierarchy, 2,000 genes), the
 approximate search of ``--knn-method nndescent`` (``search.approximate_neighbours``) is run
 unpartitioned and with partitions forced (``search.SEARCH_BYTES`` lowered so that a partition holds
-``--part`` of the samples, as 536,000 of 1,000,000 do at the default budget), each with and without
+``--part`` of the samples, as 536,000 of 1,000,000 do at the default budget of uint16 vectors), each with and without
 one :func:`search.refine` round; recall@k of 1,000 sampled rows against their exact neighbours
 (brute force on the same tree vectors), and the time of each step.
 
@@ -27,7 +27,7 @@ from bench_scale import recall, synth  # noqa: E402
 
 import hdtwd_cli as hd  # noqa: E402
 from hdtwd_cli import search  # noqa: E402
-from hdtwd_cli._kernels import l1_distances  # noqa: E402
+from partition_probe import exact_rows  # noqa: E402
 
 
 def main() -> None:
@@ -47,24 +47,13 @@ def main() -> None:
     out: dict = {"n": n, "k": k, "part": args.part, "search_bytes": args.search_bytes, "tree_s": time.perf_counter() - t,
                  "machine": harness.machine_line(), "commit": harness.git_commit()}
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    A = tv.of_rows(rows)
-    best_d = np.full((1000, k), np.inf)
-    best_i = np.zeros((1000, k), dtype=np.int64)
     t = time.perf_counter()
-    for j0 in range(0, n, 8192):  # exact top-k by blocks: memory 1,000 x 8,192, not 1,000 x n
-        D = l1_distances(A, tv.rows(j0, j0 + 8192))
-        cols = np.arange(j0, j0 + D.shape[1])
-        D[rows[:, None] == cols[None, :]] = np.inf
-        d = np.concatenate([best_d, D], axis=1)
-        i = np.concatenate([best_i, np.broadcast_to(cols, D.shape)], axis=1)
-        order = np.lexsort((i, d), axis=1)[:, :k]
-        best_d, best_i = np.take_along_axis(d, order, axis=1), np.take_along_axis(i, order, axis=1)
-    exact = best_i
+    exact = exact_rows(tv, rows, k)
     out["exact_1000_rows_s"] = time.perf_counter() - t
     default_bytes = search.SEARCH_BYTES
     tag = "" if args.search_bytes is None else f"_sb{args.search_bytes:g}"
     path = harness.work_dir("recall-issue28") / f"probe_{n}_{args.part}{tag}.json"
-    budgets = {"whole": int(args.search_bytes or default_bytes), "partitioned": int(args.part * n * tv.dim * 4)}
+    budgets = {"whole": int(args.search_bytes or default_bytes), "partitioned": int(args.part * n * tv.dim * 2)}
     for label in args.modes.split(","):
         search.SEARCH_BYTES = budgets[label]
         t = time.perf_counter()
