@@ -47,10 +47,10 @@ AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
 #: NN-descent's work grows as the square of its list length: on 100,000 x 2,000 cells (k = 15)
 #: 2k candidates took 160 s for recall@15 0.995, 1.5k 93 s for 0.980, 1.33k 64 s for 0.961.
-CANDIDATE_FACTOR = 1.5
+CANDIDATE_FACTOR = 2.25
 #: Bytes of uint16 search vectors NN-descent holds at once (n x d x 2); above it the samples are
 #: searched in overlapping partitions (:func:`partitions`), each one task.
-SEARCH_BYTES = 4 << 30
+SEARCH_BYTES = 1 << 30
 #: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
 #: A sample joins its 2nd (3rd...) nearest cluster only if that centre is at most this many times
