@@ -45,11 +45,14 @@ KNN_METHODS = ("exact", "nndescent", "auto")
 #: has no recall to lose.
 AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
-#: NN-descent's work grows as the square of its list length: on 100,000 x 2,000 cells (k = 15)
-#: 2k candidates took 160 s for recall@15 0.995, 1.5k 93 s for 0.980, 1.33k 64 s for 0.961.
+#: Recall is bought with list length where many samples are nearly equidistant (a cell type of
+#: 10,000 multinomial draws): on 100,000 such cells 21 candidates for k = 14 gave recall 0.805 in
+#: 45 s, 32 gave 0.921 in 66 s (benchmarks/RESULTS.md, issue 28). 100,000 x 2,000 cells, whole
+#: command: 84 s, recall 0.993 with 32.
 CANDIDATE_FACTOR = 2.25
 #: Bytes of uint16 search vectors NN-descent holds at once (n x d x 2); above it the samples are
-#: searched in overlapping partitions (:func:`partitions`), each one task.
+#: searched in overlapping partitions (:func:`partitions`), each one task: 134,000 samples of 2,000
+#: genes (3,998 tree nodes) per partition, so that a worker holds about 1 GiB of them.
 SEARCH_BYTES = 1 << 30
 #: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
