@@ -154,12 +154,13 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[
 
 
 def _rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None,
-            remote: Any) -> tuple[np.ndarray, np.ndarray]:
+            remote: Any, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rerank` with the cluster's data already shipped; ``progress`` gets ``steps`` (default n) in all."""
     n = candidates.shape[0]
     order = locality_order(candidates)
     chunks = [order[i0:i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
     parts = _map(remote, rerank_rows, tv, [(rows, candidates[rows], k) for rows in chunks], "rerank",
-                 progress, [rows.size for rows in chunks])
+                 progress, _shares(n if steps is None else steps, [rows.size for rows in chunks]))
     out_i = np.empty((n, k), dtype=np.int64)
     out_d = np.empty((n, k))
     for rows, (idx, dist) in zip(chunks, parts):
@@ -227,11 +228,12 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
                            client: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
 
-    The samples are searched whole when their dense float32 vectors fit :data:`SEARCH_BYTES`, else
+    The samples are searched whole when their uint16 vectors fit :data:`SEARCH_BYTES`, else
     in the overlapping :func:`partitions`; each partition's NN-descent (:func:`partition_candidates`)
     and each block of the re-ranking (:func:`rerank`) is one task, run here one after another or,
     with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
-    (:func:`hdtwd_cli.cluster.map_tasks`). The tasks' results do not depend on where or in what
+    (:class:`hdtwd_cli.cluster.Shipped`). ``progress`` receives ``n`` in all: the first half as the
+    partitions finish (in proportion to their rows), the second as the re-ranking does. The tasks' results do not depend on where or in what
     order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
     answer is the single process's, bit for bit.
 
@@ -255,9 +257,17 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
         from .cluster import Shipped
 
         remote = Shipped(client, tv)
-    found = _map(remote, partition_candidates, tv, [(g, c, seed, top) for g in groups], "nndescent")
+    half = n // 2
+    found = _map(remote, partition_candidates, tv, [(g, c, seed, top) for g in groups], "nndescent", progress,
+                 _shares(half, [g.size for g in groups]))
     cand = merge_candidates(n, groups, found, c)
-    return _rerank(tv, cand, k, progress, remote)
+    return _rerank(tv, cand, k, progress, remote, n - half)
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (integers that add up to ``total``)."""
+    edges = np.floor(np.cumsum(weights, dtype=np.float64) * total / max(1, sum(weights))).astype(np.int64)
+    return np.diff(np.concatenate([[0], edges])).tolist()
 
 
 def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: str,

@@ -160,6 +160,19 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     assert bordered < every and r_border >= 0.8, (bordered, every, r_border)
 
 
+def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
+    """Half of the progress as the partitions' NN-descent finishes, half as the re-ranking does: n in all."""
+    from hdtwd_cli import search
+
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    for budget in (search.SEARCH_BYTES, X.shape[0] * dv.base.dim * 2 // 2):
+        monkeypatch.setattr(search, "SEARCH_BYTES", budget)
+        seen: list = []
+        search.approximate_neighbours(dv.base, 14, 3, seen.append)
+        assert sum(seen) == X.shape[0] and min(seen) >= 0 and len(seen) >= 2, (budget, seen)
+
+
 def test_refine_keeps_exact_neighbours_and_recovers_lost_ones():
     """One neighbours-of-neighbours round (search.refine): the exact lists are its fixed point, and from
     lists with a third of their entries wrong it recovers neighbours, never losing one, exact distances."""
