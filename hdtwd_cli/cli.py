@@ -323,7 +323,9 @@ def _install_signal_handlers() -> None:
         raise Terminated(signum)
 
     def unraisable(info: Any) -> None:  # a Terminated dropped inside a C callback: check_terminated re-raises it
-        if not isinstance(info.exc_value, Terminated):
+        # once a signal has arrived, objects it cut short (an LLVM engine numba was compiling) may fail in
+        # their __del__: noise after the one-line message, not the user's business (seen in CI, issue 28)
+        if not isinstance(info.exc_value, Terminated) and not _RECEIVED:
             sys.__unraisablehook__(info)
 
     sys.unraisablehook = unraisable
