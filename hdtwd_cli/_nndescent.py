@@ -303,8 +303,8 @@ def _apply(I, D, B, F, UA, UB, UD, counts, step, shards):  # pragma: no cover - 
                     _offer(I, D, B, F, b, UD[r, u], a, step)
 
 
-def quantise(Y: np.ndarray) -> np.ndarray:
-    """``rint(Y * SCALE_MAX / max(Y))`` as uint16: non-negative vectors for :func:`nn_descent`.
+def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
+    """``rint(Y * SCALE_MAX / top)`` as uint16 (``top`` default ``max(Y)``): non-negative vectors for :func:`nn_descent`.
 
     One scale for all columns, so the integer L1 is the float L1 divided by the scale, up to the
     rounding of each entry (at most half a step, 1 / 131,070 of the largest entry). On 100,000 UMI-like
@@ -314,7 +314,8 @@ def quantise(Y: np.ndarray) -> np.ndarray:
     the joins, the search's bottleneck.
     """
     Y = np.asarray(Y, dtype=np.float32)
-    top = float(Y.max()) if Y.size else 0.0
+    if top is None:
+        top = float(Y.max()) if Y.size else 0.0
     if top <= 0.0:
         return np.zeros(Y.shape, dtype=np.uint16)
     out = np.empty(Y.shape, dtype=np.uint16)

@@ -106,19 +106,14 @@ def largest_entry(tv: TreeVectors) -> float:
 
 
 def quantised_vectors(tv: TreeVectors, rows: np.ndarray, top: float) -> np.ndarray:
-    """``rint(y * 65535 / top)`` as uint16 for the tree vectors ``y`` of ``rows``, per row block
-    (:func:`hdtwd_cli._nndescent.quantise` with the scale of all samples). Memory: |rows| x d x 2 bytes."""
-    from ._nndescent import SCALE_MAX
+    """The tree vectors of ``rows`` quantised with the scale of all samples (:func:`hdtwd_cli._nndescent.quantise`
+    of each row block, ``top`` = :func:`largest_entry`). Memory: |rows| x d x 2 bytes."""
+    from ._nndescent import quantise
 
     out = np.empty((rows.size, tv.dim), dtype=np.uint16)
-    if top <= 0.0:
-        out.fill(0)
-        return out
-    f = np.float32(SCALE_MAX / top)
     step = _rows_per_block(tv)
     for i0 in range(0, rows.size, step):
-        y = tv.of_rows(rows[i0:i0 + step]).astype(np.float32)
-        out[i0:i0 + step] = np.minimum(np.rint(y * f), SCALE_MAX)
+        out[i0:i0 + step] = quantise(tv.of_rows(rows[i0:i0 + step]), top)
     return out
 
 
