@@ -26,10 +26,12 @@ from .errors import ParameterError
 from ._kernels import (
     l1_distances,
     l1_distances_sparse,
+    quantised_tree_vectors_csr,
     row_sums,
     tree_vectors,
     tree_vectors_sparse,
 )
+from ._small import SMALL_WORK
 from ._pruned import BLOCK_ROWS, Panels, l1_distances_pruned, pruned_fraction, row_panels
 from .tree import Tree
 
@@ -272,11 +274,12 @@ def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.any(x != 0, axis=0)
 
 
-def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType) -> np.ndarray:
-    out = np.empty((x.shape[0], d), dtype=np.dtype(dtype))
+def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType,
+                  rows: np.ndarray | None = None) -> np.ndarray:
+    out = np.empty((x.shape[0] if rows is None else rows.shape[0], d), dtype=np.dtype(dtype))
     if x.shape[1] != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
-    tree_vectors(x, tree.parent, cols, tree.length, out)
+    tree_vectors(x, tree.parent, cols, tree.length, out, rows)
     return out
 
 
@@ -316,11 +319,24 @@ class TreeVectors:
 
     def rows(self, i0: int = 0, i1: int | None = None) -> np.ndarray:
         """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
-        return _fill_vectors(self.tree, self.x[i0:i1], self.cols, self.dim, self.dtype)
+        return self.of_rows(np.arange(*slice(i0, i1).indices(self.n), dtype=np.int64))
 
     def of_rows(self, idx: np.ndarray) -> np.ndarray:
         """``y`` of the rows ``idx`` (any order, repeats allowed)."""
-        return _fill_vectors(self.tree, self.x[np.asarray(idx)], self.cols, self.dim, self.dtype)
+        return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, np.asarray(idx, dtype=np.int64))
+
+    def quantised(self, idx: np.ndarray, top: float) -> np.ndarray:
+        """``_nndescent.quantise(self.of_rows(idx), top)``: uint16 search vectors, bit for bit, computed
+        without the float64 rows where ``X`` is sparse (a fused kernel)."""
+        from ._nndescent import SCALE_MAX, quantise
+
+        idx = np.asarray(idx, dtype=np.int64)
+        if not sp.issparse(self.x) or top <= 0.0 or idx.size * self.tree.n_nodes <= SMALL_WORK:
+            return quantise(self.of_rows(idx), top)
+        out = np.empty((idx.size, self.dim), dtype=np.uint16)
+        quantised_tree_vectors_csr(self.x.indptr, self.x.indices, self.x.data, idx, self.tree.parent, self.cols,
+                                   self.tree.length, np.float32(SCALE_MAX / top), np.float32(SCALE_MAX), out)
+        return out
 
     def of(self, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
         """``y`` of other samples ``Xq`` on the same columns (pass them as ``extra`` so none is dropped)."""

@@ -107,13 +107,11 @@ def largest_entry(tv: TreeVectors) -> float:
 
 def quantised_vectors(tv: TreeVectors, rows: np.ndarray, top: float) -> np.ndarray:
     """The tree vectors of ``rows`` quantised with the scale of all samples (:func:`hdtwd_cli._nndescent.quantise`
-    of each row block, ``top`` = :func:`largest_entry`). Memory: |rows| x d x 2 bytes."""
-    from ._nndescent import quantise
-
+    of each row block, ``top`` = :func:`largest_entry`; :meth:`TreeVectors.quantised`). Memory: |rows| x d x 2 bytes."""
     out = np.empty((rows.size, tv.dim), dtype=np.uint16)
     step = _rows_per_block(tv)
     for i0 in range(0, rows.size, step):
-        out[i0:i0 + step] = quantise(tv.of_rows(rows[i0:i0 + step]), top)
+        out[i0:i0 + step] = tv.quantised(rows[i0:i0 + step], top)
     return out
 
 
