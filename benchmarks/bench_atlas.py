@@ -85,7 +85,7 @@ def main() -> None:
         return
     part, n = sys.argv[1], int(sys.argv[2])
     data = synth(n)
-    cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-q"]
+    cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
     out = {"n": n, "machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
     if part == "single":
         g = WD / f"atlas_G{n}.npz"

@@ -8,14 +8,17 @@ far and improves all lists by the *local join*: two rows that appear in a common
 neighbour or reverse neighbour) are compared, and each is offered to the other's list ("a
 neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
 that entered a list since the last round) are compared, at most ``max_candidates`` new and old
-candidates per row (sampled by a seeded hash), and the rounds stop when fewer than
+candidates per row (sampled by a seeded hash; :data:`JOIN_FACTOR` x ``c`` by default: a row that is
+the neighbour of many, a hub, gets its reverse neighbours compared in a few rounds rather than
+never), and the rounds stop when fewer than
 ``delta * n * c`` list entries changed in one.
 
 Determinism, whatever the thread count or CPU
     - every random choice is a hash (splitmix64) of ``(seed, round, row, row)``, not a stream;
     - a list keeps the ``c`` smallest offers by (distance, index), duplicates dropped, so its
       content after a batch of offers does not depend on their order;
-    - the rows' joins run in fixed blocks of :data:`BLOCK` rows against the lists as they were at
+    - the rows' joins run in fixed blocks of at most :data:`BLOCK` rows (fewer where their offers
+      would pass :data:`JOIN_BYTES`; a function of ``max_candidates`` alone) against the lists as they were at
       the block's start; the offers are then applied by threads that each own the lists of the
       rows ``≡ s (mod shards)``: no two threads write one list, and the order of offers within
       a list does not matter (above);
@@ -36,7 +39,7 @@ import numpy as np
 
 from ._jit import njit, prange
 
-__all__ = ["nn_descent", "quantise", "l1_u16", "BLOCK", "N_TREES"]
+__all__ = ["nn_descent", "quantise", "l1_u16", "BLOCK", "N_TREES", "JOIN_FACTOR", "join_width"]
 
 #: Largest quantised value: the search vectors are ``rint(y * SCALE_MAX / max(y))`` as uint16.
 SCALE_MAX = 65535
@@ -44,8 +47,20 @@ SCALE_MAX = 65535
 #: per type, as a partition of 10^6 cells holds; 21 candidates) 8 trees took recall@14 from 0.770
 #: to 0.805 and the search from 51.5 to 44.6 s (fewer rounds to converge; benchmarks/RESULTS.md, issue 28).
 N_TREES = 8
-#: Rows whose local joins are computed against the same snapshot of the lists.
+#: Rows whose local joins are computed against the same snapshot of the lists, at most.
 BLOCK = 4096
+#: Bytes of pending offers of one block of joins (the block has fewer rows where they would pass it).
+JOIN_BYTES = 1 << 28
+#: New (and old) candidates joined per row and round, as a multiple of the list length ``c`` (at most
+#: :data:`JOIN_CAP`, at least ``c``). Recall is bought here more cheaply than with longer lists: on
+#: 100,002 UMI-like cells of 10 types (10,000 near-equidistant multinomial draws each, a partition
+#: of 10^6 cells), recall@14 of 1,000 sampled rows (candidates re-ranked exactly) was 0.921 with
+#: 32 candidates joined per row (pynndescent's rule, ``min(60, c)``), 0.963 with 64 and 0.977 with
+#: 96, at 69 / 108 / 117 s, against 0.978 for 40-long lists joined 64 at a time (118 s); 24 / 28-long
+#: lists joined 96 at a time: 0.953 / 0.968 (benchmarks/RESULTS.md, issue 28). Rows with few
+#: reverse neighbours have fewer candidates than the cap, so the cost grows far less than its square.
+JOIN_FACTOR = 3
+JOIN_CAP = 128
 
 _U = np.uint64
 
@@ -326,6 +341,12 @@ def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
     return out
 
 
+def join_width(c: int) -> int:
+    """Candidates joined per row and round for lists of ``c``: ``JOIN_FACTOR c``, at most
+    :data:`JOIN_CAP` (at least ``c``)."""
+    return max(c, min(JOIN_FACTOR * c, JOIN_CAP))
+
+
 def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = None,
                max_candidates: int | None = None, delta: float = 0.001, n_trees: int = N_TREES) -> np.ndarray:
     """Approximate ``c`` nearest other rows of each row of ``Q`` under L1 (NN-descent).
@@ -341,7 +362,7 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
     n_iters : int, optional
         Most rounds; default ``max(5, round(log2 n))`` (pynndescent's default).
     max_candidates : int, optional
-        New (and old) candidates joined per row and round; default ``min(60, c)``.
+        New (and old) candidates joined per row and round; default :func:`join_width` of ``c``.
     delta : float
         Stop when fewer than ``delta * n * c`` entries changed in a round.
     n_trees : int
@@ -360,7 +381,7 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
     if not 1 <= c < n:
         raise ValueError(f"c must be between 1 and n - 1 = {n - 1}, not {c}")
     n_iters = max(5, int(round(np.log2(n)))) if n_iters is None else n_iters
-    m = min(60, c) if max_candidates is None else max_candidates
+    m = join_width(c) if max_candidates is None else max_candidates
     I = np.full((n, c), -1, dtype=np.int64)
     D = np.full((n, c), np.iinfo(np.int64).max, dtype=np.int64)
     B = np.zeros((n, c), dtype=np.int32)
@@ -374,8 +395,8 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
             _init_leaves(Q, I, D, B, F, perm[t], s, np.append(s[1:], n))
     _init_random(Q, I, D, B, F, seed)
     shards = max(1, numba.get_num_threads())
-    block = min(BLOCK, n)
     per = m * (m - 1) // 2 + m * m
+    block = max(1, min(BLOCK, n, JOIN_BYTES // (24 * per)))
     UA = np.empty((block, per), dtype=np.int64)
     UB = np.empty((block, per), dtype=np.int64)
     UD = np.empty((block, per), dtype=np.int64)

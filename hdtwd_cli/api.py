@@ -338,7 +338,7 @@ class DistanceVectors:
         chosen = choose_method(method, self.base.n)
         with self.progress.stage(f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})",
                                  self.base.n) as adv:
-            idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv, client)
+            idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv, client, self.progress.info)
         idx, dist = with_self(idx, dist)
         return KnnGraph(idx, dist, dict(self.record, n_neighbors=int(n_neighbors), knn_method=chosen, seed=int(seed)))
 

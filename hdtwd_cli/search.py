@@ -21,6 +21,7 @@ of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -218,7 +219,8 @@ def refine(tv: TreeVectors, indices: np.ndarray, k: int, hops: int | None = None
 
 def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
                            progress: Callable[[int], None] | None = None,
-                           client: Any = None) -> tuple[np.ndarray, np.ndarray]:
+                           client: Any = None,
+                           note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
 
     The samples are searched whole when their uint16 vectors fit :data:`SEARCH_BYTES`, else
@@ -226,7 +228,8 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     and each block of the re-ranking (:func:`rerank`) is one task, run here one after another or,
     with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
     (:class:`hdtwd_cli.cluster.Shipped`). ``progress`` receives ``n`` in all: the first half as the
-    partitions finish (in proportion to their rows), the second as the re-ranking does. The tasks' results do not depend on where or in what
+    partitions finish (in proportion to their rows), the second as the re-ranking does; ``note``
+    (``-v``'s messages) gets the partitions and each phase's wall time. The tasks' results do not depend on where or in what
     order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
     answer is the single process's, bit for bit.
 
@@ -239,22 +242,35 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     n = tv.n
     if not 1 <= k < n:
         raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
+    from ._nndescent import join_width
+
+    say = note if note is not None else (lambda message: None)
+    clock = time.perf_counter()
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
     top = largest_entry(tv)
     if n * tv.dim * 2 <= SEARCH_BYTES:
         groups = [np.arange(n)]
     else:
         groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed)
+    placed = sum(g.size for g in groups)
+    say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
+        f"samples ({placed / n:.2f} per sample), lists of {c}, {join_width(c)} joined per row: "
+        f"{time.perf_counter() - clock:.1f} s to partition")
     remote = None
     if client is not None:
         from .cluster import Shipped
 
         remote = Shipped(client, tv)
     half = n // 2
+    clock = time.perf_counter()
     found = _map(remote, partition_candidates, tv, [(g, c, seed, top) for g in groups], "nndescent", progress,
                  _shares(half, [g.size for g in groups]))
     cand = merge_candidates(n, groups, found, c)
-    return _rerank(tv, cand, k, progress, remote, n - half)
+    say(f"NN-descent: {time.perf_counter() - clock:.1f} s")
+    clock = time.perf_counter()
+    out = _rerank(tv, cand, k, progress, remote, n - half)
+    say(f"exact re-ranking of {int((cand >= 0).sum())} candidates: {time.perf_counter() - clock:.1f} s")
+    return out
 
 
 def _shares(total: int, weights: list[int]) -> list[int]:
@@ -364,11 +380,13 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
 
 
 def neighbours(tv: TreeVectors, k: int, method: str = "exact", seed: int = 0,
-               progress: Callable[[int], None] | None = None, client: Any = None) -> tuple[np.ndarray, np.ndarray]:
+               progress: Callable[[int], None] | None = None, client: Any = None,
+               note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
-    workers if given (a ``dask.distributed.Client``; the same bits as here)."""
+    workers if given (a ``dask.distributed.Client``; the same bits as here); ``note``: see
+    :func:`approximate_neighbours`."""
     if choose_method(method, tv.n) == "nndescent":
-        return approximate_neighbours(tv, k, seed, progress, client)
+        return approximate_neighbours(tv, k, seed, progress, client, note)
     if client is not None:
         from .cluster import nearest_neighbours_dask
 
