@@ -261,6 +261,36 @@ def test_compiled_tree_vectors_equal_the_numpy_reference():
             assert np.array_equal(np.vstack([Yq, Y]), ref)
 
 
+def test_picked_rows_and_their_quantised_vectors():
+    """TreeVectors.of_rows (rows picked by index in the kernel: any order, repeats) equals the rows'
+    slices, and TreeVectors.quantised (fused kernel for CSR input) equals _nndescent.quantise of
+    them bit for bit, for float64 and float32 counts, sparse and dense; above the NumPy twins' size."""
+    from hdtwd_cli._nndescent import quantise
+    from hdtwd_cli.distance import TreeVectors
+    from hdtwd_cli.synthetic import random_binary_tree
+
+    rng = np.random.default_rng(3)
+    m, n = 400, 3000  # 2,600 picked rows x 799 nodes: above _small.SMALL_WORK, the compiled kernels
+    tree = Tree(parent=random_binary_tree(m, 1), length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
+                leaf_names=[f"g{j}" for j in range(m)])
+    X = rng.poisson(0.3, size=(n, m)).astype(np.float64)
+    X[:, 0] += 1
+    pick = np.concatenate([rng.integers(0, n, 2600), [7, 7, 0, n - 1]])
+    ref = None
+    for data in (sp.csr_matrix(X), X, sp.csr_matrix(X.astype(np.float32)), X.astype(np.float32)):
+        tv = TreeVectors(tree, data)
+        full = tv.rows()
+        assert np.array_equal(tv.of_rows(pick), full[pick])
+        assert np.array_equal(tv.rows(10, 50), full[10:50])
+        assert np.array_equal(tv.of_rows(pick[:3]), full[pick[:3]])  # the NumPy twin's path too
+        top = float(full.max())
+        q = tv.quantised(pick, top)
+        assert q.dtype == np.uint16 and np.array_equal(q, quantise(full[pick], top))
+        assert np.array_equal(tv.quantised(pick, 0.5 * top), quantise(full[pick], 0.5 * top))  # clipped at 65535
+        ref = q if ref is None else ref
+        assert np.array_equal(q, ref)  # dtype and layout of the input do not matter
+
+
 def _documents(n, m, seed):
     """Sparse word counts: each document a handful of words from a Zipf-like vocabulary."""
     rng = np.random.default_rng(seed)
