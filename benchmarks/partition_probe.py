@@ -64,8 +64,9 @@ def main() -> None:
         parts = cfg.split(":")
         ov, mr = int(parts[0]), int(parts[1])
         border = float(parts[2]) if len(parts) > 2 else float("inf")
+        fill = float(parts[3]) if len(parts) > 3 else None  # mean cluster size / max rows (search.PARTITION_FILL)
         t = time.perf_counter()
-        groups = search.partitions(tv, mr, 0, ov, border)
+        groups = search.partitions(tv, mr, 0, ov, border, fill)
         s = time.perf_counter() - t
         member = [[] for _ in range(1000)]
         pos = {int(r): a for a, r in enumerate(rows)}

@@ -46,10 +46,10 @@ KNN_METHODS = ("exact", "nndescent", "auto")
 #: has no recall to lose.
 AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
-#: Recall is bought with list length where many samples are nearly equidistant (a cell type of
-#: 10,000 multinomial draws): on 100,000 such cells 21 candidates for k = 14 gave recall 0.805 in
-#: 45 s, 32 gave 0.921 in 66 s (benchmarks/RESULTS.md, issue 28). 100,000 x 2,000 cells, whole
-#: command: 84 s, recall 0.993 with 32.
+#: Recall is bought where many samples are nearly equidistant (a cell type of 10,000 multinomial
+#: draws): on 100,000 such cells, with ``c`` candidates joined per row, 21 candidates for k = 14
+#: gave recall 0.805 in 45 s and 32 gave 0.921 in 66 s; joining 3 x 32 per row
+#: (:data:`hdtwd_cli._nndescent.JOIN_FACTOR`) gives 0.977 in 117 s (benchmarks/RESULTS.md, issue 28).
 CANDIDATE_FACTOR = 2.25
 #: Bytes of uint16 search vectors NN-descent holds at once (n x d x 2); above it the samples are
 #: searched in overlapping partitions (:func:`partitions`), each one task: 134,000 samples of 2,000
@@ -63,6 +63,12 @@ PARTITION_OVERLAP = 2
 #: partition shared with their row (99.97 % with every sample in 2) for 1.26 placements per sample
 #: instead of 2; 1.1: 99.1 % for 1.06 (benchmarks/RESULTS.md, issue 28).
 PARTITION_BORDER = 1.3
+#: Mean k-means cluster size as a fraction of a partition's most rows (clusters above it are cut in
+#: overlapping pieces): room for clusters of unequal size. On 10^6 UMI-like cells (134,000-row
+#: partitions, border 1.3), 0.25 made 30 clusters, 1.63 placements per sample and kept 98.3 % of the
+#: exact neighbours in a partition shared with their row; 0.5: 15 clusters, 1.43 placements, 99.99 %
+#: (benchmarks/RESULTS.md, issue 28).
+PARTITION_FILL = 0.5
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
 #: Rows per re-ranking task (:func:`rerank`).
@@ -331,25 +337,26 @@ def merge_candidates(n: int, groups: list[np.ndarray], found: list[np.ndarray], 
 
 
 def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
-               border: float | None = None) -> list[np.ndarray]:
+               border: float | None = None, fill: float | None = None) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
     tree vectors to :data:`_PROJECTION_DIM` dimensions, every sample placed in its ``overlap``
     nearest clusters (so that neighbours across a cluster border share one); a cluster larger than
     ``max_rows`` is cut into pieces along its first projected coordinate, consecutive pieces
-    overlapping by a quarter.
+    overlapping by a quarter. ``n / (fill max_rows)`` clusters (:data:`PARTITION_FILL`).
     """
     n = tv.n
     overlap = PARTITION_OVERLAP if overlap is None else overlap
     border = PARTITION_BORDER if border is None else border
+    fill = PARTITION_FILL if fill is None else fill
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
     step = _rows_per_block(tv)
     Z = np.empty((n, _PROJECTION_DIM))
     for i0 in range(0, n, step):
         Z[i0:i0 + step] = tv.rows(i0, i0 + step) @ omega
-    n_parts = max(overlap + 1, int(np.ceil(2.0 * overlap * n / max_rows)))
+    n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
     centres = Z[np.sort(rng.choice(n, size=n_parts, replace=False))]
     z2 = np.einsum("ij,ij->i", Z, Z)
     for _ in range(_KMEANS_ITERATIONS + 1):

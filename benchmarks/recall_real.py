@@ -1,0 +1,54 @@
+"""Issue 28: recall@14 of ``--knn 15 --knn-method nndescent`` on every real set we have, against the
+exact search on every row, with the joins of issue 28 (3c candidates joined per row) and with
+pynndescent's rule (c joined per row, ``JOIN_FACTOR = 1``) in the same run.
+
+    python benchmarks/recall_real.py [pbmc cbmc zeisel bbcsport classic]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness  # noqa: E402
+from sets import load_set  # noqa: E402
+
+import hdtwd_cli as hd  # noqa: E402
+from hdtwd_cli import _nndescent  # noqa: E402
+
+
+def recall(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
+
+
+def main() -> None:
+    names = sys.argv[1:] or ["pbmc", "cbmc", "zeisel", "bbcsport", "classic"]
+    out: dict = {"machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
+    path = harness.work_dir("recall-issue28") / "real_sets.json"
+    for name in names:
+        X, feats, _ = load_set(name)
+        dv = hd.distance_vectors(X, feature_names=feats)
+        t = time.perf_counter()
+        ex = dv.knn(15).indices[:, 1:]
+        res = {"n": int(X.shape[0]), "m": int(X.shape[1]), "exact_s": time.perf_counter() - t}
+        for label, factor in (("join_c", 1), ("join_3c", _nndescent.JOIN_FACTOR)):
+            old = _nndescent.JOIN_FACTOR
+            _nndescent.JOIN_FACTOR = factor
+            try:
+                t = time.perf_counter()
+                ap = dv.knn(15, "nndescent", seed=0).indices[:, 1:]
+                res[label] = {"recall": recall(ex, ap), "s": time.perf_counter() - t}
+            finally:
+                _nndescent.JOIN_FACTOR = old
+        out[name] = res
+        print(name, json.dumps(res), flush=True)
+        path.write_text(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
