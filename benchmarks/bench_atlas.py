@@ -12,6 +12,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
     python benchmarks/bench_atlas.py single 100000
     python benchmarks/bench_atlas.py dask 1000000 2
     python benchmarks/bench_atlas.py project 1000000 1.26   # placements per sample (partition_probe.py)
+    python benchmarks/bench_atlas.py project-single 1000000  # from the single process's -v log
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -49,6 +51,17 @@ def graph_recall(path: Path, n: int) -> float:
     return recall(exact, [G[r].indices for r in rows])
 
 
+def _table(n: int, serial: float, parallel: Any) -> list[str]:
+    """Rows of the projection table: the client's ``serial`` seconds at ``n`` cells scaled to each size,
+    plus ``parallel(cells, workers)`` seconds."""
+    rows = ["| cells | 8 workers | 64 workers | 512 workers | of which the client alone |", "|---|---|---|---|---|"]
+    for cells in (10**6, 10**7):
+        f = cells / n
+        cols = [f"{(serial * f + parallel(cells, p)) / 60:.0f} min" for p in (8, 64, 512)]
+        rows.append(f"| 10^{int(np.log10(cells))} | " + " | ".join(cols) + f" | {serial * f / 60:.0f} min |")
+    return rows
+
+
 def projection(d: dict, placements: float) -> list[str]:
     """Wall time of the approximate search for 10^7 cells on P single-threaded workers, from the
     measured 2-worker run at ``d["n"]`` cells: its tasks' compute per row (NN-descent per placement
@@ -62,15 +75,7 @@ def projection(d: dict, placements: float) -> list[str]:
     between = t["rerank"]["first_start_s"] - t["nndescent"]["last_stop_s"]
     after = d["wall_s"] - t["rerank"]["last_stop_s"]
     serial = before + between + after
-    rows = ["| cells | 8 workers | 64 workers | 512 workers | of which the client alone |", "|---|---|---|---|---|"]
-    for cells in (10**6, 10**7):
-        f = cells / n
-        par = (r_nnd * placements * cells + r_rr * cells)
-        cols = []
-        for p in (8, 64, 512):
-            tot = serial * f + par / p
-            cols.append(f"{tot / 60:.0f} min")
-        rows.append(f"| 10^{int(np.log10(cells))} | " + " | ".join(cols) + f" | {serial * f / 60:.0f} min |")
+    rows = _table(n, serial, lambda cells, p: (r_nnd * placements * cells + r_rr * cells) / p)
     rows += ["", f"Rates measured at {n:,} cells on 2 workers: NN-descent {r_nnd * 1e3:.2f} ms per placed sample, "
              f"re-ranking {r_rr * 1e3:.2f} ms per sample (compute, one thread); the client's serial phases "
              f"{before:.0f} s before the first NN-descent task, {between:.0f} s between the last NN-descent and the "
@@ -78,7 +83,36 @@ def projection(d: dict, placements: float) -> list[str]:
     return rows
 
 
+def projection_single(n: int) -> list[str]:
+    """Wall time of ``--knn 15 --knn-method nndescent`` for 10^6 / 10^7 cells on P single-threaded
+    workers, from the single-process run at ``n`` cells (``atlas_single_N``: its ``-v`` log gives the
+    partitions, the NN-descent and the re-ranking seconds). Per-row compute = 2 x wall per row (two
+    threads, taken as perfectly parallel, which flatters one thread); partitions keep their size,
+    so NN-descent grows as placements x n and the re-ranking as n; a phase cannot end before its
+    largest task (one partition's NN-descent); the rest of the run (reading, the tree, the
+    partitions' k-means, the merge, writing) stays on the client, scaled linearly in n."""
+    import re
+
+    d = json.loads((WD / f"atlas_single_{n}.json").read_text())
+    log = (WD / f"atlas_single_{n}.log").read_text()
+    nnd = float(re.search(r"NN-descent: ([0-9.]+) s", log).group(1))
+    rr = float(re.search(r"exact re-ranking of \d+ candidates: ([0-9.]+) s", log).group(1))
+    m = re.search(r"NN-descent in (\d+) partition\(s\) of (\d+)-(\d+) samples \(([0-9.]+) per sample\)", log)
+    largest, placements = int(m.group(3)), float(m.group(4))
+    r_nnd, r_rr = 2 * nnd / (placements * n), 2 * rr / n
+    serial = d["wall_s"] - nnd - rr
+    rows = _table(n, serial, lambda cells, p: max(r_nnd * placements * cells / p, r_nnd * largest) + r_rr * cells / p)
+    rows += ["", f"From the single process at {n:,} cells (commit {d['commit']}): NN-descent {r_nnd * 1e3:.2f} ms of one "
+             f"core per placed sample ({placements} placements per sample, largest partition {largest:,} rows: "
+             f"{r_nnd * largest:.0f} s per task), re-ranking {r_rr * 1e3:.2f} ms per sample, the rest "
+             f"{serial:.0f} s on the client."]
+    return rows
+
+
 def main() -> None:
+    if sys.argv[1] == "project-single":
+        print("\n".join(projection_single(int(sys.argv[2]))))
+        return
     if sys.argv[1] == "project":
         d = json.loads((WD / f"atlas_dask_{sys.argv[2]}_2.json").read_text())
         print("\n".join(projection(d, float(sys.argv[3]))))
