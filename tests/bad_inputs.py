@@ -354,6 +354,7 @@ def markdown() -> str:
             proc = run_hdtwd(*setup(tmp), input=b"", check=False)
             msg = proc.stderr.decode().strip().replace(str(tmp), "DIR").replace(str(SAMPLE), "sample_data")
             msg = re.sub(r"[0-9.]+ GB available", "N GB available", msg)  # the machine's free memory: not the doc's
+            msg = re.sub(r"(?m)^hdtwd: .*: [0-9.]+ s$\n?", "", msg).strip()  # -v's stage times: not the doc's
             msg = msg.replace("|", "\\|") or "(nothing)"
             lines.append(f"| {what} | {proc.returncode} | `{msg}` |")
     return "\n".join(lines)
