@@ -530,16 +530,18 @@ def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def tree_vectors_dense(X, parent, cols, scale, out):  # pragma: no cover - compiled
-    """``out[i, cols[v]] = scale[v] * (mass of row i below node v)`` for every node with ``cols[v] >= 0``.
+def tree_vectors_dense(X, rows, parent, cols, scale, out):  # pragma: no cover - compiled
+    """``out[r, cols[v]] = scale[v] * (mass of row rows[r] below node v)`` for every node with ``cols[v] >= 0``.
 
     Per row: the leaves' values, then each node's mass added to its parent in increasing node
     order (children precede parents), the same additions in the same order as
-    ``distance.subtree_masses``; rows in parallel, written straight into C-order output.
+    ``distance.subtree_masses``; rows in parallel, picked by index (no copy of ``X``), written
+    straight into C-order output.
     """
-    n, L = X.shape
+    L = X.shape[1]
     n_nodes = parent.shape[0]
-    for i in prange(n):
+    for r in prange(rows.shape[0]):
+        i = rows[r]
         y = np.zeros(n_nodes)
         for j in range(L):
             y[j] = X[i, j]
@@ -548,7 +550,7 @@ def tree_vectors_dense(X, parent, cols, scale, out):  # pragma: no cover - compi
         for v in range(n_nodes):
             k = cols[v]
             if k >= 0:
-                out[i, k] = y[v] * scale[v]
+                out[r, k] = y[v] * scale[v]
 
 
 @njit(cache=True, nogil=True)
@@ -604,15 +606,19 @@ def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out
     :func:`tree_vectors_dense` / :func:`tree_vectors_csr`, or their NumPy twin for small problems
     (same bits, :mod:`hdtwd_cli._small`).
     """
-    n = x.shape[0] if rows is None else rows.shape[0]
-    if n * parent.shape[0] <= _small.SMALL_WORK and parent.shape[0] <= _small.SMALL_NODES:
-        xs = x if rows is None else x[rows]
+    picked = np.arange(x.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
+    if small_tree_work(picked.shape[0], parent):
+        xs = x[picked]
         _small.tree_vectors(xs.toarray() if sp.issparse(xs) else np.asarray(xs), parent, cols, scale, out)
     elif sp.issparse(x):
-        picked = np.arange(x.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
         tree_vectors_csr(x.indptr, x.indices, x.data, picked, parent, cols, scale, out)
     else:
-        tree_vectors_dense(np.ascontiguousarray(x if rows is None else x[rows]), parent, cols, scale, out)
+        tree_vectors_dense(np.ascontiguousarray(x), picked, parent, cols, scale, out)
+
+
+def small_tree_work(n_rows: int, parent: np.ndarray) -> bool:
+    """Whether tree vectors of ``n_rows`` rows take the NumPy twin (no numba start-up) rather than a kernel."""
+    return n_rows * parent.shape[0] <= _small.SMALL_WORK and parent.shape[0] <= _small.SMALL_NODES
 
 
 def lca_products_tile(acc: np.ndarray, Gs: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: np.ndarray,

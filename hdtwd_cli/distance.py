@@ -28,10 +28,10 @@ from ._kernels import (
     l1_distances_sparse,
     quantised_tree_vectors_csr,
     row_sums,
+    small_tree_work,
     tree_vectors,
     tree_vectors_sparse,
 )
-from ._small import SMALL_WORK
 from ._pruned import BLOCK_ROWS, Panels, l1_distances_pruned, pruned_fraction, row_panels
 from .tree import Tree
 
@@ -299,6 +299,8 @@ class TreeVectors:
         self.x = normalize_rows(X)
         if sp.issparse(self.x):
             self.x = sp.csr_matrix(self.x)
+        else:  # the kernels pick rows of a C-order X in place
+            self.x = np.ascontiguousarray(self.x)
         mass = _leaf_support(self.x)
         if extra is not None:  # row scaling does not change the support
             mass = mass | _leaf_support(extra)
@@ -331,7 +333,7 @@ class TreeVectors:
         from ._nndescent import SCALE_MAX, quantise
 
         idx = np.asarray(idx, dtype=np.int64)
-        if not sp.issparse(self.x) or top <= 0.0 or idx.size * self.tree.n_nodes <= SMALL_WORK:
+        if not sp.issparse(self.x) or top <= 0.0 or small_tree_work(idx.size, self.tree.parent):
             return quantise(self.of_rows(idx), top)
         out = np.empty((idx.size, self.dim), dtype=np.uint16)
         quantised_tree_vectors_csr(self.x.indptr, self.x.indices, self.x.data, idx, self.tree.parent, self.cols,
