@@ -81,15 +81,31 @@ def _key(seed, step, a, b):  # pragma: no cover - compiled
     return _mix(h ^ (_U(b) * _U(0xD1B54A32D192ED03)))
 
 
+#: Columns summed in uint32 lanes before the int64 total: ``U32_SPAN * 65535 < 2**32``, so no lane
+#: can wrap and the sum is exact.
+U32_SPAN = 65536
+
+
 @njit(cache=True, nogil=True)
 def l1_u16(Q, a, b):  # pragma: no cover - compiled
-    r""":math:`\sum_k |Q_{ak} - Q_{bk}|` of uint16 rows, exactly (int64 sums)."""
+    r""":math:`\sum_k |Q_{ak} - Q_{bk}|` of uint16 rows, exactly.
+
+    Summed in uint32 over spans of :data:`U32_SPAN` columns (no lane can wrap), then in int64. The
+    explicit ``uint32`` truncation keeps LLVM's vector lanes 32-bit (numba promotes integer sums to
+    int64, and 64-bit lanes cost a widening per 8 columns): 170 vs 299 ns for 3,998 columns in cache
+    on AVX-512 (benchmarks/RESULTS.md, issue 28), the same integer either way.
+    """
     x = Q[a]
     y = Q[b]
-    s = 0
-    for k in range(x.size):
-        s += abs(np.int64(x[k]) - np.int64(y[k]))
-    return s
+    total = 0
+    for k0 in range(0, x.size, U32_SPAN):
+        xs = x[k0:k0 + U32_SPAN]  # slices, not index bounds: LLVM vectorises only this form (22x)
+        ys = y[k0:k0 + U32_SPAN]
+        s = np.uint32(0)
+        for k in range(xs.size):
+            s = np.uint32(s + np.uint32(abs(np.int32(xs[k]) - np.int32(ys[k]))))
+        total += np.int64(s)
+    return total
 
 
 @njit(cache=True, nogil=True)
@@ -136,12 +152,24 @@ def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _project(Q, i, P, a, b):  # pragma: no cover - compiled
-    """``<q_i, q_a - q_b>`` on the top 8 bits of each value (int32 products, int64 sum): a split's side."""
-    s = 0
-    for k in range(Q.shape[1]):
-        w = np.int32(P[a, k] >> 8) - np.int32(P[b, k] >> 8)
-        s += np.int64(np.int32(Q[i, k] >> 8) * w)
-    return s
+    """``<q_i, q_a - q_b>`` on the top 8 bits of each value: a split's side.
+
+    Products are at most ``255 * 255`` in magnitude, so int32 sums over spans of ``U32_SPAN // 2``
+    columns cannot overflow; int64 across spans (32-bit lanes, as in :func:`l1_u16`)."""
+    x = Q[i]
+    pa = P[a]
+    pb = P[b]
+    total = 0
+    for k0 in range(0, x.size, U32_SPAN // 2):
+        xs = x[k0:k0 + U32_SPAN // 2]
+        sa = pa[k0:k0 + U32_SPAN // 2]
+        sb = pb[k0:k0 + U32_SPAN // 2]
+        s = np.int32(0)
+        for k in range(xs.size):
+            w = np.int32(sa[k] >> 8) - np.int32(sb[k] >> 8)
+            s = np.int32(s + np.int32(np.int32(xs[k] >> 8) * w))
+        total += np.int64(s)
+    return total
 
 
 @njit(parallel=True, cache=True, nogil=True)

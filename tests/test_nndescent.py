@@ -91,14 +91,28 @@ def test_blocks_smaller_than_the_rows_give_a_valid_search(monkeypatch):
 
 
 def test_l1_is_the_exact_integer_sum_across_chunks(monkeypatch):
-    """The uint16 L1 sums every column once, exactly, in int64 (no int32 overflow)."""
+    """The uint16 L1 sums every column once, exactly: uint32 lanes per span of U32_SPAN columns, int64 across."""
     rng = np.random.default_rng(4)
-    for d in (1, 7, 64, 1000):
+    span = _nndescent.U32_SPAN
+    for d in (1, 7, 64, 1000, span - 1, span, span + 7):
         Q = rng.integers(0, 65536, size=(2, d)).astype(np.uint16)
         assert _nndescent.l1_u16(Q, 0, 1) == int(np.abs(Q[0].astype(np.int64) - Q[1]).sum()), d
-    Q = np.zeros((2, 40000), np.uint16)
-    Q[0] = 65535  # 65,535 x 40,000 > 2^31: an int32 sum would overflow
-    assert _nndescent.l1_u16(Q, 0, 1) == 65535 * 40000
+    for d in (40000, 70000):  # 65,535 x 70,000 > 2^32: one uint32 sum over all columns would wrap
+        Q = np.zeros((2, d), np.uint16)
+        Q[0] = 65535
+        assert _nndescent.l1_u16(Q, 0, 1) == 65535 * d
+
+
+def test_projection_is_the_exact_integer_product_across_spans():
+    """A split's side: <q_i >> 8, (q_a >> 8) - (q_b >> 8)> exactly, past the int32 range of one span."""
+    rng = np.random.default_rng(6)
+    for d in (3, 1000, 40000):
+        Q = rng.integers(0, 65536, size=(3, d)).astype(np.uint16)
+        H = (Q >> 8).astype(np.int64)
+        assert _nndescent._project(Q, 0, Q, 1, 2) == int(H[0] @ (H[1] - H[2])), d
+    Q = np.zeros((3, 40000), np.uint16)
+    Q[0] = Q[1] = 65535  # 255 * 255 * 40,000 > 2^31
+    assert _nndescent._project(Q, 0, Q, 1, 2) == 255 * 255 * 40000
 
 
 def test_quantise_keeps_the_order_of_distances():
