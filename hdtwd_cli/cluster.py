@@ -142,7 +142,7 @@ class Shipped:
     """A client and tree vectors sent to its workers once, for any number of :meth:`map` calls.
 
     The approximate search (:func:`hdtwd_cli.search.approximate_neighbours`) maps its partitions'
-    NN-descent and its re-ranking blocks with it: one task per item, retried on another worker if
+    NN-descent and exact re-ranking with it: one task per item, retried on another worker if
     its worker dies, the results returned in the items' order (so the order in which tasks finish
     changes nothing).
     """

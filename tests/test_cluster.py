@@ -168,7 +168,7 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
 
 
 def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
-    """Half of the progress as the partitions' NN-descent finishes, half as the re-ranking does: n in all."""
+    """Each partition reports half of its rows after its NN-descent, half after its re-ranking: n in all."""
     from hdtwd_cli import search
 
     X, names = cells_X()
