@@ -63,49 +63,45 @@ def _table(n: int, serial: float, parallel: Any) -> list[str]:
 
 
 def projection(d: dict, placements: float) -> list[str]:
-    """Wall time of the approximate search for 10^7 cells on P single-threaded workers, from the
-    measured 2-worker run at ``d["n"]`` cells: its tasks' compute per row (NN-descent per placement
-    of a sample in a partition, re-ranking per sample; partitions keep their size, so both grow
-    linearly in n) and the client's serial phases (reading, the tree, the partitions' k-means, the
-    merge and locality order, writing), scaled linearly in n on a client like this machine."""
-    n, t = d["n"], d["tasks"]
-    r_nnd = t["nndescent"]["compute_s"] / (placements * n)
-    r_rr = t["rerank"]["compute_s"] / n
-    before = t["nndescent"]["first_start_s"]
-    between = t["rerank"]["first_start_s"] - t["nndescent"]["last_stop_s"]
-    after = d["wall_s"] - t["rerank"]["last_stop_s"]
-    serial = before + between + after
-    rows = _table(n, serial, lambda cells, p: (r_nnd * placements * cells + r_rr * cells) / p)
-    rows += ["", f"Rates measured at {n:,} cells on 2 workers: NN-descent {r_nnd * 1e3:.2f} ms per placed sample, "
-             f"re-ranking {r_rr * 1e3:.2f} ms per sample (compute, one thread); the client's serial phases "
-             f"{before:.0f} s before the first NN-descent task, {between:.0f} s between the last NN-descent and the "
-             f"first re-ranking task, {after:.0f} s after the last one."]
+    """Wall time of the approximate search for 10^6 / 10^7 cells on P single-threaded workers, from the
+    measured 2-worker run at ``d["n"]`` cells: its partition tasks' compute (NN-descent and exact
+    re-ranking) per placement of a sample (partitions keep their size, so it grows linearly in n; a
+    phase cannot end before its largest task) and the client's serial phases (reading, the tree, the
+    partitions' k-means before the first task; the merge and writing after the last), scaled
+    linearly in n on a client like this machine."""
+    n, t = d["n"], d["tasks"]["nndescent"]
+    r = t["compute_s"] / (placements * n)
+    before = t["first_start_s"]
+    after = d["wall_s"] - t["last_stop_s"]
+    serial = before + after
+    rows = _table(n, serial, lambda cells, p: max(r * placements * cells / p, t["max_s"]))
+    rows += ["", f"Rates measured at {n:,} cells on 2 workers: {r * 1e3:.2f} ms of one thread per placed sample "
+             f"(NN-descent and re-ranking; {placements} placements per sample, the largest task {t['max_s']:.0f} s); "
+             f"the client's serial phases {before:.0f} s before the first task and {after:.0f} s after the last."]
     return rows
 
 
 def projection_single(n: int) -> list[str]:
     """Wall time of ``--knn 15 --knn-method nndescent`` for 10^6 / 10^7 cells on P single-threaded
     workers, from the single-process run at ``n`` cells (``atlas_single_N``: its ``-v`` log gives the
-    partitions, the NN-descent and the re-ranking seconds). Per-row compute = 2 x wall per row (two
-    threads, taken as perfectly parallel, which flatters one thread); partitions keep their size,
-    so NN-descent grows as placements x n and the re-ranking as n; a phase cannot end before its
-    largest task (one partition's NN-descent); the rest of the run (reading, the tree, the
-    partitions' k-means, the merge, writing) stays on the client, scaled linearly in n."""
+    partitions and the seconds of their NN-descent and re-ranking). Per-row compute = 2 x wall per
+    row (two threads, taken as perfectly parallel, which flatters one thread); partitions keep their
+    size, so the tasks grow as placements x n; a phase cannot end before its largest task; the rest
+    of the run (reading, the tree, the partitions' k-means, the merge, writing) stays on the client,
+    scaled linearly in n."""
     import re
 
     d = json.loads((WD / f"atlas_single_{n}.json").read_text())
     log = (WD / f"atlas_single_{n}.log").read_text()
-    nnd = float(re.search(r"NN-descent: ([0-9.]+) s", log).group(1))
-    rr = float(re.search(r"exact re-ranking of \d+ candidates: ([0-9.]+) s", log).group(1))
+    search_s = float(re.search(r"NN-descent and exact re-ranking of \d+ candidates: ([0-9.]+) s", log).group(1))
     m = re.search(r"NN-descent in (\d+) partition\(s\) of (\d+)-(\d+) samples \(([0-9.]+) per sample\)", log)
     largest, placements = int(m.group(3)), float(m.group(4))
-    r_nnd, r_rr = 2 * nnd / (placements * n), 2 * rr / n
-    serial = d["wall_s"] - nnd - rr
-    rows = _table(n, serial, lambda cells, p: max(r_nnd * placements * cells / p, r_nnd * largest) + r_rr * cells / p)
-    rows += ["", f"From the single process at {n:,} cells (commit {d['commit']}): NN-descent {r_nnd * 1e3:.2f} ms of one "
-             f"core per placed sample ({placements} placements per sample, largest partition {largest:,} rows: "
-             f"{r_nnd * largest:.0f} s per task), re-ranking {r_rr * 1e3:.2f} ms per sample, the rest "
-             f"{serial:.0f} s on the client."]
+    r = 2 * search_s / (placements * n)
+    serial = d["wall_s"] - search_s
+    rows = _table(n, serial, lambda cells, p: max(r * placements * cells / p, r * largest))
+    rows += ["", f"From the single process at {n:,} cells (commit {d['commit']}): NN-descent and re-ranking "
+             f"{r * 1e3:.2f} ms of one core per placed sample ({placements} placements per sample, largest "
+             f"partition {largest:,} rows: {r * largest:.0f} s per task), the rest {serial:.0f} s on the client."]
     return rows
 
 
