@@ -321,8 +321,11 @@ def diffusion_operator(
     del Q
     from scipy.linalg import eigh  # here: only the exact operator needs it
 
+    from ._blas import serial_lapack
+
     # LAPACK syevd (divide and conquer) on S^T (= S, Fortran order): the eigenvectors overwrite it
-    lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
+    with serial_lapack():  # the same bits at any thread count
+        lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
     del S
     lam = lam[::-1].copy()
     V = V[:, ::-1]  # descending order: a view of LAPACK's column-major output (no 128 MB copy at m = 4,000)

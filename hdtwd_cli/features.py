@@ -118,6 +118,8 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
         :math:`\Sigma_r V_r^\top`: column ``j`` is feature ``j``'s vector, so the result can stand in
         for the data wherever the diffusion reads feature columns.
     """
+    from ._blas import serial_lapack
+
     n, m = X.shape
     r = int(max(1, min(dims, min(n, m) - 1)))
     u = idf_weights(X) if weights is None else weights
@@ -126,12 +128,13 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
     rng = np.random.default_rng(seed)
     p = min(r + SVD_OVERSAMPLE, min(n, m))
     Q = np.asarray(M @ rng.standard_normal((m, p)))
-    Q, _ = np.linalg.qr(Q)
-    for _ in range(SVD_POWER_ITERATIONS):
-        Z, _ = np.linalg.qr(np.asarray(M.T @ Q))
-        Q, _ = np.linalg.qr(np.asarray(M @ Z))
-    B = np.asarray((M.T @ Q).T)  # p x m, M ~ Q B
-    _, s, Vt = np.linalg.svd(B, full_matrices=False)
+    with serial_lapack():  # the same bits at any thread count
+        Q, _ = np.linalg.qr(Q)
+        for _ in range(SVD_POWER_ITERATIONS):
+            Z, _ = np.linalg.qr(np.asarray(M.T @ Q))
+            Q, _ = np.linalg.qr(np.asarray(M @ Z))
+        B = np.asarray((M.T @ Q).T)  # p x m, M ~ Q B
+        _, s, Vt = np.linalg.svd(B, full_matrices=False)
     # fix each singular vector's sign (largest |entry| positive) so the result is reproducible
     sign = np.sign(Vt[np.arange(Vt.shape[0]), np.argmax(np.abs(Vt), axis=1)])
     sign[sign == 0] = 1.0

@@ -395,8 +395,11 @@ def landmark_operator(
     s = np.sqrt(dt)
     C = B / s[:, None]
     del B
-    M = C.T @ C
-    lam, V = np.linalg.eigh(0.5 * (M + M.T))
+    from ._blas import serial_lapack
+
+    with serial_lapack():  # the same bits at any thread count
+        M = C.T @ C
+        lam, V = np.linalg.eigh(0.5 * (M + M.T))
     lam = lam[::-1].copy()
     V = np.ascontiguousarray(V[:, ::-1])
     clipped = np.clip(lam, eigenvalue_floor, 1.0)

@@ -167,6 +167,41 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     assert np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])]) >= 0.9
 
 
+def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
+    """Each partition's task re-ranks its own candidates; a sample in two partitions gets the k best of
+    its two lists: bit for bit the exact re-ranking of the union of its candidates (search.rerank).
+    Partitions smaller than the candidate lists fall back to other samples: still k distinct exact."""
+    from hdtwd_cli import search
+    from hdtwd_cli._nndescent import nn_descent
+
+    X, names = cells_X()
+    tv = hd.distance_vectors(X, feature_names=names).base
+    k, seed = 14, 3
+    c = int(np.ceil(search.CANDIDATE_FACTOR * k))
+    budget = X.shape[0] * tv.dim * 2 // 2
+    monkeypatch.setattr(search, "SEARCH_BYTES", budget)
+    monkeypatch.setattr(search, "PARTITION_BORDER", float("inf"))  # every sample in 2 partitions
+    idx, dist = search.approximate_neighbours(tv, k, seed)
+    groups = search.partitions(tv, budget // (2 * tv.dim), seed)
+    top = search.largest_entry(tv)
+    union = [set() for _ in range(tv.n)]
+    for g in groups:
+        found = g[nn_descent(search.quantised_vectors(tv, g, top), min(c, g.size - 1), seed)]
+        for r, row in zip(g, found):
+            union[r].update(row.tolist())
+    assert sum(len(u) > c for u in union) > tv.n // 2  # the union matters
+    cand = np.full((tv.n, max(map(len, union))), -1, dtype=np.int64)
+    for r, u in enumerate(union):
+        cand[r, : len(u)] = sorted(u)
+    ref = search.rerank(tv, cand, k)
+    assert np.array_equal(idx, ref[0]) and np.array_equal(dist, ref[1])
+    monkeypatch.setattr(search, "SEARCH_BYTES", 20 * tv.dim * 2)  # partitions of <= 20 rows: lists of <= 19
+    idx, dist = search.approximate_neighbours(tv, k, seed)
+    D = hd.distance_vectors(X, feature_names=names).matrix()
+    assert all(len(set(r)) == k and i not in r for i, r in enumerate(idx.tolist()))
+    assert np.array_equal(dist, np.take_along_axis(D, idx, axis=1)) and np.all(np.diff(dist, axis=1) >= 0)
+
+
 def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
     """Each partition reports half of its rows after its NN-descent, half after its re-ranking: n in all."""
     from hdtwd_cli import search

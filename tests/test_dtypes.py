@@ -176,3 +176,22 @@ def test_the_reported_snippet_pbmc68k():
     assert np.abs(D2 - D1).max() == 0.0
     assert np.array_equal(D1, hd.distances(X.astype(np.float64), tree=T, feature_names=names))
     assert _snapshot(X) == before
+
+
+@pytest.mark.parametrize("params", [{}, {"landmarks": 60}, {"feature_space": "svd", "feature_dims": 20}],
+                         ids=["exact", "landmarks", "svd"])
+def test_the_tree_is_the_same_bits_with_one_or_two_blas_threads(params):
+    """LAPACK's eigensolvers and QR / SVD give other last bits with another BLAS thread count; they run
+    on one thread (hdtwd_cli._blas), so the tree does not depend on --threads or OMP_NUM_THREADS."""
+    from threadpoolctl import threadpool_limits
+
+    from hdtwd_cli.pipeline import TreeParams
+
+    rng = np.random.default_rng(8)  # features enough for OpenBLAS to thread (the sample's 300 cells are not)
+    X = sp.csr_matrix(rng.poisson(rng.gamma(0.5, 1.0, size=(1, 900)), size=(400, 900)).astype(np.float32))
+    got = []
+    for threads in (1, 2):
+        with threadpool_limits(limits=threads, user_api="blas"):
+            t = hd.learn_tree(X, params=TreeParams(**params))
+        got.append((t.to_newick(), np.asarray(t.parent).tobytes(), np.asarray(t.length).tobytes()))
+    assert got[0] == got[1]
