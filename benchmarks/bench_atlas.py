@@ -128,6 +128,7 @@ def main() -> None:
 
         w = int(sys.argv[3])
         g = WD / f"atlas_G{n}_w{w}.npz"
+        own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
         with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
                                       silence_logs=50, memory_limit=0,
                                       env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
@@ -137,7 +138,7 @@ def main() -> None:
             with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
                 t0 = __import__("time").time()
                 out.update(harness.run_timed_once([*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
-                                                  WD / f"atlas_dask_{n}_{w}.log"))
+                                                  WD / f"atlas_dask_{n}_{w}.log", env=own_env))
             out["worker_peak_MB"] = sorted(client.run(_vm_hwm_mb).values())
             kinds: dict = {}
             for r in ts.data:
