@@ -1,14 +1,15 @@
-"""One BLAS thread for the LAPACK factorisations whose bits depend on BLAS's thread count.
+"""One BLAS thread where the bits would otherwise depend on BLAS's thread count.
 
-OpenBLAS splits the reductions inside LAPACK's eigensolvers and QR / SVD (``syevd``'s ``symv`` /
-``syr2k`` steps, for instance) by thread, so the same matrix gives eigenvectors that differ in the
-last bits with 1 and with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach
-the tree: 100,000 cells gave other tree vectors under ``OMP_NUM_THREADS=1`` (a Dask worker's
-setting, or ``--threads 1``) than with two threads, and a million-cell kNN graph differed in 70
-rows (issue 28). Every such factorisation runs inside :func:`serial_lapack`, so the tree is the
-same bits at any thread count. Cost: ``syevd`` of 2,000 / 4,000 features takes 1.4 / 14.0 s on one
-thread against 0.8 / 7.6 s on two (this machine); the products around it keep their threads
-(OpenBLAS computes each entry of a ``gemm`` on one thread: the same bits).
+OpenBLAS splits some reductions by thread: LAPACK's eigensolvers and QR / SVD (``syevd``'s
+``symv`` / ``syr2k`` steps, for instance) on every CPU kind, and on the Haswell (AVX2) kernels
+products as well. The same matrix then gives eigenvectors that differ in the last bits with 1 and
+with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach the tree: 100,000 cells
+gave other tree vectors under ``OMP_NUM_THREADS=1`` (a Dask worker's setting, or ``--threads 1``)
+than with two threads, and a million-cell kNN graph differed in 70 rows (issue 28). So tree
+learning runs inside :func:`serial_blas` (:func:`hdtwd_cli.pipeline.learn_trees`), and every LAPACK
+factorisation inside :func:`serial_lapack` for callers of the stages' own functions. Cost: 100,000
+cells x 2,000 genes, ``learn_tree`` 11.1 s against 10.4 s; ``syevd`` of 4,000 features 14.0 s
+against 7.6 s on two threads (this machine).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["serial_lapack"]
+__all__ = ["serial_lapack", "serial_blas"]
 
 
 @contextmanager
@@ -26,3 +27,7 @@ def serial_lapack() -> Iterator[None]:
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+#: The same context around a whole stage (tree learning: :func:`hdtwd_cli.pipeline.learn_trees`).
+serial_blas = serial_lapack

@@ -581,7 +581,25 @@ def learn_trees(
     available: int | None = None,
     embedding: tuple[np.ndarray, list[str]] | None = None,
 ) -> dict[int, Tree]:
-    """Trees for several K from one eigendecomposition (the scales 0..K are shared)."""
+    """Trees for several K from one eigendecomposition (the scales 0..K are shared).
+
+    On one BLAS thread (:func:`hdtwd_cli._blas.serial_blas`): the same bits at any thread count."""
+    from ._blas import serial_blas
+
+    with serial_blas():
+        return _learn_trees(X, feature_names, params, scales, reporter, path, available, embedding)
+
+
+def _learn_trees(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    params: TreeParams,
+    scales: list[int] | tuple[int, ...],
+    reporter: Reporter | None,
+    path: str | None,
+    available: int | None,
+    embedding: tuple[np.ndarray, list[str]] | None,
+) -> dict[int, Tree]:
     rep = reporter or Reporter(quiet=True)
     den, raw = None, X
     if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)

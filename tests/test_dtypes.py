@@ -181,8 +181,9 @@ def test_the_reported_snippet_pbmc68k():
 @pytest.mark.parametrize("params", [{}, {"landmarks": 60}, {"feature_space": "svd", "feature_dims": 20}],
                          ids=["exact", "landmarks", "svd"])
 def test_the_tree_is_the_same_bits_with_one_or_two_blas_threads(params):
-    """LAPACK's eigensolvers and QR / SVD give other last bits with another BLAS thread count; they run
-    on one thread (hdtwd_cli._blas), so the tree does not depend on --threads or OMP_NUM_THREADS."""
+    """LAPACK's eigensolvers and QR / SVD (and, on AVX2 kernels, products) give other last bits with
+    another BLAS thread count; tree learning runs on one BLAS thread (hdtwd_cli._blas), so the tree
+    does not depend on --threads or OMP_NUM_THREADS."""
     from threadpoolctl import threadpool_limits
 
     from hdtwd_cli.pipeline import TreeParams
