@@ -6,8 +6,8 @@ products as well. The same matrix then gives eigenvectors that differ in the las
 with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach the tree: 100,000 cells
 gave other tree vectors under ``OMP_NUM_THREADS=1`` (a Dask worker's setting, or ``--threads 1``)
 than with two threads, and a million-cell kNN graph differed in 70 rows (issue 28). So tree
-learning runs inside :func:`serial_blas` (:func:`hdtwd_cli.pipeline.learn_trees`), and every LAPACK
-factorisation inside :func:`serial_lapack` for callers of the stages' own functions. Cost: 100,000
+learning runs inside :func:`serial_blas` (:func:`hdtwd_cli.pipeline.learn_trees`), and so does every
+LAPACK factorisation, for callers of the stages' own functions. Cost: 100,000
 cells x 2,000 genes, ``learn_tree`` 11.1 s against 10.4 s; ``syevd`` of 4,000 features 14.0 s
 against 7.6 s on two threads (this machine).
 """
@@ -17,17 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["serial_lapack", "serial_blas"]
+__all__ = ["serial_blas"]
 
 
 @contextmanager
-def serial_lapack() -> Iterator[None]:
+def serial_blas() -> Iterator[None]:
     """BLAS limited to one thread inside the block (threadpoolctl), restored after it."""
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
-
-
-#: The same context around a whole stage (tree learning: :func:`hdtwd_cli.pipeline.learn_trees`).
-serial_blas = serial_lapack

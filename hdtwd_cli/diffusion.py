@@ -321,10 +321,10 @@ def diffusion_operator(
     del Q
     from scipy.linalg import eigh  # here: only the exact operator needs it
 
-    from ._blas import serial_lapack
+    from ._blas import serial_blas
 
     # LAPACK syevd (divide and conquer) on S^T (= S, Fortran order): the eigenvectors overwrite it
-    with serial_lapack():  # the same bits at any thread count
+    with serial_blas():  # the same bits at any thread count
         lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
     del S
     lam = lam[::-1].copy()

@@ -118,7 +118,7 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
         :math:`\Sigma_r V_r^\top`: column ``j`` is feature ``j``'s vector, so the result can stand in
         for the data wherever the diffusion reads feature columns.
     """
-    from ._blas import serial_lapack
+    from ._blas import serial_blas
 
     n, m = X.shape
     r = int(max(1, min(dims, min(n, m) - 1)))
@@ -128,7 +128,7 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
     rng = np.random.default_rng(seed)
     p = min(r + SVD_OVERSAMPLE, min(n, m))
     Q = np.asarray(M @ rng.standard_normal((m, p)))
-    with serial_lapack():  # the same bits at any thread count
+    with serial_blas():  # the same bits at any thread count
         Q, _ = np.linalg.qr(Q)
         for _ in range(SVD_POWER_ITERATIONS):
             Z, _ = np.linalg.qr(np.asarray(M.T @ Q))

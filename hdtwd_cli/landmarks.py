@@ -395,9 +395,9 @@ def landmark_operator(
     s = np.sqrt(dt)
     C = B / s[:, None]
     del B
-    from ._blas import serial_lapack
+    from ._blas import serial_blas
 
-    with serial_lapack():  # the same bits at any thread count
+    with serial_blas():  # the same bits at any thread count
         M = C.T @ C
         lam, V = np.linalg.eigh(0.5 * (M + M.T))
     lam = lam[::-1].copy()
