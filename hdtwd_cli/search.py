@@ -22,6 +22,7 @@ of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
 from __future__ import annotations
 
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -29,9 +30,9 @@ import numpy as np
 
 from ._sparse import sp
 
-from ._kernels import l1_gather
-from .distance import TreeVectors, nearest_neighbours, smallest_k
-from .errors import ParameterError
+from ._kernels import l1_distances, l1_gather
+from .distance import TreeVectors, _merge_candidates, nearest_neighbours, smallest_k
+from .errors import HdtwdWarning, ParameterError
 
 __all__ = ["KNN_METHODS", "AUTO_NNDESCENT_ABOVE", "CANDIDATE_FACTOR", "choose_method", "approximate_neighbours",
            "neighbours", "rerank", "locality_order"]
@@ -71,6 +72,13 @@ PARTITION_BORDER = 1.3
 PARTITION_FILL = 0.5
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
+#: Samples whose exact neighbours check a partitioned search (``-v`` reports its recall on them).
+#: Found during :func:`partitions`' pass over the tree vectors, so at the cost of the kernel alone.
+RECALL_SAMPLE = 50
+#: Below this recall on the sampled samples a partitioned search warns: its partitions do not
+#: follow the samples' neighbourhoods. k-means partitions of word-count documents can keep half of
+#: the exact neighbours out of reach (benchmarks/RESULTS.md, issue 28).
+RECALL_WARN = 0.9
 #: Rows per re-ranking task (:func:`rerank`).
 RERANK_TASK_ROWS = 1 << 16
 #: Bytes of float64 vectors gathered per re-ranking block.
@@ -255,10 +263,12 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     clock = time.perf_counter()
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
     top = largest_entry(tv)
+    check = None
     if n * tv.dim * 2 <= SEARCH_BYTES:
         groups = [np.arange(n)]
     else:
-        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed)
+        check = SampledExact(tv, k, seed)
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=check.add)
     placed = sum(g.size for g in groups)
     say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
         f"samples ({placed / n:.2f} per sample), lists of {c}, {join_width(c)} joined per row: "
@@ -279,6 +289,15 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     out = merge_neighbours(tv, groups, found, k, c)
     if len(groups) > 1:
         say(f"merging the partitions' neighbours: {time.perf_counter() - clock:.1f} s")
+    if check is not None:
+        found = check.recall(out[1])
+        say(f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
+            f"neighbours): {found:.3f}")
+        if found < RECALL_WARN:
+            warnings.warn(HdtwdWarning(
+                f"the partitioned approximate search found {found:.0%} of the exact {k} nearest neighbours of "
+                f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
+                f"neighbourhoods (--knn-method exact is complete)"), stacklevel=2)
     return out
 
 
@@ -379,8 +398,37 @@ def merge_neighbours(tv: TreeVectors, groups: list[np.ndarray], found: list[tupl
     return out_i, out_d
 
 
+class SampledExact:
+    """The exact ``k`` nearest other samples of ``size`` sampled samples, gathered block by block.
+
+    :meth:`add` takes consecutive blocks of all samples' tree vectors (as :func:`partitions`' pass
+    computes them); :meth:`recall` then measures a search against them. The samples are drawn with
+    ``numpy.random.default_rng(seed)``.
+    """
+
+    def __init__(self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE) -> None:
+        self.rows = np.sort(np.random.default_rng(seed).choice(tv.n, min(size, tv.n), replace=False))
+        self.vectors = tv.of_rows(self.rows)
+        self.distances = np.full((self.rows.size, k), np.inf)
+        self.indices = np.full((self.rows.size, k), -1, dtype=np.int64)
+
+    def add(self, i0: int, Y: np.ndarray) -> None:
+        """Fold in the samples ``i0 .. i0 + len(Y)`` (their tree vectors ``Y``)."""
+        D = l1_distances(self.vectors, Y).astype(np.float64, copy=False)
+        D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
+        _merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
+
+    def recall(self, distances: np.ndarray) -> float:
+        """Share of the sampled samples' ``k`` found neighbours (their exact TWDs, all samples'
+        ``distances``) that are at most as far as their exact ``k``-th nearest: recall@k, ties
+        counted as found."""
+        kth = self.distances[:, -1:]
+        return float(np.mean(distances[self.rows] <= kth * (1.0 + 1e-12)))
+
+
 def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
-               border: float | None = None, fill: float | None = None) -> list[np.ndarray]:
+               border: float | None = None, fill: float | None = None,
+               visit: Callable[[int, np.ndarray], None] | None = None) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
@@ -388,6 +436,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     nearest clusters (so that neighbours across a cluster border share one); a cluster larger than
     ``max_rows`` is cut into pieces along its first projected coordinate, consecutive pieces
     overlapping by a quarter. ``n / (fill max_rows)`` clusters (:data:`PARTITION_FILL`).
+    ``visit(i0, Y)``, if given, sees each block of tree vectors as the projection computes it.
     """
     n = tv.n
     overlap = PARTITION_OVERLAP if overlap is None else overlap
@@ -398,7 +447,10 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     step = _rows_per_block(tv)
     Z = np.empty((n, _PROJECTION_DIM))
     for i0 in range(0, n, step):
-        Z[i0:i0 + step] = tv.rows(i0, i0 + step) @ omega
+        Y = tv.rows(i0, i0 + step)
+        Z[i0:i0 + step] = Y @ omega
+        if visit is not None:
+            visit(i0, Y)
     n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
     centres = Z[np.sort(rng.choice(n, size=n_parts, replace=False))]
     z2 = np.einsum("ij,ij->i", Z, Z)

@@ -167,6 +167,36 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     assert np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])]) >= 0.9
 
 
+def test_a_partitioned_search_reports_its_recall_on_sampled_samples_and_warns_when_low(monkeypatch):
+    """Partitioned, the search measures itself: the exact neighbours of RECALL_SAMPLE sampled samples
+    (gathered in the partitions' pass over the vectors) against what it found. The figure -v prints is
+    the recall computed from the exact search; partitions of 20 rows lose most neighbours: a warning."""
+    import re
+
+    from hdtwd_cli import search
+    from hdtwd_cli.errors import HdtwdWarning
+
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names)
+    exact = dv.knn(15)
+    notes: list = []
+    search.approximate_neighbours(dv.base, 14, 3, note=notes.append)  # one partition: no check
+    assert not any("recall" in m for m in notes)
+    monkeypatch.setattr(search, "SEARCH_BYTES", X.shape[0] * dv.base.dim * 2 // 2)
+    notes.clear()
+    idx, dist = search.approximate_neighbours(dv.base, 14, 3, note=notes.append)
+    said = [float(re.search(r"recall@14 .*: ([0-9.]+)$", m).group(1)) for m in notes if "recall@14" in m]
+    rows = search.SampledExact(dv.base, 14, 3).rows
+    assert rows.size == min(search.RECALL_SAMPLE, X.shape[0])
+    kth = exact.distances[rows, -1:]
+    truth = np.mean(dist[rows] <= kth * (1 + 1e-12))
+    assert len(said) == 1 and abs(said[0] - truth) < 5e-4, (said, truth)
+    assert truth < 1.0 or np.array_equal(np.sort(idx[rows], 1), np.sort(exact.indices[rows, 1:], 1))
+    monkeypatch.setattr(search, "SEARCH_BYTES", 20 * dv.base.dim * 2)
+    with pytest.warns(HdtwdWarning, match="partitioned approximate search found"):
+        search.approximate_neighbours(dv.base, 14, 3)
+
+
 def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     """Each partition's task re-ranks its own candidates; a sample in two partitions gets the k best of
     its two lists: bit for bit the exact re-ranking of the union of its candidates (search.rerank).
