@@ -151,23 +151,28 @@ def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
-def _project(Q, i, P, a, b):  # pragma: no cover - compiled
-    """``<q_i, q_a - q_b>`` on the top 8 bits of each value: a split's side.
+def _hyperplane(Q, a, b, w):  # pragma: no cover - compiled
+    """``w = (q_a >> 8) - (q_b >> 8)``: the normal of a split, on the top 8 bits of each value."""
+    x = Q[a]
+    y = Q[b]
+    for k in range(w.size):
+        w[k] = np.int16(np.int16(x[k] >> 8) - np.int16(y[k] >> 8))
+
+
+@njit(cache=True, nogil=True)
+def _project(Q, i, w):  # pragma: no cover - compiled
+    """``<q_i >> 8, w>`` for a split's normal ``w`` (:func:`_hyperplane`): a split's side.
 
     Products are at most ``255 * 255`` in magnitude, so int32 sums over spans of ``U32_SPAN // 2``
     columns cannot overflow; int64 across spans (32-bit lanes, as in :func:`l1_u16`)."""
     x = Q[i]
-    pa = P[a]
-    pb = P[b]
     total = 0
     for k0 in range(0, x.size, U32_SPAN // 2):
         xs = x[k0:k0 + U32_SPAN // 2]
-        sa = pa[k0:k0 + U32_SPAN // 2]
-        sb = pb[k0:k0 + U32_SPAN // 2]
+        ws = w[k0:k0 + U32_SPAN // 2]
         s = np.int32(0)
         for k in range(xs.size):
-            w = np.int32(sa[k] >> 8) - np.int32(sb[k] >> 8)
-            s = np.int32(s + np.int32(np.int32(xs[k] >> 8) * w))
+            s = np.int32(s + np.int32(np.int32(xs[k] >> 8) * np.int32(ws[k])))
         total += np.int64(s)
     return total
 
@@ -184,6 +189,7 @@ def _rp_trees(Q, seed, leaf, perm, start):  # pragma: no cover - compiled
         for p in range(n):
             order[p] = p
         side = np.empty(n, dtype=np.int64)
+        w = np.empty(Q.shape[1], dtype=np.int16)
         buf = np.empty(n, dtype=np.int64)
         stack = np.empty(2 * n + 2, dtype=np.int64)
         top = 0
@@ -205,10 +211,11 @@ def _rp_trees(Q, seed, leaf, perm, start):  # pragma: no cover - compiled
                 ib += 1
             a = order[lo + ia]
             b = order[lo + ib]
-            mid = _project(Q, a, Q, a, b) + _project(Q, b, Q, a, b)
+            _hyperplane(Q, a, b, w)
+            mid = _project(Q, a, w) + _project(Q, b, w)
             left = 0
             for p in range(lo, hi):
-                side[p] = 1 if 2 * _project(Q, order[p], Q, a, b) > mid else 0
+                side[p] = 1 if 2 * _project(Q, order[p], w) > mid else 0
                 left += side[p]
             if left == 0 or left == size:
                 m = lo + size // 2

@@ -109,10 +109,14 @@ def test_projection_is_the_exact_integer_product_across_spans():
     for d in (3, 1000, 40000):
         Q = rng.integers(0, 65536, size=(3, d)).astype(np.uint16)
         H = (Q >> 8).astype(np.int64)
-        assert _nndescent._project(Q, 0, Q, 1, 2) == int(H[0] @ (H[1] - H[2])), d
+        w = np.empty(d, np.int16)
+        _nndescent._hyperplane(Q, 1, 2, w)
+        assert np.array_equal(w, H[1] - H[2]) and _nndescent._project(Q, 0, w) == int(H[0] @ (H[1] - H[2])), d
     Q = np.zeros((3, 40000), np.uint16)
     Q[0] = Q[1] = 65535  # 255 * 255 * 40,000 > 2^31
-    assert _nndescent._project(Q, 0, Q, 1, 2) == 255 * 255 * 40000
+    w = np.empty(40000, np.int16)
+    _nndescent._hyperplane(Q, 1, 2, w)
+    assert _nndescent._project(Q, 0, w) == 255 * 255 * 40000
 
 
 def test_quantise_keeps_the_order_of_distances():
