@@ -290,12 +290,12 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     if len(groups) > 1:
         say(f"merging the partitions' neighbours: {time.perf_counter() - clock:.1f} s")
     if check is not None:
-        found = check.recall(out[1])
+        share = check.recall(out[1])
         say(f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
-            f"neighbours): {found:.3f}")
-        if found < RECALL_WARN:
+            f"neighbours): {share:.3f}")
+        if share < RECALL_WARN:
             warnings.warn(HdtwdWarning(
-                f"the partitioned approximate search found {found:.0%} of the exact {k} nearest neighbours of "
+                f"the partitioned approximate search found {share:.0%} of the exact {k} nearest neighbours of "
                 f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
                 f"neighbourhoods (--knn-method exact is complete)"), stacklevel=2)
     return out
