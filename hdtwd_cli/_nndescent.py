@@ -241,16 +241,14 @@ def _rp_trees(Q, seed, leaf, perm, start):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True, nogil=True)
 def _init_leaves(Q, I, D, B, F, perm, starts, ends):  # pragma: no cover - compiled
-    """Offer every row its leaf-mates of one tree, each pair's distance computed once (leaves partition
-    the rows: a leaf's lists are written by its thread alone)."""
+    """Offer every row its leaf-mates of one tree (leaves partition the rows: one thread per list)."""
     for L in prange(starts.size):
         for p in range(starts[L], ends[L]):
             i = perm[p]
-            for r in range(p + 1, ends[L]):
+            for r in range(starts[L], ends[L]):
                 j = perm[r]
-                d = l1_u16(Q, i, j)
-                _offer(I, D, B, F, i, d, j, 0)
-                _offer(I, D, B, F, j, d, i, 0)
+                if j != i:
+                    _offer(I, D, B, F, i, l1_u16(Q, i, j), j, 0)
 
 
 @njit(cache=True, nogil=True)
