@@ -80,7 +80,8 @@ def main() -> None:
         border = float(parts[2]) if len(parts) > 2 else float("inf")
         fill = float(parts[3]) if len(parts) > 3 else None  # mean cluster size / max rows (search.PARTITION_FILL)
         t = time.perf_counter()
-        groups = search.partitions(tv, mr, 0, ov, border, fill)
+        groups = search.partitions(tv, mr, 0, ov, border, fill,
+                                   min_size=int(np.ceil(search.CANDIDATE_FACTOR * k)) + 1)  # as the search does
         s = time.perf_counter() - t
         member = [[] for _ in range(s_rows)]
         pos = {int(r): a for a, r in enumerate(rows)}

@@ -268,7 +268,7 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
         groups = [np.arange(n)]
     else:
         check = SampledExact(tv, k, seed)
-        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=check.add)
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=check.add, min_size=c + 1)
     placed = sum(g.size for g in groups)
     say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
         f"samples ({placed / n:.2f} per sample), lists of {c}, {join_width(c)} joined per row: "
@@ -428,15 +428,19 @@ class SampledExact:
 
 def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
                border: float | None = None, fill: float | None = None,
-               visit: Callable[[int, np.ndarray], None] | None = None) -> list[np.ndarray]:
+               visit: Callable[[int, np.ndarray], None] | None = None, min_size: int = 2) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
     tree vectors to :data:`_PROJECTION_DIM` dimensions, every sample placed in its ``overlap``
     nearest clusters (so that neighbours across a cluster border share one); a cluster larger than
-    ``max_rows`` is cut into pieces along its first projected coordinate, consecutive pieces
-    overlapping by a quarter. ``n / (fill max_rows)`` clusters (:data:`PARTITION_FILL`).
+    ``max_rows`` is cut into pieces of ``max_rows`` along its first projected coordinate, consecutive
+    pieces overlapping by a quarter (the last one by more). ``n / (fill max_rows)`` clusters (:data:`PARTITION_FILL`).
     ``visit(i0, Y)``, if given, sees each block of tree vectors as the projection computes it.
+    Clusters that are the nearest of fewer than ``min_size`` samples are dissolved into the others
+    (their samples go to their nearest remaining centres), so that no sample is left in a cluster
+    of its own: k-means centres end on outliers, and a sample alone in its partition would have
+    no candidates but arbitrary samples (:func:`merge_neighbours`' fallback).
     """
     n = tv.n
     overlap = PARTITION_OVERLAP if overlap is None else overlap
@@ -462,6 +466,11 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
         np.add.at(sums, near[:, 0], Z)
         moved = counts > 0
         centres[moved] = sums[moved] / counts[moved, None]
+    small = counts < min_size
+    if small.any() and not small.all():  # only the nearest of few: its samples go to their next centres
+        d2 = d2[:, ~small]
+        n_parts = d2.shape[1]
+        near = np.argsort(d2, axis=1, kind="stable")[:, :overlap]
     ranked = np.take_along_axis(d2, near, axis=1)
     placed = np.ones(near.shape, dtype=bool)
     if np.isfinite(border):
@@ -475,8 +484,8 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
                 groups.append(members)
             continue
         members = members[np.argsort(Z[members, 0], kind="stable")]
-        stride = max(1, (3 * max_rows) // 4)
-        for s0 in range(0, members.size - max_rows // 4, stride):
+        stride = max(1, (3 * max_rows) // 4)  # pieces of max_rows, the last one ending at the end
+        for s0 in [*range(0, members.size - max_rows, stride), members.size - max_rows]:
             groups.append(np.sort(members[s0:s0 + max_rows]))
     return groups
 

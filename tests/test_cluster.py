@@ -197,6 +197,32 @@ def test_a_partitioned_search_reports_its_recall_on_sampled_samples_and_warns_wh
         search.approximate_neighbours(dv.base, 14, 3)
 
 
+def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
+    """k-means centres can end on outliers: a cluster that is the nearest of fewer than c + 1 samples
+    is dissolved into the others (min_size), and a cluster cut into pieces gives pieces of max_rows
+    (the last one too), so every sample's partitions hold >= c other samples: none is left with the
+    arbitrary fallback candidates. With min_size = 2 some sample is (the case exists here)."""
+    from hdtwd_cli import search
+
+    X, names = cells_X()
+    X = sp.vstack([sp.csr_matrix(X)] + [sp.csr_matrix(([50.0], ([0], [j])), shape=(1, X.shape[1]))
+                                         for j in range(0, 50, 10)]).tocsr()  # 5 one-gene outliers
+    tv = hd.distance_vectors(X, feature_names=names).base
+    c = 32
+
+    def fewest_others(groups):
+        held = np.zeros(tv.n, dtype=np.int64)
+        for g in groups:
+            held[g] += g.size - 1
+        return int(held.min())
+
+    worst_before = min(fewest_others(search.partitions(tv, 40, seed)) for seed in range(5))
+    assert worst_before < c, worst_before
+    for seed in range(5):
+        groups = search.partitions(tv, 40, seed, min_size=c + 1)
+        assert max(g.size for g in groups) <= 40 and fewest_others(groups) >= c, seed
+
+
 def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     """Each partition's task re-ranks its own candidates; a sample in two partitions gets the k best of
     its two lists: bit for bit the exact re-ranking of the union of its candidates (search.rerank).
