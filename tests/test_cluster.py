@@ -238,7 +238,7 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     monkeypatch.setattr(search, "SEARCH_BYTES", budget)
     monkeypatch.setattr(search, "PARTITION_BORDER", float("inf"))  # every sample in 2 partitions
     idx, dist = search.approximate_neighbours(tv, k, seed)
-    groups = search.partitions(tv, budget // (2 * tv.dim), seed)
+    groups = search.partitions(tv, budget // (2 * tv.dim), seed, min_size=c + 1)  # as the search does
     top = search.largest_entry(tv)
     union = [set() for _ in range(tv.n)]
     for g in groups:
