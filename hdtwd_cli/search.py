@@ -244,7 +244,9 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     (:class:`hdtwd_cli.cluster.Shipped`); the partitions' lists are then merged
     (:func:`merge_neighbours`). ``progress`` receives ``n`` in all, as the partitions finish (in
     proportion to their rows); ``note``
-    (``-v``'s messages) gets the partitions and each phase's wall time. The tasks' results do not depend on where or in what
+    (``-v``'s messages) gets the partitions and each phase's wall time, and a partitioned search's recall
+    on :data:`RECALL_SAMPLE` sampled samples (:class:`SampledExact`; an :class:`~hdtwd_cli.errors.HdtwdWarning`
+    below :data:`RECALL_WARN`). The tasks' results do not depend on where or in what
     order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
     answer is the single process's, bit for bit.
 
