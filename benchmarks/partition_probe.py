@@ -26,23 +26,11 @@ from bench_scale import synth  # noqa: E402
 
 import hdtwd_cli as hd  # noqa: E402
 from hdtwd_cli import search  # noqa: E402
-from hdtwd_cli._kernels import l1_distances  # noqa: E402
 
 
 def exact_rows(tv, rows: np.ndarray, k: int) -> np.ndarray:
-    """The exact k nearest other samples of ``rows`` (brute force by blocks)."""
-    A = tv.of_rows(rows)
-    best_d = np.full((rows.size, k), np.inf)
-    best_i = np.zeros((rows.size, k), dtype=np.int64)
-    for j0 in range(0, tv.n, 8192):
-        D = l1_distances(A, tv.rows(j0, j0 + 8192))
-        cols = np.arange(j0, j0 + D.shape[1])
-        D[rows[:, None] == cols[None, :]] = np.inf
-        d = np.concatenate([best_d, D], axis=1)
-        i = np.concatenate([best_i, np.broadcast_to(cols, D.shape)], axis=1)
-        order = np.lexsort((i, d), axis=1)[:, :k]
-        best_d, best_i = np.take_along_axis(d, order, axis=1), np.take_along_axis(i, order, axis=1)
-    return best_i
+    """The exact k nearest other samples of ``rows`` (brute force by blocks: ``search.SampledExact``)."""
+    return search.SampledExact(tv, k, rows=rows).scan(tv).indices
 
 
 def main() -> None:

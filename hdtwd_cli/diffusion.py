@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 from ._sparse import sp
 
+from ._blas import serial_blas
 from .defaults import Bandwidth, Metric
 from .errors import ParameterError
 
@@ -320,8 +321,6 @@ def diffusion_operator(
     S = _symmetrize(Q)  # exactly symmetric (the sums above are not, to the last bit)
     del Q
     from scipy.linalg import eigh  # here: only the exact operator needs it
-
-    from ._blas import serial_blas
 
     # LAPACK syevd (divide and conquer) on S^T (= S, Fortran order): the eigenvectors overwrite it
     with serial_blas():  # the same bits at any thread count

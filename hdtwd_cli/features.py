@@ -33,6 +33,7 @@ from typing import Literal
 import numpy as np
 from ._sparse import canonical_csr, sp
 
+from ._blas import serial_blas
 from .defaults import FEATURE_SPACES, WEIGHTINGS
 
 __all__ = [
@@ -118,8 +119,6 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
         :math:`\Sigma_r V_r^\top`: column ``j`` is feature ``j``'s vector, so the result can stand in
         for the data wherever the diffusion reads feature columns.
     """
-    from ._blas import serial_blas
-
     n, m = X.shape
     r = int(max(1, min(dims, min(n, m) - 1)))
     u = idf_weights(X) if weights is None else weights

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import numpy as np
 from ._sparse import sp
 
+from ._blas import serial_blas
 from .defaults import AUTO_LANDMARKS_ABOVE, DEFAULT_LANDMARKS, LANDMARK_METHODS
 from .errors import InputError, ParameterError
 
@@ -395,8 +396,6 @@ def landmark_operator(
     s = np.sqrt(dt)
     C = B / s[:, None]
     del B
-    from ._blas import serial_blas
-
     with serial_blas():  # the same bits at any thread count
         M = C.T @ C
         lam, V = np.linalg.eigh(0.5 * (M + M.T))

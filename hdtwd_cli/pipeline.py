@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from ._sparse import sp
 
+from ._blas import serial_blas
 from .denoise import denoise, fit_denoiser
 from .diffusion import EIGENVALUE_FLOOR, DiffusionOperator, diffusion_operator
 from .defaults import BANDWIDTHS, DEFAULT_EPS, DEFAULT_SCALES, METRICS, PRESETS, TRANSFORMS
@@ -571,6 +572,7 @@ def learn_tree(
     return learn_trees(X, feature_names, params, [params.scales], reporter, path, available, embedding)[params.scales]
 
 
+@serial_blas()
 def learn_trees(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -584,22 +586,6 @@ def learn_trees(
     """Trees for several K from one eigendecomposition (the scales 0..K are shared).
 
     On one BLAS thread (:func:`hdtwd_cli._blas.serial_blas`): the same bits at any thread count."""
-    from ._blas import serial_blas
-
-    with serial_blas():
-        return _learn_trees(X, feature_names, params, scales, reporter, path, available, embedding)
-
-
-def _learn_trees(
-    X: np.ndarray | sp.spmatrix,
-    feature_names: list[str],
-    params: TreeParams,
-    scales: list[int] | tuple[int, ...],
-    reporter: Reporter | None,
-    path: str | None,
-    available: int | None,
-    embedding: tuple[np.ndarray, list[str]] | None,
-) -> dict[int, Tree]:
     rep = reporter or Reporter(quiet=True)
     den, raw = None, X
     if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)

@@ -404,12 +404,15 @@ class SampledExact:
     """The exact ``k`` nearest other samples of ``size`` sampled samples, gathered block by block.
 
     :meth:`add` takes consecutive blocks of all samples' tree vectors (as :func:`partitions`' pass
-    computes them); :meth:`recall` then measures a search against them. The samples are drawn with
-    ``numpy.random.default_rng(seed)``.
+    computes them, or :meth:`scan` on its own); :meth:`recall` then measures a search against them.
+    The samples are ``rows``, or ``size`` drawn with ``numpy.random.default_rng(seed)``.
     """
 
-    def __init__(self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE) -> None:
-        self.rows = np.sort(np.random.default_rng(seed).choice(tv.n, min(size, tv.n), replace=False))
+    def __init__(self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE,
+                 rows: np.ndarray | None = None) -> None:
+        if rows is None:
+            rows = np.sort(np.random.default_rng(seed).choice(tv.n, min(size, tv.n), replace=False))
+        self.rows = np.asarray(rows, dtype=np.int64)
         self.vectors = tv.of_rows(self.rows)
         self.distances = np.full((self.rows.size, k), np.inf)
         self.indices = np.full((self.rows.size, k), -1, dtype=np.int64)
@@ -419,6 +422,13 @@ class SampledExact:
         D = l1_distances(self.vectors, Y).astype(np.float64, copy=False)
         D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
         _merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
+
+    def scan(self, tv: TreeVectors) -> "SampledExact":
+        """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
+        step = _rows_per_block(tv)
+        for i0 in range(0, tv.n, step):
+            self.add(i0, tv.rows(i0, i0 + step))
+        return self
 
     def recall(self, distances: np.ndarray) -> float:
         """Share of the sampled samples' ``k`` found neighbours (their exact TWDs, all samples'
