@@ -6,8 +6,10 @@ products as well. The same matrix then gives eigenvectors that differ in the las
 with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach the tree: 100,000 cells
 gave other tree vectors under ``OMP_NUM_THREADS=1`` (a Dask worker's setting, or ``--threads 1``)
 than with two threads, and a million-cell kNN graph differed in 70 rows (issue 28). So tree
-learning runs inside :func:`serial_blas` (:func:`hdtwd_cli.pipeline.learn_trees`), and so does every
-LAPACK factorisation, for callers of the stages' own functions. Cost: 100,000
+learning runs inside :func:`serial_blas`: :func:`hdtwd_cli.pipeline.learn_trees` and the stages that
+``embed`` / ``decode-tree`` run on their own (``feature_space``, ``embed``, ``decode_from_embedding``;
+under the AVX2 kernels, embedding then decoding gave another tree than ``learn_tree`` while only
+the latter was serial), and so does every LAPACK factorisation, for callers of the stages' own functions. Cost: 100,000
 cells x 2,000 genes, ``learn_tree`` 11.1 s against 10.4 s; ``syevd`` of 4,000 features 14.0 s
 against 7.6 s on two threads (this machine).
 """

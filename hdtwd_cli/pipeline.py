@@ -354,6 +354,7 @@ def place(space: "FeatureSpace", op: DiffusionOperator | LandmarkOperator, repor
         f"(e.g. {', '.join(moved[:3])})")
 
 
+@serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
 def embed(
     X: np.ndarray | sp.spmatrix,
     params: TreeParams,
@@ -413,6 +414,7 @@ class FeatureSpace:
     never_cooccur: float = -1.0
 
 
+@serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
 def feature_space(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -572,7 +574,7 @@ def learn_tree(
     return learn_trees(X, feature_names, params, [params.scales], reporter, path, available, embedding)[params.scales]
 
 
-@serial_blas()
+@serial_blas()  # its stages are, and so is what joins them
 def learn_trees(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -657,6 +659,7 @@ def learn_trees(
     return out
 
 
+@serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
 def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
                           linkage: str = "single", edge_weights: str = "midpoint", tie_ranks: bool = True) -> Tree:
     """Alg. 1 with progress bars: HD-LCA (per row block on the large-m path), merge order, edge weights."""
