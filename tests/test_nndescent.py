@@ -54,14 +54,14 @@ def test_projection_trees_partition_the_rows_into_small_leaves():
     Y = clustered(700, 30, seed=7)
     perm = np.empty((3, 700), dtype=np.int64)
     start = np.zeros((3, 700), dtype=np.uint8)
-    _nndescent._rp_trees(Y, 11, 32, perm, start)
+    _nndescent._rp_trees((Y >> 8).astype(np.uint8), 11, 32, perm, start)
     for t in range(3):
         assert np.array_equal(np.sort(perm[t]), np.arange(700))  # every row in exactly one leaf
         s = np.flatnonzero(start[t])
         assert s[0] == 0 and np.diff(np.append(s, 700)).max() <= 32
     assert not np.array_equal(perm[0], perm[1])  # trees differ (hashed choices per tree)
     # equal rows cannot be split by a hyperplane: the node is halved, the leaves still bounded
-    same = np.zeros((100, 5), np.uint16)
+    same = np.zeros((100, 5), np.uint8)
     perm, start = np.empty((1, 100), np.int64), np.zeros((1, 100), np.uint8)
     _nndescent._rp_trees(same, 0, 10, perm, start)
     assert np.diff(np.append(np.flatnonzero(start[0]), 100)).max() <= 10
@@ -104,19 +104,53 @@ def test_l1_is_the_exact_integer_sum_across_chunks(monkeypatch):
 
 
 def test_projection_is_the_exact_integer_product_across_spans():
-    """A split's side: <q_i >> 8, (q_a >> 8) - (q_b >> 8)> exactly, past the int32 range of one span."""
+    """A split's side: <h_i, h_a - h_b> exactly for the top bytes h = q >> 8, past the int32 range of one span."""
     rng = np.random.default_rng(6)
     for d in (3, 1000, 40000):
         Q = rng.integers(0, 65536, size=(3, d)).astype(np.uint16)
-        H = (Q >> 8).astype(np.int64)
+        H = np.empty(Q.shape, np.uint8)
+        _nndescent._top_bytes(Q, H)
+        assert np.array_equal(H, Q >> 8), d
+        H64 = H.astype(np.int64)
         w = np.empty(d, np.int16)
-        _nndescent._hyperplane(Q, 1, 2, w)
-        assert np.array_equal(w, H[1] - H[2]) and _nndescent._project(Q, 0, w) == int(H[0] @ (H[1] - H[2])), d
-    Q = np.zeros((3, 40000), np.uint16)
-    Q[0] = Q[1] = 65535  # 255 * 255 * 40,000 > 2^31
+        _nndescent._hyperplane(H, 1, 2, w)
+        assert np.array_equal(w, H64[1] - H64[2]) and _nndescent._project(H, 0, w) == int(H64[0] @ (H64[1] - H64[2])), d
+    H = np.zeros((3, 40000), np.uint8)
+    H[0] = H[1] = 255  # 255 * 255 * 40,000 > 2^31
     w = np.empty(40000, np.int16)
-    _nndescent._hyperplane(Q, 1, 2, w)
-    assert _nndescent._project(Q, 0, w) == 255 * 255 * 40000
+    _nndescent._hyperplane(H, 1, 2, w)
+    assert _nndescent._project(H, 0, w) == 255 * 255 * 40000
+
+
+def test_joins_offer_every_pair_with_a_new_member_once():
+    """_join's offers are exactly the pairs of each row's candidates with the
+    first new, at their exact distance, where the distance would enter one of the two lists (a row
+    that is both a new and an old candidate gives its pairs twice, as the positions do)."""
+    Y = clustered(300, 20, seed=9)
+    rng = np.random.default_rng(3)
+    n, m, c = Y.shape[0], 11, 6
+    NI = np.full((n, m), -1, np.int64)
+    OI = np.full((n, m), -1, np.int64)
+    for i in range(n):  # candidate lists with gaps, as _candidates leaves them; repeats across NI and OI
+        NI[i, rng.choice(m, 9, replace=False)] = rng.choice(n, 9, replace=False)
+        OI[i, rng.choice(m, 5, replace=False)] = np.append(NI[i, NI[i] >= 0][:1], rng.choice(n, 4, replace=False))
+    D = np.sort(rng.integers(20000, 90000, size=(n, c)), axis=1).astype(np.int64)
+    per = m * (m - 1) // 2 + m * m
+    UA, UB, UD = (np.empty((n, per), np.int64) for _ in range(3))
+    counts = np.empty(n, np.int64)
+    _nndescent._join(Y, D, NI, OI, 0, n, UA, UB, UD, counts)
+    Y64 = Y.astype(np.int64)
+    for i in range(0, n, 7):
+        new = [a for a in NI[i] if a >= 0]
+        allc = new + [b for b in OI[i] if b >= 0]
+        want = []
+        for x, a in enumerate(new):
+            for b in allc[x + 1:]:
+                d = int(np.abs(Y64[a] - Y64[b]).sum())
+                if a != b and (d <= D[a, -1] or d <= D[b, -1]):
+                    want.append((a, b, d))
+        got = list(zip(UA[i, :counts[i]], UB[i, :counts[i]], UD[i, :counts[i]]))
+        assert sorted(got) == sorted(want) and len(want) > 20, i
 
 
 def test_quantise_keeps_the_order_of_distances():
