@@ -30,7 +30,7 @@ import numpy as np
 
 from ._sparse import sp
 
-from ._kernels import l1_distances, l1_gather
+from ._kernels import l1_distances, l1_gather, nearest_centres
 from .distance import TreeVectors, _merge_candidates, nearest_neighbours, smallest_k
 from .errors import HdtwdWarning, ParameterError
 
@@ -259,21 +259,28 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     n = tv.n
     if not 1 <= k < n:
         raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
-    from ._nndescent import join_width
+    from ._nndescent import first_width, join_width
 
     say = note if note is not None else (lambda message: None)
     clock = time.perf_counter()
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
-    top = largest_entry(tv)
     check = None
     if n * tv.dim * 2 <= SEARCH_BYTES:
+        top = largest_entry(tv)
         groups = [np.arange(n)]
-    else:
+    else:  # one pass over the tree vectors: the projection, the recall's exact rows and the largest entry
         check = SampledExact(tv, k, seed)
-        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=check.add, min_size=c + 1)
+        tops = [0.0]
+
+        def visit(i0: int, Y: np.ndarray) -> None:
+            check.add(i0, Y)
+            tops.append(float(Y.max()))
+
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=visit, min_size=c + 1)
+        top = max(tops)
     placed = sum(g.size for g in groups)
     say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
-        f"samples ({placed / n:.2f} per sample), lists of {c}, {join_width(c)} joined per row: "
+        f"samples ({placed / n:.2f} per sample), lists of {c}, {first_width(c)} then {join_width(c)} joined per row: "
         f"{time.perf_counter() - clock:.1f} s to partition")
     remote = None
     if client is not None:
@@ -469,24 +476,21 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
             visit(i0, Y)
     n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
     centres = Z[np.sort(rng.choice(n, size=n_parts, replace=False))]
-    z2 = np.einsum("ij,ij->i", Z, Z)
     for _ in range(_KMEANS_ITERATIONS + 1):
-        d2 = z2[:, None] - 2.0 * (Z @ centres.T) + np.einsum("ij,ij->i", centres, centres)[None, :]
-        near = np.argsort(d2, axis=1, kind="stable")[:, :overlap]
+        near, ranked = nearest_centres(Z, centres, overlap)  # squared distances
         counts = np.bincount(near[:, 0], minlength=n_parts)
         sums = np.zeros_like(centres)
         np.add.at(sums, near[:, 0], Z)
         moved = counts > 0
+        last = centres.copy()  # the centres ``near`` was found with
         centres[moved] = sums[moved] / counts[moved, None]
     small = counts < min_size
     if small.any() and not small.all():  # only the nearest of few: its samples go to their next centres
-        d2 = d2[:, ~small]
-        n_parts = d2.shape[1]
-        near = np.argsort(d2, axis=1, kind="stable")[:, :overlap]
-    ranked = np.take_along_axis(d2, near, axis=1)
+        near, ranked = nearest_centres(Z, last[~small], overlap)
+        n_parts = int((~small).sum())
     placed = np.ones(near.shape, dtype=bool)
     if np.isfinite(border):
-        placed = np.maximum(ranked, 0.0) <= (border * border) * np.maximum(ranked[:, :1], 0.0)
+        placed = ranked <= (border * border) * ranked[:, :1]
         placed[:, 0] = True
     groups = []
     for p in range(n_parts):

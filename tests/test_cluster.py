@@ -223,6 +223,26 @@ def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
         assert max(g.size for g in groups) <= 40 and fewest_others(groups) >= c, seed
 
 
+def test_nearest_centres_are_the_brute_force_ones_ties_by_index():
+    """k-means' assignment kernel: the ``count`` smallest squared distances by (distance, index),
+    against NumPy's stable argsort; duplicated centres tie and keep the smaller index."""
+    from hdtwd_cli._kernels import nearest_centres
+
+    rng = np.random.default_rng(2)
+    Z = rng.integers(-3, 4, size=(400, 5)).astype(np.float64)  # small integers: many exact ties
+    C = rng.integers(-3, 4, size=(9, 5)).astype(np.float64)
+    C[6] = C[2]
+    D = ((Z[:, None, :] - C[None]) ** 2).sum(-1)
+    for count in (1, 2, 3, 9, 12):
+        near, dist = nearest_centres(Z.astype(np.float32), C, count)
+        want = np.argsort(D, axis=1, kind="stable")[:, :min(count, 9)]
+        assert np.array_equal(near, want), count
+        assert np.array_equal(dist, np.take_along_axis(D, want, axis=1)), count
+    near = nearest_centres(Z, C, 2)[0]
+    assert not np.any(near[:, 0] == 6) and np.array_equal(near[near[:, 1] == 6, 0], np.full((near[:, 1] == 6).sum(), 2))
+    assert (near[:, 1] == 6).sum() > 0  # the twin of 2 is always right behind it
+
+
 def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     """Each partition's task re-ranks its own candidates; a sample in two partitions gets the k best of
     its two lists: bit for bit the exact re-ranking of the union of its candidates (search.rerank).

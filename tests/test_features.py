@@ -418,3 +418,18 @@ def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
 
     with pytest.raises(InputError, match="zz"):
         align_to_tree(X, names, tree)
+
+
+def test_document_frequency_counts_nonzero_entries_whatever_the_storage():
+    """Sparse with and without explicitly stored zeros (both code paths), dense: the same counts."""
+    from hdtwd_cli.features import document_frequency
+
+    rng = np.random.default_rng(3)
+    dense = rng.poisson(0.3, size=(60, 9)).astype(np.float64)
+    want = np.count_nonzero(dense, axis=0)
+    assert np.array_equal(document_frequency(dense), want) and want.min() < want.max()
+    S = sp.csr_matrix(dense)
+    assert np.count_nonzero(S.data) == S.nnz and np.array_equal(document_frequency(S), want)
+    S.data[::3] = 0.0  # stored zeros: not counted
+    assert np.count_nonzero(S.data) < S.nnz
+    assert np.array_equal(document_frequency(S), np.count_nonzero(S.toarray(), axis=0))
