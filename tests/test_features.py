@@ -420,9 +420,14 @@ def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
         align_to_tree(X, names, tree)
 
 
-def test_document_frequency_counts_nonzero_entries_whatever_the_storage():
-    """Sparse with and without explicitly stored zeros (both code paths), dense: the same counts."""
+@pytest.mark.parametrize("chunk", [7, 1 << 22])
+def test_document_frequency_counts_nonzero_entries_whatever_the_storage(monkeypatch, chunk):
+    """Sparse with and without explicitly stored zeros (both code paths), in one chunk of stored
+    entries or many, dense: the same counts."""
+    from hdtwd_cli import features
     from hdtwd_cli.features import document_frequency
+
+    monkeypatch.setattr(features, "_DF_CHUNK", chunk)
 
     rng = np.random.default_rng(3)
     dense = rng.poisson(0.3, size=(60, 9)).astype(np.float64)
