@@ -195,7 +195,8 @@ def _project(H, i, w):  # pragma: no cover - compiled
 def _rp_trees(H, seed, leaf, perm, start):  # pragma: no cover - compiled
     """Random projection trees (one per row of ``perm``) of the top bytes ``H`` of the rows
     (:func:`_top_bytes`; streaming uint8 rather than uint16 rows took 8 trees of 100,002 rows from
-    6.1-6.3 to 4.0-4.2 s, the same trees): each node's rows are split by the hyperplane
+    4.6-6.2 to 3.2-4.2 s natively and from 6.1-6.8 to 4.2-5.0 s on the AVX2 kernels, the same trees,
+    benchmarks/RESULTS.md, issue 28): each node's rows are split by the hyperplane
     half-way between two of them chosen by hash, until at most ``leaf`` remain; ``perm[t]`` lists the
     rows leaf after leaf, ``start[t, p] = 1`` where a leaf begins. A split that leaves one side empty
     (equal rows) halves the node instead."""

@@ -66,7 +66,7 @@ def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     if sp.issparse(X):
         C = canonical_csr(X)  # X itself is never changed
         df = np.zeros(C.shape[1], dtype=np.int64)
-        for s in range(0, C.nnz, _DF_CHUNK):  # chunks: no n x nnz temporaries (4.7-6.9 s -> 0.7 s at 10^6 x 2,000)
+        for s in range(0, C.nnz, _DF_CHUNK):  # chunks: no nnz-long temporaries (4.7-6.9 s -> 0.75-0.9 s at 10^6 x 2,000)
             stored, values = C.indices[s:s + _DF_CHUNK], C.data[s:s + _DF_CHUNK]
             df += np.bincount(stored if values.all() else stored[values != 0], minlength=C.shape[1])
         return df
