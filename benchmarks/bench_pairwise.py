@@ -163,7 +163,7 @@ def make_corpus(n_docs: int = 5000, n_words: int = 24000, seed: int = 0,
     p /= p.sum()
     word_of_rank = rng.permutation(n_words)
     lengths = rng.integers(min_len, max_len + 1, size=n_docs)
-    rows, cols = [], []
+    rows = []
     for i, ln in enumerate(lengths):
         w = word_of_rank[rng.choice(n_words, size=int(ln), p=p)]
         u, c = np.unique(w, return_counts=True)

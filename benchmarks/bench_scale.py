@@ -149,10 +149,12 @@ def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
 
 
 def part_stages(n: int) -> dict[str, Any]:
-    """Seconds of each stage of ``--knn 15 --knn-method nndescent`` on ``n`` synthetic cells, in one process."""
+    """Seconds of each stage of ``--knn 15 --knn-method nndescent`` on ``n`` synthetic cells, in one process
+    (unpartitioned: hdtwd's own NN-descent on all rows' uint16 vectors, then the exact re-ranking).
+    Until issue 28 this timed pynndescent and broke when it was replaced."""
     import hdtwd_cli as hd
     from hdtwd_cli import search
-    from pynndescent import NNDescent
+    from hdtwd_cli._nndescent import nn_descent
 
     out: dict[str, Any] = {}
 
@@ -166,16 +168,12 @@ def part_stages(n: int) -> dict[str, Any]:
     X = timed("read the .npz", lambda: sp.load_npz(synth(n)).tocsr())
     tree = timed("learn the tree", lambda: hd.learn_tree(X))
     tv = timed("tree vectors (kept columns)", lambda: hd.distance_vectors(X, tree).base)
-    Y = timed("dense float32 search vectors", lambda: search._search_vectors(tv))
-    Z = np.random.default_rng(0).random((300, 20)).astype(np.float32)
-    timed("pynndescent compilation (tiny index)",
-          lambda: NNDescent(Z, metric="manhattan", n_neighbors=10, random_state=0, n_jobs=-1).neighbor_graph)
+    top = timed("largest entry (scale of the uint16 vectors)", lambda: search.largest_entry(tv))
+    Q = timed("uint16 search vectors", lambda: search.quantised_vectors(tv, np.arange(tv.n), top))
     k = 14
     c = int(np.ceil(search.CANDIDATE_FACTOR * k))
-    cand = timed(f"NN-descent ({c} candidates)", lambda: NNDescent(
-        Y, metric="manhattan", n_neighbors=c + 1, random_state=0, n_jobs=-1, low_memory=True).neighbor_graph[0])
-    del Y
-    cand = search._drop_self(np.asarray(cand, dtype=np.int64), c)
+    cand = timed(f"NN-descent ({c} candidates)", lambda: nn_descent(Q, c, seed=0))
+    Q = None  # the vectors are freed before the re-ranking
     timed("exact re-ranking", lambda: search.rerank(tv, cand, k))
     out["n"], out["dim"] = n, tv.dim
     return out
