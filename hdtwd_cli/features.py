@@ -73,10 +73,11 @@ def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
 
 
-def idf_weights(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    r"""Smoothed inverse document frequencies :math:`u_j = \log\frac{1+n}{1+\mathrm{df}_j} + 1` (>= 1)."""
+def idf_weights(X: np.ndarray | sp.spmatrix, df: np.ndarray | None = None) -> np.ndarray:
+    r"""Smoothed inverse document frequencies :math:`u_j = \log\frac{1+n}{1+\mathrm{df}_j} + 1` (>= 1);
+    ``df``: :func:`document_frequency` of ``X`` when the caller has it."""
     n = X.shape[0]
-    return np.log((1.0 + n) / (1.0 + document_frequency(X))) + 1.0
+    return np.log((1.0 + n) / (1.0 + (document_frequency(X) if df is None else df))) + 1.0
 
 
 def weight_features(X: np.ndarray | sp.spmatrix, weights: np.ndarray | None) -> np.ndarray | sp.csr_matrix:
@@ -148,15 +149,17 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
     return np.ascontiguousarray((s[:r, None] * Vt[:r]) * sign[:r, None])
 
 
-def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0) -> float:
+def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0,
+                           df: np.ndarray | None = None) -> float:
     r"""Fraction of pairs of (non-zero) feature columns that share no sample: their cosine distance is 1.
 
     Estimated on ``sample`` columns drawn with ``numpy.random.default_rng(seed)`` (all columns when
     there are fewer), from the co-occurrence counts :math:`B^\top B` of the 0/1 presence matrix
     ``B`` (:func:`_kernels.column_gram_csr` for sparse data, a float32 BLAS product otherwise;
-    counts below :math:`2^{24}` are exact either way).
+    counts below :math:`2^{24}` are exact either way). ``df``: :func:`document_frequency` of ``X``
+    when the caller has it.
     """
-    df = document_frequency(X)
+    df = document_frequency(X) if df is None else df
     cols = np.flatnonzero(df > 0)
     if cols.size < 2:
         return 0.0

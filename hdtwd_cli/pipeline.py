@@ -445,12 +445,12 @@ def feature_space(
     if params.feature_space not in FEATURE_SPACES:
         raise ValueError(f"unknown feature_space {params.feature_space!r}; choose from {', '.join(FEATURE_SPACES)}")
     weights = None
+    df = document_frequency(X)  # once: idf, the kept columns and the co-occurrence test read it
     if params.weighting == "idf":
-        weights = dict(zip(feature_names, idf_weights(X).tolist()))
+        weights = dict(zip(feature_names, idf_weights(X, df).tolist()))
     names = np.asarray(feature_names, dtype=object)
     latent: np.ndarray | None = None
     shared = 1.0
-    df = document_frequency(X)
     ok = df >= max(1, int(params.min_df))
     if params.max_features and int(ok.sum()) > params.max_features:
         order = np.lexsort((np.arange(df.size), -df))  # most frequent first, ties by index
@@ -463,7 +463,7 @@ def feature_space(
     big = min(X.shape[0], cols.size) > params.feature_dims
     wanted, never = params.feature_space, -1.0
     if wanted == "auto" and embedding is None:
-        never = never_cooccur_fraction(Xk, seed=params.seed)
+        never = never_cooccur_fraction(Xk, seed=params.seed, df=df[cols])
         wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
     if big and (wanted == "svd" or (embedding is not None and params.leaf_length is None)):
         latent = latent_feature_space(Xk, params.feature_dims, params.seed)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -99,6 +99,13 @@ def _rows_per_block(tv: TreeVectors) -> int:
     return max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
 
 
+def _blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
+    """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows."""
+    step = _rows_per_block(tv)
+    for i0 in range(0, tv.n, step):
+        yield i0, tv.rows(i0, i0 + step)
+
+
 def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarray:
     """Dense float32 tree vectors (of ``rows``, default all), computed per row block.
 
@@ -116,8 +123,7 @@ def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarr
 
 def largest_entry(tv: TreeVectors) -> float:
     """The largest tree-vector entry of all samples (the scale of the quantised search vectors)."""
-    step = _rows_per_block(tv)
-    return max((float(tv.rows(i0, i0 + step).max()) for i0 in range(0, tv.n, step)), default=0.0)
+    return max((float(Y.max()) for _, Y in _blocks(tv)), default=0.0)
 
 
 def quantised_vectors(tv: TreeVectors, rows: np.ndarray, top: float) -> np.ndarray:
@@ -432,9 +438,8 @@ class SampledExact:
 
     def scan(self, tv: TreeVectors) -> "SampledExact":
         """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
-        step = _rows_per_block(tv)
-        for i0 in range(0, tv.n, step):
-            self.add(i0, tv.rows(i0, i0 + step))
+        for i0, Y in _blocks(tv):
+            self.add(i0, Y)
         return self
 
     def recall(self, distances: np.ndarray) -> float:
@@ -467,11 +472,9 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     fill = PARTITION_FILL if fill is None else fill
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
-    step = _rows_per_block(tv)
     Z = np.empty((n, _PROJECTION_DIM))
-    for i0 in range(0, n, step):
-        Y = tv.rows(i0, i0 + step)
-        Z[i0:i0 + step] = Y @ omega
+    for i0, Y in _blocks(tv):
+        Z[i0:i0 + Y.shape[0]] = Y @ omega
         if visit is not None:
             visit(i0, Y)
     n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
