@@ -24,7 +24,7 @@ from typing import Any
 
 
 import numpy as np
-from ._sparse import sp
+from ._sparse import canonical_csr, sp
 
 from ._blas import serial_blas
 from .defaults import Bandwidth, Metric
@@ -119,8 +119,9 @@ def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -
     if sp.issparse(X):
         from ._kernels import column_gram_csr
 
-        X = sp.csr_matrix(X, dtype=np.float64) @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],)))
-        return column_gram_csr(X)
+        X = canonical_csr(X)  # x / s as x * (1 / s): s is a power of two, so exact and the same bits
+        inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (X.shape[1],))
+        return column_gram_csr(sp.csr_matrix((X.data * inv[X.indices], X.indices, X.indptr), shape=X.shape))
     X = np.asarray(X, dtype=np.float64) / scale
     return X.T @ X
 
@@ -132,7 +133,9 @@ def column_scale(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     the storage (dense or sparse) and the distances are the same bit for bit.
     """
     if sp.issparse(X):
-        m = np.asarray(abs(X).max(axis=0).toarray()).ravel()
+        from ._kernels import column_absmax_csr
+
+        m = column_absmax_csr(X)
     else:  # max |x| = max(max x, -min x): two reductions, no |X| copy (exact either way)
         X = np.asarray(X)
         m = np.maximum(X.max(axis=0), -X.min(axis=0)) if X.shape[0] else np.zeros(X.shape[1])

@@ -167,11 +167,9 @@ def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SA
         cols = np.sort(np.random.default_rng(seed).choice(cols, size=sample, replace=False))
     s = cols.size
     if sp.issparse(X):
-        from ._kernels import column_gram_csr
+        from ._kernels import column_gram_csr, column_presence_csr
 
-        B = sp.csr_matrix(X)[:, cols]
-        B.eliminate_zeros()
-        B = sp.csr_matrix((np.ones_like(B.data, dtype=np.float64), B.indices, B.indptr), shape=B.shape)
+        B = column_presence_csr(X, cols)
         together = int(np.count_nonzero(column_gram_csr(B))) - s  # the diagonal (df > 0) is non-zero
     else:
         B = (np.asarray(X)[:, cols] != 0).astype(np.float32)

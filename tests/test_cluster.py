@@ -223,6 +223,22 @@ def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
         assert max(g.size for g in groups) <= 40 and fewest_others(groups) >= c, seed
 
 
+def test_cluster_sums_are_np_add_at_bit_for_bit():
+    """k-means' update: per-cluster sums added in row order, as ``np.add.at`` adds them (values of
+    very different magnitudes, so that another order would round differently); empty clusters are 0."""
+    from hdtwd_cli.search import cluster_sums
+
+    rng = np.random.default_rng(6)
+    Z = rng.standard_normal((5000, 7)) * 10.0 ** rng.integers(-8, 9, size=(5000, 1))
+    labels = rng.integers(0, 9, size=5000)
+    labels[labels == 4] = 5  # cluster 4 is empty
+    want = np.zeros((10, 7))
+    np.add.at(want, labels, Z)
+    got = cluster_sums(Z, labels, 10)
+    assert got.shape == (10, 7) and np.array_equal(got, want) and not got[4].any()
+    assert not np.array_equal(got, np.stack([Z[labels == p][::-1].sum(axis=0) for p in range(10)]))  # order matters
+
+
 def test_nearest_centres_are_the_brute_force_ones_ties_by_index():
     """k-means' assignment kernel: the ``count`` smallest squared distances by (distance, index),
     against NumPy's stable argsort; duplicated centres tie and keep the smaller index."""

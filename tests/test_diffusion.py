@@ -85,8 +85,10 @@ def test_kernel_scale_is_median_of_pairs():
 
 
 @pytest.mark.parametrize("counts", [True, False])
-def test_column_gram_kernel_matches_dense_product(counts):
-    """The blocked CSR Gram kernel equals X^T X: exactly for counts, to rounding for real values."""
+def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
+    """The blocked CSR Gram kernel equals X^T X: exactly for counts, to rounding for real values;
+    the same bits whatever the rows split per chunk (each entry is summed over the rows in order)."""
+    from hdtwd_cli import _kernels
     from hdtwd_cli._kernels import column_gram_csr
 
     rng = np.random.default_rng(3)
@@ -104,6 +106,67 @@ def test_column_gram_kernel_matches_dense_product(counts):
     else:
         np.testing.assert_allclose(G, ref, rtol=1e-12, atol=1e-15)
     assert np.count_nonzero(G) == np.count_nonzero(ref)
+    for chunk in (1, 7, 399):
+        monkeypatch.setattr(_kernels, "GRAM_CHUNK_ROWS", chunk)
+        assert np.array_equal(column_gram_csr(X), G), chunk
+
+
+def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
+    """The Gram kernel takes the CSR's index arrays as they are (no int64 copies), and the sparse
+    ``_column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
+    a diagonal matrix: the same bits as that product's Gram, for real values too."""
+    from hdtwd_cli._kernels import column_gram_csr
+    from hdtwd_cli.diffusion import _column_gram, column_scale
+
+    rng = np.random.default_rng(8)
+    X = sp.random(500, 120, density=0.1, random_state=rng, format="csr") * 37.0
+    X.data[::9] = 0.0  # explicit zeros
+    wide = sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr.astype(np.int64)), shape=X.shape)
+    assert X.indices.dtype == np.int32 and np.array_equal(column_gram_csr(X), column_gram_csr(wide))
+    for scale in (column_scale(X), float(column_scale(X).max())):
+        old = column_gram_csr(sp.csr_matrix(X) @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],))))
+        assert np.array_equal(_column_gram(X, scale), old)
+        assert np.array_equal(_column_gram(X.tocsc(), scale), old)  # any sparse format
+        rev = np.concatenate([np.arange(b - 1, a - 1, -1) for a, b in zip(X.indptr[:-1], X.indptr[1:])])
+        unsorted = sp.csr_matrix((X.data[rev], X.indices[rev], X.indptr), shape=X.shape)  # each row reversed
+        unsorted.has_sorted_indices = False
+        assert not unsorted.has_sorted_indices and np.array_equal(_column_gram(unsorted, scale), old)
+
+
+@pytest.mark.parametrize("parts", [None, 1, 3, 7])
+def test_column_absmax_is_numpy_s_for_any_part_count(parts):
+    """Each column's largest |x| (0 without entries): negative values, explicit zeros, duplicates
+    (summed first), float32 values, int32 or int64 indices; a maximum is exact, so any split agrees."""
+    from hdtwd_cli._kernels import column_absmax_csr
+
+    rng = np.random.default_rng(parts or 0)
+    X = sp.random(300, 50, density=0.08, random_state=rng, format="csr")
+    X.data = (X.data - 0.5) * 10.0
+    X = X[:, rng.permutation(50)]
+    X.data[X.indices == 13] = 0.0
+    X.eliminate_zeros()  # a column with no value
+    X.data[::7] = 0.0  # explicit zeros
+    assert X[:, 13].nnz == 0
+    dup = sp.csr_matrix((np.r_[X.data, 2.5, 3.0], np.r_[X.indices, 4, 4], np.r_[X.indptr[:-1], X.indptr[-1] + 2]),
+                        shape=X.shape)  # row 299 holds column 4 twice: 5.5 once summed
+    for M in (X, dup, X.astype(np.float32), sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr), shape=X.shape)):
+        want = np.abs(M.toarray()).max(axis=0)
+        got = column_absmax_csr(M, parts)
+        assert got.dtype == np.float64 and np.array_equal(got, want.astype(np.float64))
+    assert column_absmax_csr(dup, parts)[4] >= 5.5 and column_absmax_csr(X, parts)[13] == 0.0
+
+
+def test_column_presence_is_the_nonzero_pattern_of_the_columns():
+    from hdtwd_cli._kernels import column_presence_csr
+
+    rng = np.random.default_rng(4)
+    X = sp.random(200, 80, density=0.1, random_state=rng, format="csr")
+    X.data[::5] = 0.0  # explicit zeros are absent
+    X = X[:, rng.permutation(80)]  # unsorted indices
+    for cols in (np.arange(80), np.sort(rng.choice(80, 17, replace=False)), np.array([3]), np.array([], np.int64)):
+        B = column_presence_csr(X, cols)
+        assert B.shape == (200, cols.size) and B.has_canonical_format and np.all(B.data == 1.0)
+        assert np.array_equal(B.toarray(), (X.toarray()[:, cols] != 0).astype(float))
 
 
 @pytest.mark.parametrize("m", [40, 1450, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above (23 and 24 tiles of 64)
