@@ -820,8 +820,10 @@ def row_sums(X) -> np.ndarray:
     return out
 
 
-#: Rows of ``X`` whose entries :func:`column_gram_csr` splits by output block at a time.
+#: Rows of ``X`` whose entries :func:`column_gram_csr` splits by output block at a time (fewer where
+#: the split positions, 8 bytes per row and block, would pass :data:`GRAM_SPLIT_BYTES`: many features).
 GRAM_CHUNK_ROWS = 1 << 14
+GRAM_SPLIT_BYTES = 1 << 26
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -876,7 +878,8 @@ def column_gram_csr(X) -> np.ndarray:
     order = np.empty(nb, dtype=np.int64)
     order[0::2] = np.arange((nb + 1) // 2)
     order[1::2] = np.arange(nb - 1, (nb + 1) // 2 - 1, -1)[: nb // 2]
-    _gram_csr(X.indptr, X.indices, X.data, m, rows_per_block, order, out, GRAM_CHUNK_ROWS)  # index arrays as they are
+    chunk = max(1, min(GRAM_CHUNK_ROWS, GRAM_SPLIT_BYTES // (8 * (nb + 1))))
+    _gram_csr(X.indptr, X.indices, X.data, m, rows_per_block, order, out, chunk)  # index arrays as they are
     out += np.triu(out, 1).T  # mirror (adds to exact zeros)
     return out
 
@@ -931,9 +934,9 @@ def column_presence_csr(X, cols: np.ndarray):
     """The 0/1 presence matrix of the columns ``cols`` (ascending) of a sparse matrix, as a float64 CSR matrix.
 
     ``B[i, t] = 1`` where ``X[i, cols[t]] != 0`` (after :func:`canonical_csr`). Two compiled passes (count,
-    then fill), in parallel over the rows, over the stored entries, instead of scipy's column indexing, ``eliminate_zeros`` and a
-    matrix of ones: 0.9 s against 5.4 s (+ 2.1 s) on 10^6 x 2,000 UMI-like counts (benchmarks/RESULTS.md,
-    issue 28). Column order is kept, so the rows stay sorted.
+    then fill), in parallel over the rows, over the stored entries, instead of scipy's column
+    indexing and ``eliminate_zeros``: 1.6 s against 5.4 s for 1,000 of the 2,000 columns of 10^6
+    UMI-like cells (benchmarks/RESULTS.md, issue 28). Column order is kept, so the rows stay sorted.
     """
     X = canonical_csr(X)
     new_column = np.full(X.shape[1], -1, dtype=np.int64)

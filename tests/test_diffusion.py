@@ -109,6 +109,9 @@ def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
     for chunk in (1, 7, 399):
         monkeypatch.setattr(_kernels, "GRAM_CHUNK_ROWS", chunk)
         assert np.array_equal(column_gram_csr(X), G), chunk
+    monkeypatch.setattr(_kernels, "GRAM_CHUNK_ROWS", 1 << 14)
+    monkeypatch.setattr(_kernels, "GRAM_SPLIT_BYTES", 100)  # split positions of 1 row at a time
+    assert np.array_equal(column_gram_csr(X), G)
 
 
 def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
