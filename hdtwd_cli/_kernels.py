@@ -913,11 +913,10 @@ def column_absmax_csr(X, parts: int | None = None) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _column_presence(indptr, indices, data, new_column, out_indptr, out_indices):  # pragma: no cover - compiled
+def _column_presence(indptr, indices, data, new_column, out_indptr, out_indices, fill):  # pragma: no cover - compiled
     """Per row, the non-zero entries of ``X`` in the columns that ``new_column`` maps (>= 0), renumbered:
-    counted into ``out_indptr[i + 1]`` when ``out_indices`` is empty, else written from ``out_indptr[i]``."""
+    counted into ``out_indptr[i + 1]``, or (``fill``) written from ``out_indptr[i]`` into ``out_indices``."""
     n = indptr.shape[0] - 1
-    fill = out_indices.size > 0
     for i in prange(n):
         q = out_indptr[i] if fill else 0
         for p in range(indptr[i], indptr[i + 1]):
@@ -942,12 +941,12 @@ def column_presence_csr(X, cols: np.ndarray):
     new_column = np.full(X.shape[1], -1, dtype=np.int64)
     new_column[cols] = np.arange(cols.size)
     indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)
-    _column_presence(X.indptr, X.indices, X.data, new_column, indptr, np.empty(0, dtype=np.int32))
+    _column_presence(X.indptr, X.indices, X.data, new_column, indptr, np.empty(0, dtype=np.int32), False)
     np.cumsum(indptr, out=indptr)
     nnz = int(indptr[-1])
     index_type = np.int32 if max(nnz, cols.size) < 2**31 else np.int64
     indices = np.empty(nnz, dtype=index_type)
-    _column_presence(X.indptr, X.indices, X.data, new_column, indptr, indices)
+    _column_presence(X.indptr, X.indices, X.data, new_column, indptr, indices, True)
     return sp.csr_matrix((np.ones(nnz), indices, indptr.astype(index_type)), shape=(X.shape[0], cols.size))
 
 
