@@ -17,9 +17,10 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["njit", "prange", "load"]
+__all__ = ["njit", "intrinsic", "prange", "load"]
 
 _PENDING: list["_Lazy"] = []
+_INTRINSICS: list[tuple[str, str, Callable]] = []  # (module, name, typer) made numba intrinsics by load()
 _LOADED = False
 
 
@@ -100,6 +101,8 @@ def load() -> None:
     if _simd._ON_LOAD and "numba" not in sys.modules:
         _simd.prefer_wide_vectors()  # the command's choice, before numba reads its target features
     _LOADED = True
+    while _INTRINSICS:
+        _make_intrinsic(*_INTRINSICS.pop(0))
     if _PENDING:
         while _PENDING:
             _dispatch(_PENDING.pop(0))
@@ -108,6 +111,24 @@ def load() -> None:
                 for attr, value in list(vars(module).items()):
                     if isinstance(value, _Lazy) and value.dispatcher is not None:
                         setattr(module, attr, value.dispatcher)
+
+
+def _make_intrinsic(module: str, name: str, typer: Callable) -> None:
+    from numba.extending import intrinsic as numba_intrinsic
+
+    setattr(sys.modules[module], name, numba_intrinsic(typer))
+
+
+def intrinsic(typer: Callable) -> Any:
+    """``numba.extending.intrinsic(typer)`` (LLVM IR written by hand), put in its module's namespace
+    when numba is loaded (:func:`load`), before any kernel that calls it is compiled. Until then
+    the name holds ``typer`` itself, which only compiled code may call."""
+    if _LOADED:
+        from numba.extending import intrinsic as numba_intrinsic
+
+        return numba_intrinsic(typer)
+    _INTRINSICS.append((typer.__module__, typer.__name__, typer))
+    return typer
 
 
 def njit(**options: Any) -> Callable[[Callable], Any]:

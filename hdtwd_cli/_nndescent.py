@@ -2,8 +2,12 @@ r"""Compiled NN-descent under L1 (Dong, Moses & Li 2011), deterministic at any t
 
 The candidate generator of the approximate neighbour search (:mod:`hdtwd_cli.search`): each row of
 a dense matrix gets ``c`` approximate nearest other rows under :math:`\|q_a - q_b\|_1`, where
-:math:`q = \mathrm{rint}(y \cdot 65535 / \max y)` are the tree vectors quantised to uint16
-(:func:`quantise`): exact integer sums, half the bytes of float32. NN-descent keeps, for every row, a list of the ``c`` nearest rows found so
+:math:`q = \mathrm{rint}(y \cdot 65535 / \max y)` are the tree vectors on a common uint16 grid
+(:func:`quantise`), each column then kept to its 8 leading bits (:class:`ByteCode`): one byte per
+column, summed 32 at a time by ``vpsadbw`` (:func:`l1_bytes`). On the 100,002 cells of a 10^6
+partition this took NN-descent from 143.1 to 57.7 s (AMD EPYC Zen 3, AVX2) for recall@14 0.9758
+against 0.9774 with the uint16 values themselves (benchmarks/RESULTS.md, issue 28); the candidates
+are re-ranked by the exact TWD afterwards (:mod:`hdtwd_cli.search`). NN-descent keeps, for every row, a list of the ``c`` nearest rows found so
 far and improves all lists by the *local join*: two rows that appear in a common row's list (as its
 neighbour or reverse neighbour) are compared, and each is offered to the other's list ("a
 neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
@@ -24,7 +28,7 @@ Determinism, whatever the thread count or CPU
       a list does not matter (above);
     - the convergence count is the number of list entries that were not there at the round's
       start (order-independent too);
-    - distances are integer sums (:func:`l1_u16`): exact, so any vectorisation on any CPU gives
+    - distances are integer sums (:func:`l1_bytes`): exact, so any vectorisation on any CPU gives
       the same value (integer addition is associative; LLVM vectorises it without fast-math).
 
 The result is the same bytes in one process with 1 or 16 threads and in a Dask task (issue 28).
@@ -35,11 +39,13 @@ machine like hdtwd's others.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ._jit import njit, prange
+from ._jit import intrinsic, njit, prange
 
-__all__ = ["nn_descent", "quantise", "l1_u16", "BLOCK", "N_TREES", "JOIN_FACTOR", "join_width", "first_width"]
+__all__ = ["nn_descent", "quantise", "ByteCode", "byte_code", "encode", "encode_floats", "l1_bytes", "BLOCK", "N_TREES", "JOIN_FACTOR", "join_width", "first_width"]
 
 #: Largest quantised value: the search vectors are ``rint(y * SCALE_MAX / max(y))`` as uint16.
 SCALE_MAX = 65535
@@ -87,30 +93,71 @@ def _key(seed, step, a, b):  # pragma: no cover - compiled
     return _mix(h ^ (_U(b) * _U(0xD1B54A32D192ED03)))
 
 
-#: Columns summed in uint32 lanes before the int64 total: ``U32_SPAN * 65535 < 2**32``, so no lane
-#: can wrap and the sum is exact.
+#: Columns summed in 32-bit lanes before the int64 total in :func:`_project`: no lane can wrap.
 U32_SPAN = 65536
+#: Byte columns summed per step of :func:`_sad_u8` (one 256-bit ``vpsadbw``); every group of the
+#: byte code (:class:`ByteCode`) is padded to a multiple of it.
+SAD_WIDTH = 32
+
+
+@intrinsic
+def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
+    r""":math:`\sum_{k_0 \le k < k_1} |Q_{ak} - Q_{bk}|` of a C-contiguous uint8 matrix, ``k1 - k0`` a
+    multiple of :data:`SAD_WIDTH`, exactly (int64).
+
+    Hand-written LLVM IR, target-independent: each step loads 32 bytes of both rows, widens them
+    to int32, takes ``llvm.abs`` of the difference and ``llvm.vector.reduce.add`` of the 32 values.
+    x86's backend turns that pattern into one ``vpsadbw`` per 32 columns (AVX2 and AVX-512; other
+    targets get their own instructions for the same integers). numba's own loop over the same
+    sum widens every byte to a 32-bit lane and never emits it: 3,998 columns in cache 86 ns against
+    307 ns (AMD EPYC Zen 3, AVX2; benchmarks/RESULTS.md, issue 28).
+    """
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+
+    if not (isinstance(Q, types.Array) and Q.dtype == types.uint8 and Q.ndim == 2 and Q.layout == "C"):
+        return None
+    if not all(isinstance(t, types.Integer) for t in (a, b, k0, k1)):
+        return None
+    sig = types.int64(Q, a, b, k0, k1)
+
+    def codegen(context, builder, signature, args):
+        arr = context.make_array(signature.args[0])(context, builder, args[0])
+        ia, ib, c0, c1 = (context.cast(builder, v, t, types.int64) for v, t in zip(args[1:], signature.args[1:]))
+        stride = builder.extract_value(arr.strides, 0)
+        base = builder.bitcast(arr.data, ir.IntType(8).as_pointer())
+        pa = builder.gep(base, [builder.add(builder.mul(ia, stride), c0)])
+        pb = builder.gep(base, [builder.add(builder.mul(ib, stride), c0)])
+        i32, i64 = ir.IntType(32), ir.IntType(64)
+        vb = ir.VectorType(ir.IntType(8), SAD_WIDTH)
+        vi = ir.VectorType(i32, SAD_WIDTH)
+        absf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vi, ir.IntType(1)]),
+                                              f"llvm.abs.v{SAD_WIDTH}i32")
+        red = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [vi]),
+                                             f"llvm.vector.reduce.add.v{SAD_WIDTH}i32")
+        acc = cgutils.alloca_once_value(builder, ir.Constant(i64, 0))
+        steps = builder.sdiv(builder.sub(c1, c0), ir.Constant(i64, SAD_WIDTH))
+        with cgutils.for_range(builder, steps) as loop:
+            off = builder.mul(loop.index, ir.Constant(i64, SAD_WIDTH))
+            x = builder.load(builder.bitcast(builder.gep(pa, [off]), vb.as_pointer()), align=1)
+            y = builder.load(builder.bitcast(builder.gep(pb, [off]), vb.as_pointer()), align=1)
+            d = builder.call(absf, [builder.sub(builder.zext(x, vi), builder.zext(y, vi)), ir.Constant(ir.IntType(1), 0)])
+            builder.store(builder.add(builder.load(acc), builder.zext(builder.call(red, [d]), i64)), acc)
+        return builder.load(acc)
+
+    return sig, codegen
 
 
 @njit(cache=True, nogil=True)
-def l1_u16(Q, a, b):  # pragma: no cover - compiled
-    r""":math:`\sum_k |Q_{ak} - Q_{bk}|` of uint16 rows, exactly.
+def l1_bytes(Q, G, a, b):  # pragma: no cover - compiled
+    r"""The search distance of rows ``a`` and ``b`` of byte-coded vectors (:class:`ByteCode`), exactly:
+    :math:`\sum_g 2^{s_g} \sum_{k \in g} |Q_{ak} - Q_{bk}|` over the groups ``G[g] = (start, end, s_g)``.
 
-    Summed in uint32 over spans of :data:`U32_SPAN` columns (no lane can wrap), then in int64. The
-    explicit ``uint32`` truncation keeps LLVM's vector lanes 32-bit (numba promotes integer sums to
-    int64, and 64-bit lanes cost a widening per 8 columns): 170 vs 299 ns for 3,998 columns in cache
-    on AVX-512 (benchmarks/RESULTS.md, issue 28), the same integer either way.
-    """
-    x = Q[a]
-    y = Q[b]
+    An integer, so any vectorisation on any CPU gives the same value (:func:`_sad_u8`)."""
     total = 0
-    for k0 in range(0, x.size, U32_SPAN):
-        xs = x[k0:k0 + U32_SPAN]  # slices, not index bounds: LLVM vectorises only this form (22x)
-        ys = y[k0:k0 + U32_SPAN]
-        s = np.uint32(0)
-        for k in range(xs.size):
-            s = np.uint32(s + np.uint32(abs(np.int32(xs[k]) - np.int32(ys[k]))))
-        total += np.int64(s)
+    for g in range(G.shape[0]):
+        total += _sad_u8(Q, a, b, G[g, 0], G[g, 1]) << G[g, 2]
     return total
 
 
@@ -141,7 +188,7 @@ def _offer(I, D, B, F, i, d, j, step):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
+def _init_random(Q, G, I, D, B, F, seed):  # pragma: no cover - compiled
     """Lists not yet full get random other rows (hashes of (seed, row, draw))."""
     n, c = I.shape
     for i in prange(n):
@@ -152,16 +199,17 @@ def _init_random(Q, I, D, B, F, seed):  # pragma: no cover - compiled
             j = np.int64(_key(seed, 0, i, t) % _U(n - 1))
             if j >= i:
                 j += 1
-            _offer(I, D, B, F, i, l1_u16(Q, i, j), j, 0)
+            _offer(I, D, B, F, i, l1_bytes(Q, G, i, j), j, 0)
             t += 1
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _top_bytes(Q, out):  # pragma: no cover - compiled
-    """``out = Q >> 8`` as uint8: the rows the projection trees split (half the bytes to stream)."""
+def _top_bytes(Q, shift, out):  # pragma: no cover - compiled
+    """``out = Q >> (8 - shift)``: the top byte of each column's uint16 value (less its column's
+    smallest, :class:`ByteCode`), the rows the projection trees split."""
     for i in prange(Q.shape[0]):
         for k in range(Q.shape[1]):
-            out[i, k] = np.uint8(Q[i, k] >> 8)
+            out[i, k] = np.uint8(Q[i, k] >> (8 - shift[k]))
 
 
 @njit(cache=True, nogil=True)
@@ -178,7 +226,7 @@ def _project(H, i, w):  # pragma: no cover - compiled
     """``<h_i, w>`` for a split's normal ``w`` (:func:`_hyperplane`): a split's side.
 
     Products are at most ``255 * 255`` in magnitude, so int32 sums over spans of ``U32_SPAN // 2``
-    columns cannot overflow; int64 across spans (32-bit lanes, as in :func:`l1_u16`)."""
+    columns cannot overflow; int64 across spans (32-bit lanes: 193 against 590 ns for 3,998 columns on AVX-512 with int64 sums)."""
     x = H[i]
     total = 0
     for k0 in range(0, x.size, U32_SPAN // 2):
@@ -257,7 +305,7 @@ def _rp_trees(H, seed, leaf, perm, start):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _init_leaves(Q, I, D, B, F, perm, starts, ends):  # pragma: no cover - compiled
+def _init_leaves(Q, G, I, D, B, F, perm, starts, ends):  # pragma: no cover - compiled
     """Offer every row its leaf-mates of one tree (leaves partition the rows: one thread per list)."""
     for L in prange(starts.size):
         for p in range(starts[L], ends[L]):
@@ -265,7 +313,7 @@ def _init_leaves(Q, I, D, B, F, perm, starts, ends):  # pragma: no cover - compi
             for r in range(starts[L], ends[L]):
                 j = perm[r]
                 if j != i:
-                    _offer(I, D, B, F, i, l1_u16(Q, i, j), j, 0)
+                    _offer(I, D, B, F, i, l1_bytes(Q, G, i, j), j, 0)
 
 
 @njit(cache=True, nogil=True)
@@ -331,7 +379,7 @@ def _mark_old(I, F, NI):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _join(Q, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compiled
+def _join(Q, G, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compiled
     """Local joins of rows ``r0 .. r1-1``: pairs of their candidates (one at least new) closer than a list's last."""
     m = NI.shape[1]
     last = D.shape[1] - 1
@@ -347,7 +395,7 @@ def _join(Q, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compi
                 b = NI[i, y] if y < m else OI[i, y - m]
                 if b < 0 or b == a:
                     continue
-                d = l1_u16(Q, a, b)
+                d = l1_bytes(Q, G, a, b)
                 if (d <= D[a, last] or d <= D[b, last]) and u < per:
                     UA[r, u] = a
                     UB[r, u] = b
@@ -371,14 +419,12 @@ def _apply(I, D, B, F, UA, UB, UD, counts, step, shards):  # pragma: no cover - 
 
 
 def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
-    """``rint(Y * SCALE_MAX / top)`` as uint16 (``top`` default ``max(Y)``): non-negative vectors for :func:`nn_descent`.
+    """``rint(Y * SCALE_MAX / top)`` as uint16 (``top`` default ``max(Y)``): the common integer grid
+    of the search vectors, before their byte code (:func:`byte_code`, :func:`encode`).
 
     One scale for all columns, so the integer L1 is the float L1 divided by the scale, up to the
-    rounding of each entry (at most half a step, 1 / 131,070 of the largest entry). On 100,000 UMI-like
-    cells (2,000 genes) the 21 nearest by this distance held every one of the 14 exact nearest of
-    1,000 sampled rows; 8 bits lost a sixth of them (benchmarks/RESULTS.md, issue 28). Element-wise
-    and so the same bits on any CPU; half the bytes of float32, which halves the memory traffic of
-    the joins, the search's bottleneck.
+    rounding of each entry (at most half a step, 1 / 131,070 of the largest entry). Element-wise and
+    so the same bits on any CPU.
     """
     Y = np.asarray(Y, dtype=np.float32)
     if top is None:
@@ -393,6 +439,93 @@ def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
     return out
 
 
+class ByteCode(NamedTuple):
+    r"""How uint16 search vectors (:func:`quantise`) become the bytes NN-descent compares.
+
+    Column ``j`` of range :math:`[l_j, h_j]` (over all samples) keeps its 8 leading bits,
+    :math:`b_j = \lfloor (q_j - l_j) / 2^{s_j} \rfloor` with the least :math:`s_j` for which
+    :math:`(h_j - l_j) / 2^{s_j} < 256`, and the distance is
+    :math:`\sum_j 2^{s_j} |b_{aj} - b_{bj}|` (:func:`l1_bytes`), the uint16 L1 to within
+    :math:`2^{s_j}` per column: every column keeps 8 bits of its own range (one byte on the common
+    scale would leave the small columns, a sixth of the 14 nearest, at zero). The columns are grouped by
+    :math:`s_j` (stable), each group padded with zero bytes to a multiple of :data:`SAD_WIDTH`.
+    """
+
+    #: Column of the uint16 vectors at each byte position (``-1``: padding).
+    columns: np.ndarray
+    #: Its smallest value :math:`l_j` (uint16) and its shift :math:`s_j` (uint8), per byte position.
+    lows: np.ndarray
+    shifts: np.ndarray
+    #: ``(start, end, shift)`` of each group of byte positions (int64, ``end - start`` a multiple of 32).
+    groups: np.ndarray
+    #: The largest tree-vector entry: the scale of the uint16 grid (:func:`quantise`).
+    top: float
+
+    @property
+    def width(self) -> int:
+        """Bytes per row."""
+        return int(self.columns.size)
+
+
+def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
+    """The :class:`ByteCode` of uint16 columns whose values lie in ``[lows, highs]`` (on the grid of ``top``)."""
+    lows = np.asarray(lows, dtype=np.int64)
+    span = np.maximum(np.asarray(highs, dtype=np.int64) - lows, 0)
+    shift = np.zeros(span.size, dtype=np.int64)
+    while True:
+        wide = (span >> shift) > 255
+        if not wide.any():
+            break
+        shift[wide] += 1
+    columns, groups, start = [], [], 0
+    for s in np.unique(shift):
+        cols = np.flatnonzero(shift == s)
+        width = -(-cols.size // SAD_WIDTH) * SAD_WIDTH
+        columns += [cols, np.full(width - cols.size, -1)]
+        groups.append((start, start + width, int(s)))
+        start += width
+    columns = np.concatenate(columns).astype(np.int64) if columns else np.empty(0, dtype=np.int64)
+    real = columns >= 0
+    out_lows = np.zeros(columns.size, dtype=np.uint16)
+    out_lows[real] = lows[columns[real]]
+    out_shifts = np.zeros(columns.size, dtype=np.uint8)
+    out_shifts[real] = shift[columns[real]]
+    return ByteCode(columns, out_lows, out_shifts, np.array(groups, dtype=np.int64).reshape(-1, 3), float(top))
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def _encode(Q, columns, lows, shifts, out):  # pragma: no cover - compiled
+    """``out[:, p] = min(255, max(0, Q[:, columns[p]] - lows[p]) >> shifts[p])`` (0 for padding)."""
+    for i in prange(Q.shape[0]):
+        for p in range(columns.size):
+            j = columns[p]
+            if j < 0:
+                out[i, p] = 0
+                continue
+            v = np.int64(Q[i, j]) - np.int64(lows[p])
+            out[i, p] = np.uint8(min(255, max(0, v) >> shifts[p]))
+
+
+def encode(Q: np.ndarray, code: ByteCode) -> np.ndarray:
+    """Byte rows of uint16 search vectors ``Q`` (:class:`ByteCode`): uint8, ``code.width`` per row.
+    Element-wise, the same bits on any CPU; values outside the code's range are clamped."""
+    Q = np.ascontiguousarray(Q, dtype=np.uint16)
+    out = np.empty((Q.shape[0], code.width), dtype=np.uint8)
+    if Q.shape[0]:
+        _encode(Q, code.columns, code.lows, code.shifts, out)
+    return out
+
+
+def encode_floats(Y: np.ndarray) -> tuple[np.ndarray, ByteCode]:
+    """The byte rows of float vectors ``Y`` and their code, the range taken from ``Y`` itself
+    (:func:`quantise`, :func:`byte_code`, :func:`encode`)."""
+    Y = np.asarray(Y, dtype=np.float32)
+    top = float(Y.max()) if Y.size else 0.0
+    Q = quantise(Y, top)
+    code = byte_code(Q.min(0) if Q.size else np.zeros(Q.shape[1]), Q.max(0) if Q.size else np.zeros(Q.shape[1]), top)
+    return encode(Q, code), code
+
+
 def join_width(c: int) -> int:
     """Candidates joined per row and round for lists of ``c``: ``JOIN_FACTOR c``, at most
     :data:`JOIN_CAP` (at least ``c``)."""
@@ -405,14 +538,16 @@ def first_width(c: int) -> int:
     return max(c, min(int(np.ceil(FIRST_JOIN_FACTOR * c)), join_width(c)))
 
 
-def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = None,
+def nn_descent(Q: np.ndarray, code: ByteCode, c: int, seed: int = 0, *, n_iters: int | None = None,
                max_candidates: int | None = None, delta: float = 0.001, n_trees: int = N_TREES) -> np.ndarray:
     """Approximate ``c`` nearest other rows of each row of ``Q`` under L1 (NN-descent).
 
     Parameters
     ----------
-    Q : ndarray of uint16, shape (n, d)
-        Quantised rows (:func:`quantise`); distances are exact integer L1 sums.
+    Q : ndarray of uint8, shape (n, code.width)
+        Byte rows (:func:`encode`); distances are integer sums (:func:`l1_bytes`).
+    code : ByteCode
+        Their code (its groups and shifts).
     c : int
         List length, ``1 <= c < n``.
     seed : int
@@ -435,8 +570,11 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
     """
     import numba
 
-    Q = np.ascontiguousarray(Q, dtype=np.uint16)
+    Q = np.ascontiguousarray(Q, dtype=np.uint8)
     n = Q.shape[0]
+    if Q.shape[1] != code.width:
+        raise ValueError(f"rows of {Q.shape[1]} bytes, but the code has {code.width}")
+    G = np.ascontiguousarray(code.groups, dtype=np.int64)
     if not 1 <= c < n:
         raise ValueError(f"c must be between 1 and n - 1 = {n - 1}, not {c}")
     n_iters = max(5, int(round(np.log2(n)))) if n_iters is None else n_iters
@@ -449,13 +587,13 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
         perm = np.empty((n_trees, n), dtype=np.int64)
         start = np.zeros((n_trees, n), dtype=np.uint8)
         H = np.empty(Q.shape, dtype=np.uint8)
-        _top_bytes(Q, H)
+        _top_bytes(Q, code.shifts, H)
         _rp_trees(H, seed, max(c + 1, 32), perm, start)
         del H
         for t in range(n_trees):
             s = np.flatnonzero(start[t])
-            _init_leaves(Q, I, D, B, F, perm[t], s, np.append(s[1:], n))
-    _init_random(Q, I, D, B, F, seed)
+            _init_leaves(Q, G, I, D, B, F, perm[t], s, np.append(s[1:], n))
+    _init_random(Q, G, I, D, B, F, seed)
     shards = max(1, numba.get_num_threads())
     per = m * (m - 1) // 2 + m * m
     block = max(1, min(BLOCK, n, JOIN_BYTES // (24 * per)))
@@ -474,7 +612,7 @@ def nn_descent(Q: np.ndarray, c: int, seed: int = 0, *, n_iters: int | None = No
         _mark_old(I, F, NI)
         for r0 in range(0, n, block):
             r1 = min(r0 + block, n)
-            _join(Q, D, NI, OI, r0, r1, UA, UB, UD, counts[: r1 - r0])
+            _join(Q, G, D, NI, OI, r0, r1, UA, UB, UD, counts[: r1 - r0])
             _apply(I, D, B, F, UA, UB, UD, counts[: r1 - r0], step, shards)
         if int((B == step).sum()) <= delta * n * c:
             break

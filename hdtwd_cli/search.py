@@ -5,7 +5,8 @@ The TWD between two samples is the L1 distance between their tree vectors
 index finds TWD neighbours. ``exact`` is the blocked all-pairs search
 (:func:`hdtwd_cli.distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` runs hdtwd's own
 NN-descent (:mod:`hdtwd_cli._nndescent`, random projection trees then local joins) on the tree
-vectors quantised to uint16 (one scale for all columns), takes each sample's
+vectors quantised to bytes (a common uint16 grid, each column kept to 8 bits of its own range:
+:class:`hdtwd_cli._nndescent.ByteCode`), takes each sample's
 :data:`CANDIDATE_FACTOR` x k approximate neighbours as candidates and re-ranks them with the exact
 TWD (float64, bit for bit the exact kernel's values). Only the neighbour SET may differ from the
 exact one; every stored distance is an exact TWD. The candidates are the same for a seed at any
@@ -31,6 +32,7 @@ import numpy as np
 from ._sparse import sp
 
 from ._kernels import l1_distances, l1_gather, nearest_centres
+from ._nndescent import ByteCode, byte_code, encode, quantise
 from .distance import TreeVectors, _merge_candidates, nearest_neighbours, smallest_k
 from .errors import HdtwdWarning, ParameterError
 
@@ -52,9 +54,9 @@ AUTO_NNDESCENT_ABOVE = 20_000
 #: gave recall 0.805 in 45 s and 32 gave 0.921 in 66 s; joining 3 x 32 per row
 #: (:data:`hdtwd_cli._nndescent.JOIN_FACTOR`) gives 0.977 in 117 s (benchmarks/RESULTS.md, issue 28).
 CANDIDATE_FACTOR = 2.25
-#: Bytes of uint16 search vectors NN-descent holds at once (n x d x 2); above it the samples are
-#: searched in overlapping partitions (:func:`partitions`), each one task: 134,000 samples of 2,000
-#: genes (3,998 tree nodes) per partition, so that a worker holds about 1 GiB of them.
+#: Samples searched at once, as bytes of their uint16 grid vectors (n x d x 2; NN-descent holds their
+#: byte rows, half of that); above it the samples are searched in overlapping partitions
+#: (:func:`partitions`), each one task: 134,000 samples of 2,000 genes (3,998 tree nodes) per partition.
 SEARCH_BYTES = 1 << 30
 #: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
@@ -121,18 +123,45 @@ def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarr
     return out
 
 
-def largest_entry(tv: TreeVectors) -> float:
-    """The largest tree-vector entry of all samples (the scale of the quantised search vectors)."""
-    return max((float(Y.max()) for _, Y in _blocks(tv)), default=0.0)
+class ColumnRange:
+    """Each tree-vector column's smallest and largest value over the blocks it is shown (:meth:`add`):
+    the range of the search's :class:`~hdtwd_cli._nndescent.ByteCode` (:meth:`code`)."""
+
+    def __init__(self, dim: int) -> None:
+        self.lows = np.full(dim, np.inf)
+        self.highs = np.full(dim, -np.inf)
+
+    def add(self, Y: np.ndarray) -> None:
+        """Fold in a block of tree vectors."""
+        if Y.shape[0]:
+            np.minimum(self.lows, Y.min(axis=0), out=self.lows)
+            np.maximum(self.highs, Y.max(axis=0), out=self.highs)
+
+    def code(self) -> ByteCode:
+        """The byte code of these columns: the uint16 grid of the largest entry (:func:`hdtwd_cli._nndescent.quantise`;
+        rounding is monotone, so the grid values of the extremes are the extremes of the grid values)."""
+        seen = np.isfinite(self.lows)
+        lows = np.where(seen, self.lows, 0.0)[None, :]
+        highs = np.where(seen, self.highs, 0.0)[None, :]
+        top = max(float(highs.max()) if highs.size else 0.0, 0.0)
+        return byte_code(quantise(lows, top)[0], quantise(highs, top)[0], top)
 
 
-def quantised_vectors(tv: TreeVectors, rows: np.ndarray, top: float) -> np.ndarray:
-    """The tree vectors of ``rows`` quantised with the scale of all samples (:func:`hdtwd_cli._nndescent.quantise`
-    of each row block, ``top`` = :func:`largest_entry`; :meth:`TreeVectors.quantised`). Memory: |rows| x d x 2 bytes."""
-    out = np.empty((rows.size, tv.dim), dtype=np.uint16)
+def search_code(tv: TreeVectors) -> ByteCode:
+    """The :class:`~hdtwd_cli._nndescent.ByteCode` of all samples' tree vectors (a pass of its own; :class:`ColumnRange`)."""
+    bounds = ColumnRange(tv.dim)
+    for _, Y in _blocks(tv):
+        bounds.add(Y)
+    return bounds.code()
+
+
+def byte_vectors(tv: TreeVectors, rows: np.ndarray, code: ByteCode) -> np.ndarray:
+    """The search rows of ``rows``: their uint16 grid vectors (:meth:`TreeVectors.quantised`, scale ``code.top``)
+    in ``code``'s bytes (:func:`hdtwd_cli._nndescent.encode`), row block by row block. Memory: |rows| x ``code.width`` bytes."""
+    out = np.empty((rows.size, code.width), dtype=np.uint8)
     step = _rows_per_block(tv)
     for i0 in range(0, rows.size, step):
-        out[i0:i0 + step] = tv.quantised(rows[i0:i0 + step], top)
+        out[i0:i0 + step] = encode(tv.quantised(rows[i0:i0 + step], code.top), code)
     return out
 
 
@@ -243,7 +272,7 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
                            note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
 
-    The samples are searched whole when their uint16 vectors fit :data:`SEARCH_BYTES`, else
+    The samples are searched whole when their uint16 grid vectors fit :data:`SEARCH_BYTES`, else
     in the overlapping :func:`partitions`; each partition's NN-descent and exact re-ranking
     (:func:`partition_neighbours`) is one task, run here one after another or,
     with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
@@ -272,18 +301,18 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
     check = None
     if n * tv.dim * 2 <= SEARCH_BYTES:
-        top = largest_entry(tv)
+        code = search_code(tv)
         groups = [np.arange(n)]
-    else:  # one pass over the tree vectors: the projection, the recall's exact rows and the largest entry
+    else:  # one pass over the tree vectors: the projection, the recall's exact rows and the columns' ranges
         check = SampledExact(tv, k, seed)
-        tops = [0.0]
+        bounds = ColumnRange(tv.dim)
 
         def visit(i0: int, Y: np.ndarray) -> None:
             check.add(i0, Y)
-            tops.append(float(Y.max()))
+            bounds.add(Y)
 
         groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=visit, min_size=c + 1)
-        top = max(tops)
+        code = bounds.code()
     placed = sum(g.size for g in groups)
     say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
         f"samples ({placed / n:.2f} per sample), lists of {c}, {first_width(c)} then {join_width(c)} joined per row: "
@@ -296,9 +325,9 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     clock = time.perf_counter()
     shares = _shares(n, [g.size for g in groups])
     if remote is not None:
-        found = remote.map(partition_neighbours, [(g, c, k, seed, top) for g in groups], "nndescent", progress, shares)
+        found = remote.map(partition_neighbours, [(g, c, k, seed, code) for g in groups], "nndescent", progress, shares)
     else:  # here: each partition reports its two halves
-        found = [partition_neighbours(tv, g, c, k, seed, top, progress, share) for g, share in zip(groups, shares)]
+        found = [partition_neighbours(tv, g, c, k, seed, code, progress, share) for g, share in zip(groups, shares)]
     say(f"NN-descent and exact re-ranking of {placed * c} candidates: {time.perf_counter() - clock:.1f} s")
     clock = time.perf_counter()
     out = merge_neighbours(tv, groups, found, k, c)
@@ -336,24 +365,24 @@ def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: st
     return out
 
 
-def partition_neighbours(tv: TreeVectors, rows: np.ndarray, c: int, k: int, seed: int, top: float,
+def partition_neighbours(tv: TreeVectors, rows: np.ndarray, c: int, k: int, seed: int, code: ByteCode,
                          progress: Callable[[int], None] | None = None,
                          share: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``rows``' ``min(k, w)`` nearest among its ``w = min(c, |rows| - 1)`` NN-descent candidates
     in ``rows``, by exact TWD, as indices of all samples and distances, ordered by (distance, index).
 
-    NN-descent (:func:`hdtwd_cli._nndescent.nn_descent`) runs on the rows' quantised vectors
-    (:func:`quantised_vectors`, scale ``top``); the re-ranking (:func:`rerank_rows`) takes the rows in
+    NN-descent (:func:`hdtwd_cli._nndescent.nn_descent`) runs on the rows' byte vectors
+    (:func:`byte_vectors`, ``code`` of all samples); the re-ranking (:func:`rerank_rows`) takes the rows in
     the :func:`locality_order` of the partition's own candidate graph, so a block of rows needs the
     vectors of few others (a re-ranking of all samples' merged candidates after the partitions took
-    282 s at 10^6, 8.2 us per candidate, against 1.5 us within one partition). Memory: ``|rows|`` x d x 2
-    bytes and the re-ranking's blocks (:data:`_RERANK_BYTES`). ``progress`` gets half of ``share`` after
+    282 s at 10^6, 8.2 us per candidate, against 1.5 us within one partition). Memory: ``|rows|`` x
+    ``code.width`` bytes and the re-ranking's blocks (:data:`_RERANK_BYTES`). ``progress`` gets half of ``share`` after
     the NN-descent and the rest after the re-ranking.
     """
     from ._nndescent import nn_descent
 
     w = min(c, rows.size - 1)
-    local = nn_descent(quantised_vectors(tv, rows, top), w, seed)
+    local = nn_descent(byte_vectors(tv, rows, code), code, w, seed)
     if progress is not None:
         progress(share // 2)
     order = locality_order(local)
