@@ -494,6 +494,24 @@ def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def column_extremes(Y, lows, highs):  # pragma: no cover - compiled
+    """``lows = minimum(lows, Y.min(0))``, ``highs = maximum(highs, Y.max(0))`` in one pass, in parallel
+    over chunks of 256 columns (exact: any order gives the same extremes). 10^6 x 3,998 float64 tree
+    vectors: NumPy's two reductions took 25 s; this about 3 s."""
+    d = Y.shape[1]
+    for c in prange((d + 255) // 256):
+        k0 = c * 256
+        k1 = min(d, k0 + 256)
+        for i in range(Y.shape[0]):
+            for k in range(k0, k1):
+                v = Y[i, k]
+                if v < lows[k]:
+                    lows[k] = v
+                if v > highs[k]:
+                    highs[k] = v
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def _encode(Q, columns, lows, shifts, out):  # pragma: no cover - compiled
     """``out[:, p] = min(255, max(0, Q[:, columns[p]] - lows[p]) >> shifts[p])`` (0 for padding)."""
     for i in prange(Q.shape[0]):

@@ -32,7 +32,7 @@ import numpy as np
 from ._sparse import sp
 
 from ._kernels import l1_distances, l1_gather, nearest_centres
-from ._nndescent import ByteCode, byte_code, encode, quantise
+from ._nndescent import ByteCode, byte_code, column_extremes, encode, quantise
 from .distance import TreeVectors, _merge_candidates, nearest_neighbours, smallest_k
 from .errors import HdtwdWarning, ParameterError
 
@@ -134,8 +134,7 @@ class ColumnRange:
     def add(self, Y: np.ndarray) -> None:
         """Fold in a block of tree vectors."""
         if Y.shape[0]:
-            np.minimum(self.lows, Y.min(axis=0), out=self.lows)
-            np.maximum(self.highs, Y.max(axis=0), out=self.highs)
+            column_extremes(np.ascontiguousarray(Y), self.lows, self.highs)
 
     def code(self) -> ByteCode:
         """The byte code of these columns: the uint16 grid of the largest entry (:func:`hdtwd_cli._nndescent.quantise`;

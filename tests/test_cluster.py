@@ -275,10 +275,10 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     monkeypatch.setattr(search, "PARTITION_BORDER", float("inf"))  # every sample in 2 partitions
     idx, dist = search.approximate_neighbours(tv, k, seed)
     groups = search.partitions(tv, budget // (2 * tv.dim), seed, min_size=c + 1)  # as the search does
-    top = search.largest_entry(tv)
+    code = search.search_code(tv)
     union = [set() for _ in range(tv.n)]
     for g in groups:
-        found = g[nn_descent(search.quantised_vectors(tv, g, top), min(c, g.size - 1), seed)]
+        found = g[nn_descent(search.byte_vectors(tv, g, code), code, min(c, g.size - 1), seed)]
         for r, row in zip(g, found):
             union[r].update(row.tolist())
     assert sum(len(u) > c for u in union) > tv.n // 2  # the union matters

@@ -5,22 +5,43 @@ import numpy as np
 import pytest
 
 from hdtwd_cli import _nndescent
-from hdtwd_cli._nndescent import nn_descent, quantise
+from hdtwd_cli._nndescent import byte_code, encode, encode_floats, quantise
 
 
-def clustered(n=1500, d=70, seed=0):
-    """Quantised non-negative rows around 12 centres (the shape of tree vectors: sparse-ish, non-negative)."""
+def nn_descent(Y, c, *args, **kw):
+    """NN-descent of byte rows and their code (``Y = (Q8, code)``)."""
+    return _nndescent.nn_descent(Y[0], Y[1], c, *args, **kw)
+
+
+def spread(n, d, seed, scale=None):
+    """Non-negative float rows around 12 centres (the shape of tree vectors: sparse-ish, non-negative),
+    columns of unequal scales (as a tree's nodes are)."""
     rng = np.random.default_rng(seed)
     centres = rng.gamma(0.3, 1.0, size=(12, d))
     X = centres[rng.integers(0, 12, size=n)] + rng.gamma(0.5, 0.2, size=(n, d))
-    return quantise(X.astype(np.float32))
+    return (X * (rng.gamma(0.7, 1.0, size=d) if scale is None else scale)).astype(np.float32)
+
+
+def clustered(n=1500, d=70, seed=0):
+    """Byte rows and their code of :func:`spread` rows."""
+    return encode_floats(spread(n, d, seed))
+
+
+def weights(code):
+    """2^s of each byte position."""
+    w = np.zeros(code.width, np.int64)
+    for a, b, s in code.groups:
+        w[a:b] = 1 << s
+    return w
 
 
 def brute(Y, c):
-    Y64 = Y.astype(np.float64)  # integer values: exact sums
-    D = np.empty((Y.shape[0], Y.shape[0]))
-    for i0 in range(0, Y.shape[0], 16):  # 16 rows at a time: bounded memory
-        D[i0:i0 + 16] = np.abs(Y64[i0:i0 + 16, None, :] - Y64[None, :, :]).sum(-1)
+    Q, code = Y
+    W = weights(code).astype(np.float64)
+    Y64 = Q.astype(np.float64)  # integer values: exact sums
+    D = np.empty((Q.shape[0], Q.shape[0]))
+    for i0 in range(0, Q.shape[0], 16):  # 16 rows at a time: bounded memory
+        D[i0:i0 + 16] = (np.abs(Y64[i0:i0 + 16, None, :] - Y64[None, :, :]) * W).sum(-1)
     np.fill_diagonal(D, np.inf)
     return np.argsort(D, axis=1, kind="stable")[:, :c], D
 
@@ -32,7 +53,7 @@ def test_recall_against_brute_force_and_list_invariants():
     exact, D = brute(Y, c)
     recall = np.mean([len(set(a) & set(b)) / c for a, b in zip(got, exact)])
     assert recall >= 0.97, recall
-    n = Y.shape[0]
+    n = Y[0].shape[0]
     assert got.shape == (n, c) and got.min() >= 0 and got.max() < n
     assert not np.any(got == np.arange(n)[:, None])  # never the row itself
     assert all(len(set(r)) == c for r in got)  # no neighbour twice
@@ -51,10 +72,10 @@ def test_random_lists_alone_are_poor_so_the_rounds_do_the_work():
 
 
 def test_projection_trees_partition_the_rows_into_small_leaves():
-    Y = clustered(700, 30, seed=7)
+    Q, code = clustered(700, 30, seed=7)
     perm = np.empty((3, 700), dtype=np.int64)
     start = np.zeros((3, 700), dtype=np.uint8)
-    _nndescent._rp_trees((Y >> 8).astype(np.uint8), 11, 32, perm, start)
+    _nndescent._rp_trees((Q >> (8 - code.shifts)).astype(np.uint8), 11, 32, perm, start)
     for t in range(3):
         assert np.array_equal(np.sort(perm[t]), np.arange(700))  # every row in exactly one leaf
         s = np.flatnonzero(start[t])
@@ -90,27 +111,113 @@ def test_blocks_smaller_than_the_rows_give_a_valid_search(monkeypatch):
     assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(got, exact)]) >= 0.97
 
 
-def test_l1_is_the_exact_integer_sum_across_chunks(monkeypatch):
-    """The uint16 L1 sums every column once, exactly: uint32 lanes per span of U32_SPAN columns, int64 across."""
+def _l1_bytes_of_pairs(Q, G, a, b):
+    from hdtwd_cli import _jit
+
+    _jit.load()
+    import numba
+
+    @numba.njit
+    def pairs(Q, G, a, b):
+        out = np.empty(a.size, np.int64)
+        for t in range(a.size):
+            out[t] = _nndescent.l1_bytes(Q, G, a[t], b[t])
+        return out
+
+    return pairs(Q, G, a, b)
+
+
+def test_l1_bytes_is_the_exact_weighted_sum_of_every_group():
+    """sum_g 2^s_g sum_{k in g} |Q_ak - Q_bk| exactly: every column once (32 per vpsadbw step), groups
+    at any offset, rows at any stride, extreme bytes, 70,000 columns (past any 16-bit lane)."""
     rng = np.random.default_rng(4)
-    span = _nndescent.U32_SPAN
-    for d in (1, 7, 64, 1000, span - 1, span, span + 7):
-        Q = rng.integers(0, 65536, size=(2, d)).astype(np.uint16)
-        assert _nndescent.l1_u16(Q, 0, 1) == int(np.abs(Q[0].astype(np.int64) - Q[1]).sum()), d
-    for d in (40000, 70000):  # 65,535 x 70,000 > 2^32: one uint32 sum over all columns would wrap
-        Q = np.zeros((2, d), np.uint16)
-        Q[0] = 65535
-        assert _nndescent.l1_u16(Q, 0, 1) == 65535 * d
+    for widths in ([32], [32, 64, 96], [320, 32, 32, 128], [70016]):
+        edges = np.concatenate([[0], np.cumsum(widths)])
+        G = np.array([(edges[g], edges[g + 1], s) for g, s in enumerate(rng.integers(0, 9, len(widths)))], np.int64)
+        Q = rng.integers(0, 256, size=(9, edges[-1])).astype(np.uint8)
+        Q[0] = 255
+        Q[1] = 0
+        a = np.array([0, 1, 2, 3, 8, 5])
+        b = np.array([1, 0, 7, 3, 2, 6])
+        w = np.zeros(edges[-1], np.int64)
+        for g0, g1, s in G:
+            w[g0:g1] = 1 << s
+        want = (np.abs(Q[a].astype(np.int64) - Q[b]) * w).sum(1)
+        assert np.array_equal(_l1_bytes_of_pairs(Q, G, a, b), want), widths
+        assert want[0] == 255 * int(w.sum()) and want[3] == 0
+    G = np.array([[32, 64, 3]], np.int64)  # a group that does not start at 0: only its own columns count
+    Q = np.zeros((2, 96), np.uint8)
+    Q[0, :32] = Q[0, 64:] = 200
+    Q[0, 40] = 9
+    assert _l1_bytes_of_pairs(Q, G, np.array([0]), np.array([1]))[0] == 9 * 8
+
+
+def test_byte_code_keeps_eight_bits_of_every_column():
+    """Each column's least shift s with (high - low) >> s <= 255, columns grouped by shift (stable) and
+    padded to 32; bytes (q - low) >> s, clamped; the byte L1 within sum 2^s of the uint16 L1."""
+    rng = np.random.default_rng(12)
+    Y = spread(300, 90, 12, scale=np.geomspace(1e-4, 1.0, 90))  # columns over four orders of magnitude
+    Y[:, 5] = 0.25  # a constant column: shift 0, byte 0
+    Q8, code = encode_floats(Y)
+    Q = quantise(Y)
+    lo, hi = Q.min(0).astype(np.int64), Q.max(0).astype(np.int64)
+    real = code.columns >= 0
+    assert sorted(code.columns[real]) == list(range(90))  # every column once
+    s = code.shifts.astype(np.int64)
+    span = hi[code.columns[real]] - lo[code.columns[real]]
+    assert np.all((span >> s[real]) <= 255) and np.all((s[real] == 0) | ((span >> np.maximum(s[real] - 1, 0)) > 255))
+    assert len(np.unique(s[real])) >= 4  # the columns' scales differ: several groups
+    for g0, g1, sh in code.groups:
+        assert (g1 - g0) % 32 == 0 and np.all(s[g0:g1][code.columns[g0:g1] >= 0] == sh)
+        cols = code.columns[g0:g1]
+        assert np.all(np.diff(cols[cols >= 0]) > 0)  # stable: column order within a group
+    assert np.array_equal(code.groups[1:, 0], code.groups[:-1, 1]) and code.groups[-1, 1] == code.width
+    want = (Q[:, code.columns[real]].astype(np.int64) - code.lows[real]) >> s[real]
+    assert np.array_equal(Q8[:, real], want) and np.all(Q8[:, ~real] == 0)
+    assert Q8[:, np.flatnonzero(code.columns == 5)].max() == 0
+    w = weights(code)
+    a, b = rng.integers(0, 300, 400), rng.integers(0, 300, 400)
+    a, b = a[a != b], b[a != b]
+    d8 = (np.abs(Q8[a].astype(np.int64) - Q8[b]) * w).sum(1)
+    d16 = np.abs(Q[a].astype(np.int64) - Q[b]).sum(1)
+    assert np.all(np.abs(d8 - d16) <= w[real].sum())
+    assert np.median(np.abs(d8 - d16) / d16) < 0.02  # far tighter than the bound in practice
+    # values outside the code's range are clamped to its bytes, not wrapped
+    narrow = byte_code(lo + 300, lo + 310, code.top)
+    out = encode(Q, narrow)
+    keep = narrow.columns >= 0
+    want = np.clip(Q[:, narrow.columns[keep]].astype(np.int64) - narrow.lows[keep], 0, 255)
+    assert np.array_equal(out[:, keep], want) and want.max() == 255 and want.min() == 0
+    assert np.array_equal(encode(np.zeros((2, 90), np.uint16), code), np.zeros((2, code.width), np.uint8))
+
+
+def test_one_byte_per_column_on_the_common_scale_would_lose_the_small_columns():
+    """The reason for per-column shifts: the 14 nearest by the uint16 L1 are kept far better by the
+    byte code than by the top byte of the common grid (q >> 8), which zeroes the small columns."""
+    Y = spread(1200, 80, 3, scale=np.geomspace(1e-3, 1.0, 80))
+    Q = quantise(Y)
+    D16 = np.abs(Q[:, None].astype(np.int64) - Q[None]).sum(-1).astype(np.float64)
+    np.fill_diagonal(D16, np.inf)
+    exact = np.argsort(D16, axis=1, kind="stable")[:, :14]
+    byte_rows = encode_floats(Y)
+    top_byte = (Q >> 8).astype(np.float64)
+    Dt = np.abs(top_byte[:, None] - top_byte[None]).sum(-1)
+    np.fill_diagonal(Dt, np.inf)
+    _, Db = brute(byte_rows, 1)
+    keep = lambda D: np.mean([len(set(e) & set(np.argsort(D[i], kind="stable")[:21])) / 14 for i, e in enumerate(exact)])
+    assert keep(Db) > 0.99 and 10 * (1 - keep(Db)) < 1 - keep(Dt), (keep(Db), keep(Dt))  # 0.9996 and 0.971
 
 
 def test_projection_is_the_exact_integer_product_across_spans():
-    """A split's side: <h_i, h_a - h_b> exactly for the top bytes h = q >> 8, past the int32 range of one span."""
+    """A split's side: <h_i, h_a - h_b> exactly for the top bytes h = b >> (8 - s) (the top byte of
+    q - low), past the int32 range of one span."""
     rng = np.random.default_rng(6)
     for d in (3, 1000, 40000):
-        Q = rng.integers(0, 65536, size=(3, d)).astype(np.uint16)
+        Q = rng.integers(0, 256, size=(3, d)).astype(np.uint8)
+        shifts = rng.integers(0, 9, size=d).astype(np.uint8)
         H = np.empty(Q.shape, np.uint8)
-        _nndescent._top_bytes(Q, H)
-        assert np.array_equal(H, Q >> 8), d
+        _nndescent._top_bytes(Q, shifts, H)
+        assert np.array_equal(H, Q >> (8 - shifts)), d
         H64 = H.astype(np.int64)
         w = np.empty(d, np.int16)
         _nndescent._hyperplane(H, 1, 2, w)
@@ -126,27 +233,28 @@ def test_joins_offer_every_pair_with_a_new_member_once():
     """_join's offers are exactly the pairs of each row's candidates with the
     first new, at their exact distance, where the distance would enter one of the two lists (a row
     that is both a new and an old candidate gives its pairs twice, as the positions do)."""
-    Y = clustered(300, 20, seed=9)
+    Q, code = Y = clustered(300, 20, seed=9)
     rng = np.random.default_rng(3)
-    n, m, c = Y.shape[0], 11, 6
+    n, m, c = Q.shape[0], 11, 6
     NI = np.full((n, m), -1, np.int64)
     OI = np.full((n, m), -1, np.int64)
     for i in range(n):  # candidate lists with gaps, as _candidates leaves them; repeats across NI and OI
         NI[i, rng.choice(m, 9, replace=False)] = rng.choice(n, 9, replace=False)
         OI[i, rng.choice(m, 5, replace=False)] = np.append(NI[i, NI[i] >= 0][:1], rng.choice(n, 4, replace=False))
-    D = np.sort(rng.integers(20000, 90000, size=(n, c)), axis=1).astype(np.int64)
+    _, full = brute(Y, 1)
+    lo, hi = np.percentile(full[np.isfinite(full)], [5, 60])
+    D = np.sort(rng.integers(int(lo), int(hi), size=(n, c)), axis=1).astype(np.int64)
     per = m * (m - 1) // 2 + m * m
     UA, UB, UD = (np.empty((n, per), np.int64) for _ in range(3))
     counts = np.empty(n, np.int64)
-    _nndescent._join(Y, D, NI, OI, 0, n, UA, UB, UD, counts)
-    Y64 = Y.astype(np.int64)
+    _nndescent._join(Q, code.groups, D, NI, OI, 0, n, UA, UB, UD, counts)
     for i in range(0, n, 7):
         new = [a for a in NI[i] if a >= 0]
         allc = new + [b for b in OI[i] if b >= 0]
         want = []
         for x, a in enumerate(new):
             for b in allc[x + 1:]:
-                d = int(np.abs(Y64[a] - Y64[b]).sum())
+                d = int(full[a, b]) if a != b else -1
                 if a != b and (d <= D[a, -1] or d <= D[b, -1]):
                     want.append((a, b, d))
         got = list(zip(UA[i, :counts[i]], UB[i, :counts[i]], UD[i, :counts[i]]))
@@ -168,7 +276,10 @@ def test_quantise_keeps_the_order_of_distances():
 
 def test_bad_list_length():
     with pytest.raises(ValueError, match="between 1 and"):
-        nn_descent(np.zeros((5, 3), np.uint16), 5)
+        nn_descent(encode_floats(np.ones((5, 3), np.float32)), 5)
+    Q8, code = clustered(40, 10)
+    with pytest.raises(ValueError, match="bytes"):
+        _nndescent.nn_descent(Q8[:, :32], code, 5)
 
 
 def test_the_approximate_search_needs_no_pynndescent():
@@ -209,10 +320,23 @@ def test_wider_joins_find_more_of_the_neighbours_of_hubs():
     n, d = 3000, 200
     centre = rng.gamma(2.0, 1.0, size=d)
     noise = rng.uniform(0.2, 1.0, size=n)[:, None]  # per-row noise: low-noise rows are hubs
-    Y = quantise(np.maximum(centre + noise * rng.standard_normal((n, d)), 0).astype(np.float32))
+    Y = encode_floats(np.maximum(centre + noise * rng.standard_normal((n, d)), 0).astype(np.float32))
     exact, _ = brute(Y, 8)
     narrow = nn_descent(Y, 8, seed=0, max_candidates=8)
     wide = nn_descent(Y, 8, seed=0)
     r_narrow = np.mean([len(set(a) & set(b)) / 8 for a, b in zip(narrow, exact)])
     r_wide = np.mean([len(set(a) & set(b)) / 8 for a, b in zip(wide, exact)])
     assert r_wide > r_narrow + 0.02, (r_narrow, r_wide)
+
+
+def test_column_extremes_fold_blocks_exactly():
+    """One compiled pass per block: the running column minima and maxima equal NumPy's over all blocks,
+    for float32 and float64 blocks, any column count (chunks of 256) and negative values."""
+    rng = np.random.default_rng(13)
+    for d in (1, 255, 256, 700):
+        lows, highs = np.full(d, np.inf), np.full(d, -np.inf)
+        blocks = [rng.standard_normal((m, d)).astype(t) for m, t in ((5, np.float64), (1, np.float32), (40, np.float64))]
+        for Y in blocks:
+            _nndescent.column_extremes(Y, lows, highs)
+        whole = np.vstack([b.astype(np.float64) for b in blocks])
+        assert np.array_equal(lows, whole.min(0)) and np.array_equal(highs, whole.max(0)), d
