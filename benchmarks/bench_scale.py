@@ -168,11 +168,11 @@ def part_stages(n: int) -> dict[str, Any]:
     X = timed("read the .npz", lambda: sp.load_npz(synth(n)).tocsr())
     tree = timed("learn the tree", lambda: hd.learn_tree(X))
     tv = timed("tree vectors (kept columns)", lambda: hd.distance_vectors(X, tree).base)
-    top = timed("largest entry (scale of the uint16 vectors)", lambda: search.largest_entry(tv))
-    Q = timed("uint16 search vectors", lambda: search.quantised_vectors(tv, np.arange(tv.n), top))
+    code = timed("column ranges (the byte code of the search vectors)", lambda: search.search_code(tv))
+    Q = timed("byte search vectors", lambda: search.byte_vectors(tv, np.arange(tv.n), code))
     k = 14
     c = int(np.ceil(search.CANDIDATE_FACTOR * k))
-    cand = timed(f"NN-descent ({c} candidates)", lambda: nn_descent(Q, c, seed=0))
+    cand = timed(f"NN-descent ({c} candidates)", lambda: nn_descent(Q, code, c, seed=0))
     Q = None  # the vectors are freed before the re-ranking
     timed("exact re-ranking", lambda: search.rerank(tv, cand, k))
     out["n"], out["dim"] = n, tv.dim

@@ -7,8 +7,8 @@ a dense matrix gets ``c`` approximate nearest other rows under :math:`\|q_a - q_
 column, summed 32 at a time by ``vpsadbw`` (:func:`l1_bytes`). On the 100,002 cells of a 10^6
 partition this took NN-descent from 143.1 to 57.7 s (AMD EPYC Zen 3, AVX2) for recall@14 0.9758
 against 0.9774 with the uint16 values themselves (benchmarks/RESULTS.md, issue 28); the candidates
-are re-ranked by the exact TWD afterwards (:mod:`hdtwd_cli.search`). NN-descent keeps, for every row, a list of the ``c`` nearest rows found so
-far and improves all lists by the *local join*: two rows that appear in a common row's list (as its
+are re-ranked by the exact TWD afterwards (:mod:`hdtwd_cli.search`). NN-descent keeps, for every
+row, a list of the ``c`` nearest rows found so far and improves all lists by the *local join*: two rows that appear in a common row's list (as its
 neighbour or reverse neighbour) are compared, and each is offered to the other's list ("a
 neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
 that entered a list since the last round) are compared, at most ``max_candidates`` new and old
@@ -45,7 +45,8 @@ import numpy as np
 
 from ._jit import intrinsic, njit, prange
 
-__all__ = ["nn_descent", "quantise", "ByteCode", "byte_code", "encode", "encode_floats", "l1_bytes", "BLOCK", "N_TREES", "JOIN_FACTOR", "join_width", "first_width"]
+__all__ = ["nn_descent", "quantise", "ByteCode", "byte_code", "encode", "encode_floats", "column_extremes", "l1_bytes",
+           "BLOCK", "N_TREES", "JOIN_FACTOR", "join_width", "first_width"]
 
 #: Largest quantised value: the search vectors are ``rint(y * SCALE_MAX / max(y))`` as uint16.
 SCALE_MAX = 65535
