@@ -594,6 +594,9 @@ def nn_descent(Q: np.ndarray, code: ByteCode, c: int, seed: int = 0, *, n_iters:
     if Q.shape[1] != code.width:
         raise ValueError(f"rows of {Q.shape[1]} bytes, but the code has {code.width}")
     G = np.ascontiguousarray(code.groups, dtype=np.int64)
+    if G.size and (np.any((G[:, 1] - G[:, 0]) % SAD_WIDTH) or G[0, 0] != 0 or G[-1, 1] != code.width
+                   or np.any(G[1:, 0] != G[:-1, 1])):
+        raise ValueError(f"the code's groups must tile its {code.width} bytes in multiples of {SAD_WIDTH}")
     if not 1 <= c < n:
         raise ValueError(f"c must be between 1 and n - 1 = {n - 1}, not {c}")
     n_iters = max(5, int(round(np.log2(n)))) if n_iters is None else n_iters

@@ -280,6 +280,9 @@ def test_bad_list_length():
     Q8, code = clustered(40, 10)
     with pytest.raises(ValueError, match="bytes"):
         _nndescent.nn_descent(Q8[:, :32], code, 5)
+    ragged = code._replace(groups=np.array([[0, code.width - 8, 0], [code.width - 8, code.width, 1]]))
+    with pytest.raises(ValueError, match="multiples of 32"):  # a tail past a 32-byte step would be skipped
+        _nndescent.nn_descent(Q8, ragged, 5)
 
 
 def test_the_approximate_search_needs_no_pynndescent():
