@@ -32,7 +32,7 @@ import numpy as np
 from ._sparse import sp
 
 from ._kernels import l1_distances, l1_gather, nearest_centres
-from ._nndescent import ByteCode, byte_code, column_extremes, encode, quantise
+from ._nndescent import ByteCode, column_extremes, encode, range_code
 from .distance import TreeVectors, _merge_candidates, nearest_neighbours, smallest_k
 from .errors import HdtwdWarning, ParameterError
 
@@ -108,21 +108,6 @@ def _blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
         yield i0, tv.rows(i0, i0 + step)
 
 
-def _search_vectors(tv: TreeVectors, rows: np.ndarray | None = None) -> np.ndarray:
-    """Dense float32 tree vectors (of ``rows``, default all), computed per row block.
-
-    Dense even for sparse data: UMI-like counts give tree vectors with about a quarter of their
-    entries non-zero, where pynndescent's sparse NN-descent was several times slower than the
-    dense one (100,000 x 2,000 synthetic cells: > 5 min against 2 min). Memory: n x d x 4 bytes.
-    """
-    n = tv.n if rows is None else rows.size
-    out = np.empty((n, tv.dim), dtype=np.float32)
-    step = _rows_per_block(tv)
-    for i0 in range(0, n, step):
-        out[i0:i0 + step] = tv.rows(i0, i0 + step) if rows is None else tv.of_rows(rows[i0:i0 + step])
-    return out
-
-
 class ColumnRange:
     """Each tree-vector column's smallest and largest value over the blocks it is shown (:meth:`add`):
     the range of the search's :class:`~hdtwd_cli._nndescent.ByteCode` (:meth:`code`)."""
@@ -137,13 +122,9 @@ class ColumnRange:
             column_extremes(np.ascontiguousarray(Y), self.lows, self.highs)
 
     def code(self) -> ByteCode:
-        """The byte code of these columns: the uint16 grid of the largest entry (:func:`hdtwd_cli._nndescent.quantise`;
-        rounding is monotone, so the grid values of the extremes are the extremes of the grid values)."""
+        """The byte code of these columns (:func:`hdtwd_cli._nndescent.range_code`)."""
         seen = np.isfinite(self.lows)
-        lows = np.where(seen, self.lows, 0.0)[None, :]
-        highs = np.where(seen, self.highs, 0.0)[None, :]
-        top = max(float(highs.max()) if highs.size else 0.0, 0.0)
-        return byte_code(quantise(lows, top)[0], quantise(highs, top)[0], top)
+        return range_code(np.where(seen, self.lows, 0.0), np.where(seen, self.highs, 0.0))
 
 
 def search_code(tv: TreeVectors) -> ByteCode:

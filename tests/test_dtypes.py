@@ -196,3 +196,26 @@ def test_the_tree_is_the_same_bits_with_one_or_two_blas_threads(params):
             t = hd.learn_tree(X, params=TreeParams(**params))
         got.append((t.to_newick(), np.asarray(t.parent).tobytes(), np.asarray(t.length).tobytes()))
     assert got[0] == got[1]
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_the_approximate_search_gives_the_float64_graph_for_every_input_dtype(partitioned, monkeypatch):
+    """``method="nndescent"``: the byte code (column ranges of the tree vectors), NN-descent and the
+    exact re-ranking give the float64 input's graph bit for bit for every dtype and storage, searched
+    whole or in partitions (the code then comes from the partitions' pass)."""
+    from hdtwd_cli import search
+
+    X = _data("cells")
+    names = [f"g{j}" for j in range(X.shape[1])]
+    tree = hd.learn_tree(X, names)
+    if partitioned:
+        dim = hd.tree_vectors(tree, X[:1], names).shape[1]
+        monkeypatch.setattr(search, "SEARCH_BYTES", X.shape[0] * dim * 2 // 2)
+
+    def graph(V):
+        g = hd.knn_graph(V, 8, tree=tree, feature_names=names, method="nndescent", seed=3)
+        return g.indices, g.distances
+
+    want = graph(X.astype(np.float64))
+    for label, V in _variants(X).items():
+        assert _same(graph(V), want), label
