@@ -28,16 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402  (benchmarks/harness.py)
 from sets import load_set  # noqa: E402
 
-from hdtwd_cli.distance import query_distances  # noqa: E402
-from hdtwd_cli.evaluation import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits  # noqa: E402
-from hdtwd_cli.pipeline import (  # noqa: E402
-    align_to_tree,
-    apply_transform,
-    auto_leaf_length,
-    learn_tree,
-    resolve_params,
-)
-from hdtwd_cli.tree import lengthen_leaves  # noqa: E402
+from hdtwd_cli.twd._distance import query_distances  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits  # noqa: E402
+from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
+from hdtwd_cli.tree._params import apply_transform, resolve_params  # noqa: E402
+from hdtwd_cli.tree._learn import auto_leaf_length, learn_tree  # noqa: E402
+from hdtwd_cli.tree._tree import lengthen_leaves  # noqa: E402
 
 #: The previous library defaults (issue 4): the starting point of every row.
 PREVIOUS = {"feature_space": "data", "weighting": "none", "leaf_length": 0.0, "transform": "none", "min_df": 1,

@@ -20,7 +20,7 @@ Rows
 - ``ensemble of 3 trees (70 % subsamples)``: mean TWD of trees learned on three random 70 %
   subsamples of the training rows.
 - ``denoised histograms r = 20`` / ``r = 50``: the default tree, every sample's values replaced by
-  their rank-r reconstruction (:mod:`hdtwd_cli.denoise`, axes of the training rows).
+  their rank-r reconstruction (:mod:`hdtwd_cli.tree._denoise`, axes of the training rows).
 - ``mean of defaults and denoised histograms r = 50``.
 - ``--denoise 50``: ``TreeParams(denoise=50)``, the shipped lever: the tree is learned from the
   denoised training rows too.
@@ -51,14 +51,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from sets import load_set  # noqa: E402
 
-from hdtwd_cli.denoise import fit_denoiser, is_count_data, log_cp10k  # noqa: E402
-from hdtwd_cli.diffusion import DiffusionOperator  # noqa: E402
-from hdtwd_cli.distance import normalize_rows, query_distances, subtree_masses  # noqa: E402
-from hdtwd_cli.evaluation import DEFAULT_K, baseline_distances, knn_accuracy, stratified_splits  # noqa: E402
-from hdtwd_cli.features import idf_weights  # noqa: E402
-from hdtwd_cli.pipeline import (TreeParams, align_to_tree, feature_operator, feature_space,  # noqa: E402
-                                learn_tree)
-from hdtwd_cli.tree import root_distances  # noqa: E402
+from hdtwd_cli.tree._denoise import fit_denoiser, is_count_data, log_cp10k  # noqa: E402
+from hdtwd_cli.tree._diffusion import DiffusionOperator  # noqa: E402
+from hdtwd_cli.twd._distance import normalize_rows, query_distances, subtree_masses  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, knn_accuracy, stratified_splits  # noqa: E402
+from hdtwd_cli.tree._features import idf_weights  # noqa: E402
+from hdtwd_cli.tree._params import TreeParams  # noqa: E402
+from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
+from hdtwd_cli.tree._learn import feature_operator, feature_space, learn_tree  # noqa: E402
+from hdtwd_cli.tree._tree import root_distances  # noqa: E402
 
 ROWS = ("defaults", "smoothing x P^t (t = 1)", "cut tree (subtrees of < 4 leaves collapsed)",
         "HVG 2,000 placed + rest at root", "ensemble of 3 trees (70 % subsamples)",

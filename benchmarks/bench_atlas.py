@@ -133,7 +133,7 @@ def main() -> None:
                                       silence_logs=50, memory_limit=0,
                                       env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
                 distributed.Client(c) as client:
-            client.run(lambda: __import__("hdtwd_cli._nndescent").__name__)
+            client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)
             harness.wait_quiet(60)
             with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
                 t0 = __import__("time").time()

@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402  (benchmarks/harness.py)
 from sets import load_set  # noqa: E402
 
-from hdtwd_cli.evaluation import evaluate, summarise  # noqa: E402
-from hdtwd_cli.pipeline import TreeParams, apply_transform, resolve_params  # noqa: E402
+from hdtwd_cli.evaluate._protocol import evaluate, summarise  # noqa: E402
+from hdtwd_cli.tree._params import TreeParams, apply_transform, resolve_params  # noqa: E402
 
 #: The paper's Optuna choices (docs/method.md section 5).
 PAPER = {"zeisel7": (2.0, 7), "zeisel48": (2.0, 7), "cbmc": (5.0, 9), "bbcsport": (10.0, 12), "classic": (1.0, 15)}

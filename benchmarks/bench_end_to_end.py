@@ -10,7 +10,7 @@ For each data set (Zeisel: stored log1p values, 3005 cells x 4000 genes; CBMC: r
    recording wall time and maximum resident set size;
 3. compares the two matrices;
 4. times the stages of ``hdtwd distance`` once in a fresh Python process (the same calls as
-   ``hdtwd_cli.cli.distance``, one by one), with the peak RSS of each stage (``VmHWM`` after
+   ``hdtwd_cli.cli._app.distance``, one by one), with the peak RSS of each stage (``VmHWM`` after
    resetting it through ``/proc/self/clear_refs``);
 5. writes a JSON record next to the data and (unless ``--no-results``) replaces the issue-2
    section of ``benchmarks/RESULTS.md``.
@@ -99,57 +99,56 @@ def _hwm_mb() -> float:
 #: reference to the function object in any loaded ``hdtwd_cli`` module is replaced by a timing
 #: wrapper, so nested calls nest in the report. Names missing from the installed version are skipped.
 _TIMED = [
-    ("hdtwd_cli.io.matrix", "read_matrix", "read"),
+    ("hdtwd_cli.io._matrix", "read_matrix", "read"),
     ("hdtwd_cli.io", "fingerprint", "read"),
-    ("hdtwd_cli.pipeline", "apply_transform", "read"),
-    ("hdtwd_cli.pipeline", "learn_tree", "learn tree"),
-    ("hdtwd_cli.pipeline", "drop_empty_features", "learn tree"),
-    ("hdtwd_cli.pipeline", "embed", "diffusion+embedding"),
-    ("hdtwd_cli.pipeline", "feature_operator", "diffusion+embedding"),
-    ("hdtwd_cli.diffusion", "diffusion_operator", "diffusion+embedding"),
-    ("hdtwd_cli.diffusion", "feature_distances", "diffusion+embedding"),
-    ("hdtwd_cli.hyperbolic", "hyperbolic_embedding", "diffusion+embedding"),
-    ("hdtwd_cli.landmarks", "landmark_operator", "diffusion+embedding"),
-    ("hdtwd_cli.pipeline", "feature_space", "learn tree"),
-    ("hdtwd_cli.pipeline", "decode_from_embedding", "tree decode"),
-    ("hdtwd_cli.tree", "hd_lca_product", "tree decode"),
-    ("hdtwd_cli.tree", "hd_lca_products", "tree decode"),
-    ("hdtwd_cli.tree", "lca_tree", "tree decode"),
-    ("hdtwd_cli.tree", "stable_argsort", "tree decode"),
-    ("hdtwd_cli.tree", "hd_lca_product_merge_order", "tree decode"),
-    ("hdtwd_cli.tree", "hd_lca", "tree decode"),
-    ("hdtwd_cli.tree", "hd_lca_merge_order", "tree decode"),
-    ("hdtwd_cli.tree", "hd_binary_tree", "tree decode"),
-    ("hdtwd_cli.pipeline", "align_to_tree", "distance"),
-    ("hdtwd_cli.distance", "tree_wasserstein", "distance"),
-    ("hdtwd_cli.distance", "normalize_rows", "distance"),
-    ("hdtwd_cli.distance", "tree_embedding", "distance"),
-    ("hdtwd_cli.distance", "tree_distances", "distance"),
-    ("hdtwd_cli.distance", "pruned_share", "distance"),
-    ("hdtwd_cli.distance", "_panels", "distance"),
-    ("hdtwd_cli.distance", "pairwise_l1", "distance"),
-    ("hdtwd_cli._pruned", "l1_distances_pruned", "distance"),
-    ("hdtwd_cli.io.output", "write_distances", "write"),
-    ("hdtwd_cli.io.output", "write_npy_in_place", "write"),
+    ("hdtwd_cli.tree._params", "apply_transform", "read"),
+    ("hdtwd_cli.tree._learn", "learn_tree", "learn tree"),
+    ("hdtwd_cli.tree._learn", "embed", "diffusion+embedding"),
+    ("hdtwd_cli.tree._learn", "feature_operator", "diffusion+embedding"),
+    ("hdtwd_cli.tree._diffusion", "diffusion_operator", "diffusion+embedding"),
+    ("hdtwd_cli.tree._diffusion", "feature_distances", "diffusion+embedding"),
+    ("hdtwd_cli.tree._hyperbolic", "hyperbolic_embedding", "diffusion+embedding"),
+    ("hdtwd_cli.tree._landmarks", "landmark_operator", "diffusion+embedding"),
+    ("hdtwd_cli.tree._learn", "feature_space", "learn tree"),
+    ("hdtwd_cli.tree._learn", "decode_from_embedding", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_lca_product", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_lca_products", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "lca_tree", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "stable_argsort", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_lca_product_merge_order", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_lca", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_lca_merge_order", "tree decode"),
+    ("hdtwd_cli.tree._hd_lca", "hd_binary_tree", "tree decode"),
+    ("hdtwd_cli.twd._distance", "align_to_tree", "distance"),
+    ("hdtwd_cli.twd._distance", "tree_wasserstein", "distance"),
+    ("hdtwd_cli.twd._distance", "normalize_rows", "distance"),
+    ("hdtwd_cli.twd._distance", "tree_embedding", "distance"),
+    ("hdtwd_cli.twd._distance", "tree_distances", "distance"),
+    ("hdtwd_cli.twd._distance", "pruned_share", "distance"),
+    ("hdtwd_cli.twd._distance", "_panels", "distance"),
+    ("hdtwd_cli.twd._distance", "pairwise_l1", "distance"),
+    ("hdtwd_cli.twd._pruned", "l1_distances_pruned", "distance"),
+    ("hdtwd_cli.io._output", "write_distances", "write"),
+    ("hdtwd_cli.io._output", "write_npy_in_place", "write"),
 ]
 
 
 def stages_main(data: str, out: str, compare_to: str | None) -> None:
     """Run ``hdtwd distance DATA -o OUT -q`` in this process with its stages timed; print JSON.
 
-    The command itself is invoked (``hdtwd_cli.cli.app``), so the defaults and the order of the
+    The command itself is invoked (``hdtwd_cli.cli._app.app``), so the defaults and the order of the
     calls are the CLI's; only timing wrappers are added (overhead: microseconds per call).
     """
     import functools
     import importlib
 
     t0 = time.perf_counter()
-    from hdtwd_cli._simd import prefer_wide_vectors
+    from hdtwd_cli._runtime.simd import prefer_wide_vectors
 
     prefer_wide_vectors()  # as the `hdtwd` command does before its first kernel
-    import hdtwd_cli.cli as cli
+    import hdtwd_cli.cli._app as cli
 
-    importlib.import_module("hdtwd_cli._kernels")  # numba, part of the startup cost
+    importlib.import_module("hdtwd_cli.twd._kernels")  # numba, part of the startup cost
     t_import = time.perf_counter() - t0
     events: list[dict[str, Any]] = []
     stack: list[dict[str, Any]] = []
@@ -177,8 +176,8 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
         return timed
 
     # the commands import their modules lazily: load every module a command may use before patching
-    for modname in {m for m, _, _ in _TIMED} | {"hdtwd_cli.api", "hdtwd_cli.io", "hdtwd_cli.io.output",
-                                                 "hdtwd_cli.cluster", "hdtwd_cli.search", "hdtwd_cli.graph"}:
+    for modname in {m for m, _, _ in _TIMED} | {"hdtwd_cli._api", "hdtwd_cli.io", "hdtwd_cli.io._output",
+                                                 "hdtwd_cli.knn._dask", "hdtwd_cli.knn._search", "hdtwd_cli.knn._graph"}:
         try:
             importlib.import_module(modname)
         except ImportError:
@@ -205,7 +204,7 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
             raise
     total = time.perf_counter() - t1
     covered = sum(e["s"] for e in events if e["depth"] == 0)
-    rows = [{"stage": "import hdtwd_cli.cli + numba", "group": "startup", "depth": 0,
+    rows = [{"stage": "import hdtwd_cli.cli._app + numba", "group": "startup", "depth": 0,
              "s": t_import, "peak_MB": float("nan")}]
     rows += events
     rows.append({"stage": "(rest of the command: option checks, metadata, untimed glue)",

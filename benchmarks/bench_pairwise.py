@@ -15,11 +15,11 @@ Trees
     Zeisel and CBMC: the tree hdtwd learns from the same counts (``learn_tree`` with the
     ``default`` preset), cached as ``.h5`` and ``.nwk`` under ``<cache_dir>/pairwise/``.
     Corpus: learning a tree over 24,000 features is too expensive, so a random binary tree
-    (``hdtwd_cli.synthetic.random_binary_tree(24000, seed=0)``) with edge lengths drawn uniformly
+    (``hdtwd_cli.evaluate._synthetic.random_binary_tree(24000, seed=0)``) with edge lengths drawn uniformly
     from [0.01, 1) (seed 1).
 
 Methods
-    hdtwd          ``hdtwd_cli.distance.tree_wasserstein(tree, X)``: normalisation + tree vectors +
+    hdtwd          ``hdtwd_cli.twd._distance.tree_wasserstein(tree, X)``: normalisation + tree vectors +
                    compiled kernel, timed whole (the kernel ``pairwise_l1`` is timed inside the same
                    calls through a wrapper);
     scipy          ``pdist(Y, "cityblock")`` on ``Y = twd_vectors(tree, X)[0]``, without and with the
@@ -176,8 +176,8 @@ def make_corpus(n_docs: int = 5000, n_words: int = 24000, seed: int = 0,
 
 def random_tree(m: int, seed: int = 0, length_seed: int = 1, prefix: str = "w"):
     """Random binary tree over ``m`` leaves named ``{prefix}0..``, edge lengths U[0.01, 1)."""
-    from hdtwd_cli.synthetic import random_binary_tree
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.tree._tree import Tree
 
     parent = random_binary_tree(m, seed)
     length = np.random.default_rng(length_seed).uniform(0.01, 1.0, size=parent.shape[0])
@@ -192,9 +192,10 @@ def learned_tree(key: str, X: np.ndarray, names: list[str]):
     (the file name carries a hash of the parameters, so a changed preset learns a new tree)."""
     import hashlib
 
-    from hdtwd_cli.io.hdf5 import read_tree, write_tree
-    from hdtwd_cli.io.newick import write_newick
-    from hdtwd_cli.pipeline import learn_tree, resolve_params
+    from hdtwd_cli.io._hdf5 import read_tree, write_tree
+    from hdtwd_cli.io._newick import write_newick
+    from hdtwd_cli.tree._learn import learn_tree
+    from hdtwd_cli.tree._params import resolve_params
 
     params = resolve_params("default")[0]
     tag = hashlib.sha256(json.dumps(params.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:10]
@@ -213,7 +214,7 @@ def learned_tree(key: str, X: np.ndarray, names: list[str]):
 
 def load_part(name: str, small: int | None, seed: int = 0):
     """(X aligned to the tree's leaves (dense or CSR, float64 counts), tree, info, rows of the full set)."""
-    from hdtwd_cli.pipeline import align_to_tree
+    from hdtwd_cli.twd._distance import align_to_tree
 
     if name in ("zeisel", "cbmc"):
         ds = datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts")
@@ -248,7 +249,7 @@ def load_part(name: str, small: int | None, seed: int = 0):
 def skbio_tree(tree):
     import skbio
 
-    from hdtwd_cli.io.newick import write_newick
+    from hdtwd_cli.io._newick import write_newick
 
     return skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
 
@@ -280,7 +281,7 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
     """Time hdtwd and scipy on the rows of ``X``; the condensed hdtwd result for agreement checks."""
     from scipy.spatial.distance import pdist
 
-    import hdtwd_cli.distance as hd
+    import hdtwd_cli.twd._distance as hd
 
     n = X.shape[0]
     res: dict[str, Any] = {"n": n}
@@ -454,7 +455,7 @@ def run_dataset(name: str, args) -> dict[str, Any]:
     info["skbio_newick_parse_s"] = time.perf_counter() - t0
 
     # warm-ups (untimed): numba caches of hdtwd and scikit-bio's numba kernel
-    from hdtwd_cli.distance import tree_wasserstein
+    from hdtwd_cli.twd._distance import tree_wasserstein
 
     tree_wasserstein(tree, X[:5])
     c5 = (X[:5].toarray() if sp.issparse(X) else X[:5]).astype(np.int64)
@@ -511,7 +512,7 @@ def micro_kernel(nk: int, nj: int, target: float = 4e9) -> tuple[Callable[[], An
     import numba
     from numba import njit, prange
 
-    from hdtwd_cli._kernels import _rows4
+    from hdtwd_cli.twd._kernels import _rows4
 
     @njit(parallel=True)
     def micro_in_cache(As, Bps, accs, reps, nk, nj):  # pragma: no cover - compiled
@@ -632,7 +633,7 @@ def _cli_run(cmd: list[str], log_path: Path, max_wait_s: float) -> dict[str, Any
 
 
 def memory_runs(args) -> dict[str, Any]:
-    from hdtwd_cli.io.newick import write_newick
+    from hdtwd_cli.io._newick import write_newick
 
     hdtwd = harness.require_tools()
     wd = work_dir() / "mem"
@@ -754,7 +755,7 @@ def _check_h5_rows(data: Path, tree, dout: Path, rows: int = 64) -> dict[str, An
     """Spot check: the first and last rows of the blocked output vs an in-process computation."""
     import h5py
 
-    from hdtwd_cli.distance import pairwise_l1, twd_vectors
+    from hdtwd_cli.twd._distance import pairwise_l1, twd_vectors
 
     X = sp.load_npz(data).tocsr()
     Y = twd_vectors(tree, X)[0]
@@ -791,7 +792,7 @@ def render(rec: dict[str, Any]) -> str:
              "3 kept runs, in cores. Ratio = median / median of hdtwd on the same samples. Max rel diff = "
              "max over pairs of |a - b| / max(|a|, |b|) against hdtwd (tolerance 1e-9).")
     o.append("")
-    o.append("- hdtwd: `hdtwd_cli.distance.tree_wasserstein(tree, X)` (row normalisation + tree vectors "
+    o.append("- hdtwd: `hdtwd_cli.twd._distance.tree_wasserstein(tree, X)` (row normalisation + tree vectors "
              "`Y` + compiled kernel; returns the n x n matrix). \"kernel\" is `pairwise_l1(Y)` inside the same calls.")
     o.append("- scipy: `pdist(Y, 'cityblock')` on `Y = twd_vectors(tree, X)[0]` (returns the condensed "
              "n(n-1)/2 vector; single-threaded); \"+ Y\" adds the time to build `Y` in the same run.")

@@ -153,8 +153,8 @@ def part_stages(n: int) -> dict[str, Any]:
     (unpartitioned: hdtwd's own NN-descent on all rows' uint16 vectors, then the exact re-ranking).
     Until issue 28 this timed pynndescent and broke when it was replaced."""
     import hdtwd_cli as hd
-    from hdtwd_cli import search
-    from hdtwd_cli._nndescent import nn_descent
+    from hdtwd_cli.knn import _search as search
+    from hdtwd_cli.knn._nndescent import nn_descent
 
     out: dict[str, Any] = {}
 
@@ -194,7 +194,7 @@ def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
     with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
                                   silence_logs=50, env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
             distributed.Client(c) as client:
-        client.run(lambda: __import__("hdtwd_cli._kernels"))  # numba loaded before the clock starts
+        client.run(lambda: __import__("hdtwd_cli.twd._kernels"))  # numba loaded before the clock starts
         with distributed.get_task_stream(client) as ts:
             t = time.perf_counter()
             g = dv.knn(k, client=client)

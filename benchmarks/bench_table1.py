@@ -4,7 +4,7 @@ For each set, ``evaluate`` (the protocol of ``hdtwd classify``: 5 stratified 70/
 best-k mean kNN accuracy ± std over splits) runs ONE method per call on the same splits, so each
 method's wall time is its own (tree building on the training rows and the TWDs of the split):
 hdtwd with the defaults and with ``--preset paper`` (its (c, K) for the set), the competitors'
-trees of :mod:`hdtwd_cli.competitors` (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1/5/10``)
+trees of :mod:`hdtwd_cli.evaluate._competitors` (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1/5/10``)
 and the simple baselines. ``mst`` needs the dense ``m x m`` distances: skipped above
 ``MST_MAX_FEATURES`` features (CLASSIC), and the table says so. Exact OT (``ot``) is scored on the
 test rows that fit its budget (:data:`OT_BUDGETS`, else the default), with hdtwd's defaults scored
@@ -30,10 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from bench_classify import PAPER, get  # noqa: E402
 
-from hdtwd_cli.defaults import DEFAULT_K, OT_BUDGET, TREE_METHODS  # noqa: E402
-from hdtwd_cli.denoise import is_count_data  # noqa: E402
-from hdtwd_cli.evaluation import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise  # noqa: E402
-from hdtwd_cli.pipeline import resolve_params  # noqa: E402
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET, TREE_METHODS  # noqa: E402
+from hdtwd_cli.tree._denoise import is_count_data  # noqa: E402
+from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise  # noqa: E402
+from hdtwd_cli.tree._params import resolve_params  # noqa: E402
 
 WORKDIR = "table1-issue26"
 MST_MAX_FEATURES = 10000

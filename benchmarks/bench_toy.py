@@ -26,9 +26,10 @@ from scipy.stats import pearsonr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 
-from hdtwd_cli.distance import tree_wasserstein  # noqa: E402
-from hdtwd_cli.pipeline import learn_tree, resolve_params  # noqa: E402
-from hdtwd_cli.synthetic import gaussian_tree_samples, tree_twd  # noqa: E402
+from hdtwd_cli.twd._distance import tree_wasserstein  # noqa: E402
+from hdtwd_cli.tree._learn import learn_tree  # noqa: E402
+from hdtwd_cli.tree._params import resolve_params  # noqa: E402
+from hdtwd_cli.evaluate._synthetic import gaussian_tree_samples, tree_twd  # noqa: E402
 
 PRESETS = ("paper", "default")
 TEST_SEEDS = range(5)

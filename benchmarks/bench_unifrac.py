@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hdtwd_cli._simd import prefer_wide_vectors
+from hdtwd_cli._runtime.simd import prefer_wide_vectors
 
 prefer_wide_vectors()  # the in-process kernels (roofline part) compiled as `hdtwd` compiles them
 
@@ -119,7 +119,7 @@ def part_prepare() -> dict[str, Any]:
     import biom
     from biom.util import biom_open
 
-    from hdtwd_cli.synthetic import planted_corpus
+    from hdtwd_cli.evaluate._synthetic import planted_corpus
 
     rec: dict[str, Any] = {}
     for name in WORKLOADS:
@@ -260,8 +260,8 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
     import numba
 
     import hdtwd_cli as hd
-    from hdtwd_cli._pruned import l1_distances_pruned
-    from hdtwd_cli.distance import _panels, pruned_share
+    from hdtwd_cli.twd._pruned import l1_distances_pruned
+    from hdtwd_cli.twd._distance import _panels, pruned_share
     from hdtwd_cli.io import read_tree_file
 
     X = sp.load_npz(data_path("corpus24k")).tocsr()
@@ -288,7 +288,7 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
             shared += u.size
             passes += np.unique(u // 256).size
 
-    from hdtwd_cli._kernels import l1_distances
+    from hdtwd_cli.twd._kernels import l1_distances
 
     Ys = tv.rows(0, 1024)  # the dense tiled kernel on 1,024 of the same documents: the practical ceiling
     l1_distances(Ys[:64])

@@ -2,7 +2,7 @@
 
 For each set, one default tree learned on ALL cells (as ``hdtwd distance`` does), then kNN graphs
 (15 neighbours, the cell itself included, scanpy's UMAP connectivities through
-``hdtwd_cli.graph.umap_connectivities``) of several exact tree-Wasserstein distances on that tree
+``hdtwd_cli.knn._graph.umap_connectivities``) of several exact tree-Wasserstein distances on that tree
 and of two baselines, Leiden (resolution 1, igraph flavour, 2 iterations, seeds 0..4) and the ARI
 against every label set, beside the kNN accuracy of the same distance (5 splits of
 ``stratified_splits``; the tree is shared by the splits here, so the accuracies are transductive
@@ -30,11 +30,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness  # noqa: E402
 from sets import load_set  # noqa: E402
 
-from hdtwd_cli._kernels import l1_distances  # noqa: E402
-from hdtwd_cli.distance import pairwise_l1, subtree_masses, tree_embedding  # noqa: E402
-from hdtwd_cli.evaluation import DEFAULT_K, knn_accuracy, pca_representation, stratified_splits  # noqa: E402
-from hdtwd_cli.graph import umap_connectivities  # noqa: E402
-from hdtwd_cli.pipeline import TreeParams, align_to_tree, learn_tree  # noqa: E402
+from hdtwd_cli.twd._kernels import l1_distances  # noqa: E402
+from hdtwd_cli.twd._distance import pairwise_l1, subtree_masses, tree_embedding  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, pca_representation, stratified_splits  # noqa: E402
+from hdtwd_cli.knn._graph import umap_connectivities  # noqa: E402
+from hdtwd_cli.tree._params import TreeParams  # noqa: E402
+from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
+from hdtwd_cli.tree._learn import learn_tree  # noqa: E402
 
 K = 15
 SEEDS = range(5)

@@ -25,7 +25,7 @@ import harness  # noqa: E402
 from bench_scale import synth  # noqa: E402
 
 import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli import search  # noqa: E402
+from hdtwd_cli.knn import _search as search  # noqa: E402
 
 
 def exact_rows(tv, rows: np.ndarray, k: int) -> np.ndarray:

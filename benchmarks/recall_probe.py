@@ -26,7 +26,7 @@ import harness  # noqa: E402
 from bench_scale import recall, synth  # noqa: E402
 
 import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli import search  # noqa: E402
+from hdtwd_cli.knn import _search as search  # noqa: E402
 from partition_probe import exact_rows  # noqa: E402
 
 

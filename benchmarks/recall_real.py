@@ -19,7 +19,7 @@ import harness  # noqa: E402
 from sets import load_set  # noqa: E402
 
 import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli import _nndescent  # noqa: E402
+from hdtwd_cli.knn import _nndescent as _nndescent  # noqa: E402
 
 
 def recall(a: np.ndarray, b: np.ndarray) -> float:

@@ -26,8 +26,8 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_pairwise import make_corpus, random_tree  # noqa: E402
 
-from hdtwd_cli._kernels import l1_distances  # noqa: E402
-from hdtwd_cli.distance import twd_vectors  # noqa: E402
+from hdtwd_cli.twd._kernels import l1_distances  # noqa: E402
+from hdtwd_cli.twd._distance import twd_vectors  # noqa: E402
 
 
 @njit(parallel=True, cache=True)

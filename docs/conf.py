@@ -2,7 +2,7 @@
 
 Markdown pages through MyST, the API reference from the docstrings (autodoc + autosummary,
 NumPy style through napoleon), the command-line reference generated from the typer app
-(:func:`hdtwd_cli._manpage.cli_reference`, the same source as the manual pages), and the
+(:func:`hdtwd_cli.cli._manpage.cli_reference`, the same source as the manual pages), and the
 tutorials in ``tutorials/`` executed at build time by sphinx-gallery. No network: no
 intersphinx, no link checks.
 """
@@ -18,7 +18,7 @@ sys.path.insert(0, str(DOCS.parent))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import hdtwd_cli  # noqa: E402
-from hdtwd_cli._manpage import cli_reference  # noqa: E402
+from hdtwd_cli.cli._manpage import cli_reference  # noqa: E402
 
 project = "hdtwd"
 author = "the hdtwd developers"

@@ -1,3 +1,3 @@
-from .cli import main
+from hdtwd_cli.cli._app import main
 
 main()

@@ -18,7 +18,7 @@ import pandas as pd
 import scipy.io
 import scipy.sparse as sp
 
-from hdtwd_cli.synthetic import PRODUCE_WORDS, planted_counts, produce_documents
+from hdtwd_cli.evaluate._synthetic import PRODUCE_WORDS, planted_counts, produce_documents
 
 HERE = Path(__file__).resolve().parent
 

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hdtwd_cli._simd import prefer_wide_vectors
+from hdtwd_cli._runtime.simd import prefer_wide_vectors
 
 prefer_wide_vectors()  # before numba loads: the kernels compiled here are those of the `hdtwd` subprocesses
 
@@ -71,7 +71,7 @@ def produce_csv() -> Path:
 def caterpillar(m: int):
     """A chain of ``m`` leaves (single linkage's worst case, ``m - 1`` deep): leaf i hangs off internal node
     m+i (leaf 0 off m), the internal nodes form a chain to the root; random edge lengths (seed 0)."""
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.tree._tree import Tree
 
     parent = np.empty(2 * m - 1, dtype=np.int64)
     parent[0] = m

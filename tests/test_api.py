@@ -42,11 +42,10 @@ def test_public_names_and_doctests():
                                "classify", "HdtwdError", "HdtwdWarning"}
     for name in hd.__all__:
         assert getattr(hd, name) is not None
-    import hdtwd_cli.api
-    import hdtwd_cli.pipeline
-    import hdtwd_cli.tree
+    from hdtwd_cli import _api
+    from hdtwd_cli.tree import _params, _tree
 
-    for mod in (hdtwd_cli.api, hdtwd_cli.pipeline, hdtwd_cli.tree):
+    for mod in (_api, _params, _tree):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
 
@@ -85,7 +84,7 @@ def test_library_errors_name_python_arguments_and_the_cli_words_them_as_flags(tm
 def test_one_warning_category():
     tree = hd.learn_tree(cells().X)
     with pytest.warns(hd.HdtwdWarning, match="feature weights"):
-        from hdtwd_cli.io.output import write_newick_file
+        from hdtwd_cli.io._output import write_newick_file
 
         write_newick_file(os.devnull, tree)
 
@@ -229,8 +228,8 @@ def test_h5ad_from_standard_input_keeps_every_field(tmp_path):
 def test_knn_beyond_n_is_refused_before_the_tree_is_learned(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import hdtwd_cli.api as api
-    import hdtwd_cli.cli as cli
+    import hdtwd_cli._api as api
+    import hdtwd_cli.cli._app as cli
 
     def never(*a, **k):
         raise AssertionError("a tree was learned before --knn was checked")

@@ -10,7 +10,7 @@ from conftest import SAMPLE, run_hdtwd
 
 
 def planted_csv(tmp_path, perm=None, name="x.csv"):
-    from hdtwd_cli.synthetic import planted_counts
+    from hdtwd_cli.evaluate._synthetic import planted_counts
 
     X, _, _ = planted_counts(60, 20, 3, seed=4)
     features = [f"gene{j}" for j in range(X.shape[1])]
@@ -167,13 +167,13 @@ def test_help_and_version():
 def test_start_up_imports_no_numerical_stack():
     """`hdtwd --version` and `--help` load neither numpy, scipy, numba, anndata nor rich (issue 14).
 
-    The command line declares its options from :mod:`hdtwd_cli.defaults`; the numerical modules are
+    The command line declares its options from :mod:`hdtwd_cli._defaults`; the numerical modules are
     imported by the command bodies. Checked in a fresh interpreter, where nothing else imported them.
     """
     import subprocess
     import sys
 
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli import main\nsys.argv = ['hdtwd', '--version']\n"
+    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\nsys.argv = ['hdtwd', '--version']\n"
             "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numpy', 'scipy', 'numba', "
             "'anndata', 'h5py', 'rich') if m in sys.modules))))\n"
             "main()\n")  # main() ends the process (cli._exit), after the atexit handlers
@@ -183,13 +183,13 @@ def test_start_up_imports_no_numerical_stack():
 
 
 def test_small_problems_never_load_numba(tmp_path):
-    """A small input takes the NumPy twins of the kernels, so numba is never imported (hdtwd_cli._jit),
-    nor LLVM (hdtwd_cli._simd) nor scipy.cluster (complete linkage's twin); and the fast exit of
+    """A small input takes the NumPy twins of the kernels, so numba is never imported (hdtwd_cli._runtime.jit),
+    nor LLVM (hdtwd_cli._runtime.simd) nor scipy.cluster (complete linkage's twin); and the fast exit of
     `hdtwd` (no interpreter teardown) still runs the atexit handlers and flushes."""
     import subprocess
     import sys
 
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli import main\n"
+    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
             "sys.argv = ['hdtwd', 'distance', sys.argv[1], '-o', sys.argv[2], '-q']\n"
             "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numba', 'llvmlite', "
             "'scipy.cluster') if m in sys.modules))))\n"
@@ -204,13 +204,13 @@ def test_small_problems_never_load_numba(tmp_path):
 
 def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
     """`hdtwd distance X.npy --tree T.nwk -q` on dense data imports neither scipy.sparse
-    (hdtwd_cli._sparse) nor h5py nor rich (nothing to print), and its kernels come from numba's
-    cache without numba's lowering registries (hdtwd_cli._jit); the result equals the API's."""
+    (hdtwd_cli._runtime.sparse) nor h5py nor rich (nothing to print), and its kernels come from numba's
+    cache without numba's lowering registries (hdtwd_cli._runtime.jit); the result equals the API's."""
     import subprocess
     import sys
 
-    from hdtwd_cli.api import distances, learn_tree
-    from hdtwd_cli.io import read_tree_file, write_newick_file
+    from hdtwd_cli import Tree, distances, learn_tree
+    from hdtwd_cli.io import write_newick_file
 
     rng = np.random.default_rng(0)
     X = rng.poisson(1.0, (400, 60)).astype(float) + 0.5  # 400 x 60: large enough for numba's kernels
@@ -219,7 +219,7 @@ def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
     tree.feature_weights = None  # Newick holds none
     write_newick_file(str(tmp_path / "T.nwk"), tree)
     mods = "('scipy.sparse', 'h5py', 'rich', 'numba.np.linalg', 'numba')"
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli import main\n"
+    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
             "sys.argv = ['hdtwd', 'distance', sys.argv[1], '--tree', sys.argv[2], '-o', sys.argv[3], '-q']\n"
             f"atexit.register(lambda: sys.stderr.write(repr([m for m in {mods} if m in sys.modules])))\n"
             "main()\n")
@@ -229,4 +229,4 @@ def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
                            capture_output=True, text=True, timeout=300)
         assert r.returncode == 0, r.stderr
     assert r.stderr == "['numba']", r.stderr
-    np.testing.assert_array_equal(np.load(out), distances(X, read_tree_file(str(tmp_path / "T.nwk"))))
+    np.testing.assert_array_equal(np.load(out), distances(X, Tree.read(str(tmp_path / "T.nwk"))))

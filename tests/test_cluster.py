@@ -14,7 +14,7 @@ import scipy.sparse as sp
 
 import hdtwd_cli as hd
 from conftest import SAMPLE, run_hdtwd
-from hdtwd_cli.search import AUTO_NNDESCENT_ABOVE, choose_method
+from hdtwd_cli.knn._search import AUTO_NNDESCENT_ABOVE, choose_method
 
 distributed = pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr")
@@ -52,8 +52,8 @@ def test_knn_on_the_cluster_is_the_single_process_bits(cluster, tmp_path):
     one, many = dv.knn(15), dv.knn(15, client=client)
     assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
     # many block-pair tasks (each distance computed once, folded as tasks finish): the same bits
-    from hdtwd_cli.cluster import nearest_neighbours_dask
-    from hdtwd_cli.distance import nearest_neighbours
+    from hdtwd_cli.knn._dask import nearest_neighbours_dask
+    from hdtwd_cli.twd._distance import nearest_neighbours
 
     ref = nearest_neighbours(dv.base, 14, 2048)
     for block in (37, 64):
@@ -135,7 +135,7 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
     cut apart: >= 0.9, below). The default border rule (a 2nd cluster only for samples near its border,
     measured at 10^6 cells) places fewer samples twice and, on partitions this small (150 rows),
     loses neighbours at the borders: still >= 0.8."""
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
 
     X, names = cells_X()
     monkeypatch.setattr(search, "PARTITION_FILL", 0.25)
@@ -173,7 +173,7 @@ def test_a_partitioned_search_reports_its_recall_on_sampled_samples_and_warns_wh
     the recall computed from the exact search; partitions of 20 rows lose most neighbours: a warning."""
     import re
 
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
     from hdtwd_cli.errors import HdtwdWarning
 
     X, names = cells_X()
@@ -202,7 +202,7 @@ def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
     is dissolved into the others (min_size), and a cluster cut into pieces gives pieces of max_rows
     (the last one too), so every sample's partitions hold >= c other samples: none is left with the
     arbitrary fallback candidates. With min_size = 2 some sample is (the case exists here)."""
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
 
     X, names = cells_X()
     X = sp.vstack([sp.csr_matrix(X)] + [sp.csr_matrix(([50.0], ([0], [j])), shape=(1, X.shape[1]))
@@ -226,7 +226,7 @@ def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
 def test_cluster_sums_are_np_add_at_bit_for_bit():
     """k-means' update: per-cluster sums added in row order, as ``np.add.at`` adds them (values of
     very different magnitudes, so that another order would round differently); empty clusters are 0."""
-    from hdtwd_cli.search import cluster_sums
+    from hdtwd_cli.knn._search import cluster_sums
 
     rng = np.random.default_rng(6)
     Z = rng.standard_normal((5000, 7)) * 10.0 ** rng.integers(-8, 9, size=(5000, 1))
@@ -242,7 +242,7 @@ def test_cluster_sums_are_np_add_at_bit_for_bit():
 def test_nearest_centres_are_the_brute_force_ones_ties_by_index():
     """k-means' assignment kernel: the ``count`` smallest squared distances by (distance, index),
     against NumPy's stable argsort; duplicated centres tie and keep the smaller index."""
-    from hdtwd_cli._kernels import nearest_centres
+    from hdtwd_cli.tree._kernels import nearest_centres
 
     rng = np.random.default_rng(2)
     Z = rng.integers(-3, 4, size=(400, 5)).astype(np.float64)  # small integers: many exact ties
@@ -263,8 +263,8 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     """Each partition's task re-ranks its own candidates; a sample in two partitions gets the k best of
     its two lists: bit for bit the exact re-ranking of the union of its candidates (search.rerank).
     Partitions smaller than the candidate lists fall back to other samples: still k distinct exact."""
-    from hdtwd_cli import search
-    from hdtwd_cli._nndescent import nn_descent
+    from hdtwd_cli.knn import _search as search
+    from hdtwd_cli.knn._nndescent import nn_descent
 
     X, names = cells_X()
     tv = hd.distance_vectors(X, feature_names=names).base
@@ -296,7 +296,7 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
 
 def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
     """Each partition reports half of its rows after its NN-descent, half after its re-ranking: n in all."""
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
 
     X, names = cells_X()
     dv = hd.distance_vectors(X, feature_names=names)
@@ -307,34 +307,10 @@ def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
         assert sum(seen) == X.shape[0] and min(seen) >= 0 and len(seen) >= 2, (budget, seen)
 
 
-def test_refine_keeps_exact_neighbours_and_recovers_lost_ones():
-    """One neighbours-of-neighbours round (search.refine): the exact lists are its fixed point, and from
-    lists with a third of their entries wrong it recovers neighbours, never losing one, exact distances."""
-    from hdtwd_cli import search
-
-    X, names = cells_X()
-    dv = hd.distance_vectors(X, feature_names=names)
-    exact = dv.knn(15).indices[:, 1:]
-    idx, dist = search.refine(dv.base, exact, 14)
-    assert np.array_equal(np.sort(idx, axis=1), np.sort(exact, axis=1))
-    D = dv.matrix()
-    assert np.array_equal(dist, np.take_along_axis(D, idx, axis=1))
-    rng = np.random.default_rng(0)
-    spoiled = exact.copy()
-    n = X.shape[0]
-    spoiled[:, 9:] = (np.arange(n)[:, None] + rng.integers(1, n, size=(n, 5))) % n  # 5 of 14 random
-    before = np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact, spoiled)])
-    fixed, _ = search.refine(dv.base, spoiled, 14)
-    after = [len(set(p) & set(q)) / 14 for p, q in zip(exact, fixed)]
-    kept = [len(set(p) & set(q) & set(r)) == len(set(p) & set(q)) for p, q, r in zip(exact, spoiled, fixed)]
-    assert all(kept) and np.mean(after) > before + 0.2, (before, np.mean(after))
-    assert all(len(set(r)) == 14 and i not in r for i, r in enumerate(fixed))
-
-
 def test_approximate_search_on_the_cluster_is_the_single_process_bits(cluster, fault_dir, monkeypatch, tmp_path):
     """Issue 28: --knn-method nndescent --scheduler: partitions' NN-descent and re-ranking blocks as tasks,
     the single process's graph bit for bit (whole and partitioned), a worker killed once survived."""
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
 
     c, client = cluster
     X, names = cells_X()
@@ -367,7 +343,7 @@ def test_auto_picks_by_the_number_of_samples():
 
 
 def test_ties_are_settled_by_index_whatever_the_block_order():
-    from hdtwd_cli.distance import nearest_neighbours
+    from hdtwd_cli.twd._distance import nearest_neighbours
 
     X = np.repeat(np.eye(6)[:, :5] + 0.1, 5, axis=0)  # groups of identical rows: many tied distances
     tree = hd.learn_tree(X + 1e-3)

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 from conftest import exact_ot, path_metric, run_hdtwd
-from hdtwd_cli.api import classify_methods
-from hdtwd_cli.competitors import cluster_tree, competitor_trees, mst_tree, quadtree
-from hdtwd_cli.distance import normalize_rows, tree_wasserstein
+from hdtwd_cli._api import classify_methods
+from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.evaluation import ot_test_rows, stratified_splits
-from hdtwd_cli.exact_ot import OT_MIN_TEST_ROWS, budget_rows, exact_ot as ot_distances, ot_histograms
-from hdtwd_cli.pipeline import TreeParams, align_to_tree
+from hdtwd_cli.evaluate._protocol import ot_test_rows, stratified_splits
+from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, budget_rows, exact_ot as ot_distances, ot_histograms
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import align_to_tree
 
 
 def _vectors(seed: int, m: int = 14, d: int = 3) -> np.ndarray:

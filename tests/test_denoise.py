@@ -14,14 +14,16 @@ import numpy as np
 import pytest
 
 from conftest import exact_ot, path_metric, run_hdtwd
-from hdtwd_cli.api import classify_methods, distances
-from hdtwd_cli.denoise import Denoiser, denoise, fit_denoiser
-from hdtwd_cli.distance import normalize_rows, tree_wasserstein
+from hdtwd_cli._api import classify_methods, distances
+from hdtwd_cli.tree._denoise import Denoiser, denoise, fit_denoiser
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.features import idf_weights
-from hdtwd_cli.pipeline import TreeParams, align_to_tree, extend_tree, learn_tree
-from hdtwd_cli.synthetic import planted_counts
-from hdtwd_cli.tree import Tree
+from hdtwd_cli.tree._features import idf_weights
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import align_to_tree
+from hdtwd_cli.tree._learn import extend_tree, learn_tree
+from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.tree._tree import Tree
 
 
 def _counts(seed: int = 0, n: int = 50, m: int = 14):
@@ -75,7 +77,7 @@ def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
     for i, j in [(0, 1), (0, 45), (3, 44), (41, 48)]:
         assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
     # the tree is the one learned from the denoised rows
-    from hdtwd_cli.denoise import denoise as _den
+    from hdtwd_cli.tree._denoise import denoise as _den
     T2 = learn_tree(_den(X[:40], fit_denoiser(X[:40], 3)), names, TreeParams(weighting="none"))
     assert T2.parent.tolist() == tree.parent.tolist() and T2.leaf_names == tree.leaf_names
     # and it is a different distance from the undenoised one on the same tree
@@ -151,7 +153,7 @@ def test_classify_shows_pca_beside_tfidf_for_cells_not_for_documents():
 
 def test_denoising_more_rows_than_memory_holds_is_refused_before_it_starts():
     from hdtwd_cli.errors import ResourceError
-    from hdtwd_cli.pipeline import learn_trees
+    from hdtwd_cli.tree._learn import learn_trees
 
     X, names = _counts(7)
     with pytest.raises(ResourceError, match="dense") as e:

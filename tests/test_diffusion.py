@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from hdtwd_cli.diffusion import diffusion_densities, diffusion_operator, feature_distances, kernel_scale
+from hdtwd_cli.tree._diffusion import diffusion_densities, diffusion_operator, feature_distances, kernel_scale
 
 
 def direct_operator(X, c):
@@ -88,8 +88,8 @@ def test_kernel_scale_is_median_of_pairs():
 def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
     """The blocked CSR Gram kernel equals X^T X: exactly for counts, to rounding for real values;
     the same bits whatever the rows split per chunk (each entry is summed over the rows in order)."""
-    from hdtwd_cli import _kernels
-    from hdtwd_cli._kernels import column_gram_csr
+    from hdtwd_cli.tree import _kernels
+    from hdtwd_cli.tree._kernels import column_gram_csr
 
     rng = np.random.default_rng(3)
     X = sp.random(400, 300, density=0.07, random_state=rng, format="csr")
@@ -118,8 +118,8 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     """The Gram kernel takes the CSR's index arrays as they are (no int64 copies), and the sparse
     ``_column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
     a diagonal matrix: the same bits as that product's Gram, for real values too."""
-    from hdtwd_cli._kernels import column_gram_csr
-    from hdtwd_cli.diffusion import _column_gram, column_scale
+    from hdtwd_cli.tree._kernels import column_gram_csr
+    from hdtwd_cli.tree._diffusion import _column_gram, column_scale
 
     rng = np.random.default_rng(8)
     X = sp.random(500, 120, density=0.1, random_state=rng, format="csr") * 37.0
@@ -140,7 +140,7 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
 def test_column_absmax_is_numpy_s_for_any_part_count(parts):
     """Each column's largest |x| (0 without entries): negative values, explicit zeros, duplicates
     (summed first), float32 values, int32 or int64 indices; a maximum is exact, so any split agrees."""
-    from hdtwd_cli._kernels import column_absmax_csr
+    from hdtwd_cli.tree._kernels import column_absmax_csr
 
     rng = np.random.default_rng(parts or 0)
     X = sp.random(300, 50, density=0.08, random_state=rng, format="csr")
@@ -160,7 +160,7 @@ def test_column_absmax_is_numpy_s_for_any_part_count(parts):
 
 
 def test_column_presence_is_the_nonzero_pattern_of_the_columns():
-    from hdtwd_cli._kernels import column_presence_csr
+    from hdtwd_cli.tree._kernels import column_presence_csr
 
     rng = np.random.default_rng(4)
     X = sp.random(200, 80, density=0.1, random_state=rng, format="csr")
@@ -175,7 +175,7 @@ def test_column_presence_is_the_nonzero_pattern_of_the_columns():
 @pytest.mark.parametrize("m", [40, 1450, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above (23 and 24 tiles of 64)
 def test_sqrt_densities_are_the_bits_of_sqrt_of_the_densities(m):
     # psi: the float32 product S^t, then scaling, clipping and root in float64, rounded once
-    from hdtwd_cli.diffusion import POWER_DTYPE, _scaled, _symmetric_power, diffusion_sqrt_densities
+    from hdtwd_cli.tree._diffusion import POWER_DTYPE, _scaled, _symmetric_power, diffusion_sqrt_densities
 
     X = np.random.default_rng(5).poisson(0.7, size=(80, m)).astype(float) + 0.01
     op = diffusion_operator(X)
@@ -195,8 +195,8 @@ def test_sqrt_densities_are_the_bits_of_sqrt_of_the_densities(m):
 def test_float32_power_keeps_log_a_within_the_stated_tolerance():
     # docs/method.md section 3: the float32 products (S^t and the Gram matrices) move log a by at most
     # 2e-5 from the all-float64 computation (measured 2.7e-6 - 1.0e-5 on pbmc68k, Zeisel, CBMC)
-    from hdtwd_cli import tree as tree_mod
-    from hdtwd_cli.hyperbolic import HyperbolicEmbedding, scale_heights
+    from hdtwd_cli.tree import _hd_lca as tree_mod
+    from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding, scale_heights
 
     X = np.random.default_rng(7).poisson(0.8, size=(120, 400)).astype(float) + 0.01
     op = diffusion_operator(X, bandwidth="knn")
@@ -211,7 +211,7 @@ def test_float32_power_keeps_log_a_within_the_stated_tolerance():
 
 @pytest.mark.parametrize("m, block", [(1, 4), (7, 4), (300, 64), (257, 256)])
 def test_symmetrize_is_the_bits_of_the_expression(m, block):
-    from hdtwd_cli.diffusion import _mirror_upper, _symmetrize
+    from hdtwd_cli.tree._diffusion import _mirror_upper, _symmetrize
 
     A = np.random.default_rng(m).random((m, m))
     ref = A.copy()
@@ -230,7 +230,7 @@ def test_features_identical_up_to_rounding_get_the_same_kernel_on_every_cpu(metr
     a feature with k identical copies between the median and ~1e-8 (a kernel that differed by 1.0,
     trees that differed on BBCSPORT between the AVX-512 and AVX2 paths). Distances within the
     rounding of their formula are exactly 0, so a perturbation at rounding level changes nothing."""
-    from hdtwd_cli.diffusion import zero_rounding
+    from hdtwd_cli.tree._diffusion import zero_rounding
 
     rng = np.random.default_rng(3)
     X = rng.poisson(3.0, size=(60, 30)).astype(float) + 1.0

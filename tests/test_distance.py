@@ -5,9 +5,10 @@ import pytest
 import scipy.sparse as sp
 
 from conftest import exact_ot, path_metric
-from hdtwd_cli.distance import normalize_rows, pairwise_l1, tree_wasserstein
-from hdtwd_cli.pipeline import TreeParams, learn_tree
-from hdtwd_cli.tree import Tree
+from hdtwd_cli.twd._distance import normalize_rows, pairwise_l1, tree_wasserstein
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._tree import Tree
 
 
 def random_case(seed):
@@ -50,7 +51,7 @@ def test_twd_equals_unnormalised_weighted_unifrac():
     skbio = pytest.importorskip("skbio")
     from skbio.diversity import beta_diversity
     X, tree = random_case(7)
-    from hdtwd_cli.io.newick import write_newick
+    from hdtwd_cli.io._newick import write_newick
     import io
     sk_tree = skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
     counts = X.astype(np.int64)  # scikit-bio casts to int64: feed integer counts
@@ -113,7 +114,7 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
 
     rng = np.random.default_rng(0)
     np.save(tmp_path / "Y.npy", rng.random((70, 1037)))
-    code = ("import sys, numpy as np; from hdtwd_cli._kernels import l1_distances; "
+    code = ("import sys, numpy as np; from hdtwd_cli.twd._kernels import l1_distances; "
             "np.save(sys.argv[2], l1_distances(np.load(sys.argv[1])))")
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     for i in range(2):  # first run compiles and writes the cache, second loads it
@@ -121,16 +122,16 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
                        check=True, env=env)
     assert any((tmp_path / "cache").rglob("*.nbi"))
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))
-    # the cached code is loaded without numba's lowering registries (hdtwd_cli._jit), and a cache
+    # the cached code is loaded without numba's lowering registries (hdtwd_cli._runtime.jit), and a cache
     # miss after such a load still compiles (numba's compiler loads them itself)
     check = (code + "; assert 'numba.np.linalg' not in sys.modules, 'full refresh on a cache load'"
-             "; from hdtwd_cli._kernels import row_norms; out = np.empty(3)"
+             "; from hdtwd_cli.twd._kernels import row_norms; out = np.empty(3)"
              "; row_norms(np.ones((3, 5), dtype=np.float32), out); assert (out == 5).all()"
              "; assert 'numba.np.linalg' in sys.modules")
     subprocess.run([sys.executable, "-c", check, tmp_path / "Y.npy", tmp_path / "D3.npy"], check=True, env=env)
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D3.npy"))
     # and the same bits with LLVM's default vector width (the runs above inherit the full width
-    # that conftest asks for, as `hdtwd` does: hdtwd_cli._simd)
+    # that conftest asks for, as `hdtwd` does: hdtwd_cli._runtime.simd)
     narrow = {k: v for k, v in env.items() if k != "NUMBA_CPU_FEATURES"}
     subprocess.run([sys.executable, "-c", code, tmp_path / "Y.npy", tmp_path / "D2.npy"], check=True, env=narrow)
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D2.npy"))
@@ -141,7 +142,7 @@ def test_wide_vectors_only_before_numba_and_only_when_unset():
     import subprocess
     import sys
 
-    code = ("import os, sys; {pre}from hdtwd_cli._simd import prefer_wide_vectors; "
+    code = ("import os, sys; {pre}from hdtwd_cli._runtime.simd import prefer_wide_vectors; "
             "print(prefer_wide_vectors(), os.environ.get('NUMBA_CPU_FEATURES', ''))")
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
 
@@ -164,7 +165,7 @@ def test_kernel_edge_shapes_and_bit_identities(shape):
     import numba
     from scipy.spatial.distance import cdist
 
-    from hdtwd_cli._kernels import l1_distances
+    from hdtwd_cli.twd._kernels import l1_distances
 
     rng = np.random.default_rng(1)
     A = rng.random(shape)
@@ -195,10 +196,10 @@ def test_kernel_edge_shapes_and_bit_identities(shape):
 def test_streamed_knn_equals_brute_force(block):
     import scipy.sparse as sp
 
-    from hdtwd_cli.distance import TreeVectors, nearest_neighbours, twd_vectors
+    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbours, twd_vectors
 
-    from hdtwd_cli.synthetic import random_binary_tree
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.tree._tree import Tree
 
     rng = np.random.default_rng(2)
     m = 40
@@ -222,9 +223,9 @@ def test_streamed_knn_never_holds_all_vectors():
 
     import scipy.sparse as sp
 
-    from hdtwd_cli.distance import TreeVectors, nearest_neighbours
-    from hdtwd_cli.synthetic import random_binary_tree
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbours
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.tree._tree import Tree
 
     m, n = 300, 6000
     tree = Tree(parent=random_binary_tree(m, 0), length=np.r_[np.full(2 * m - 2, 0.5), 0.0],
@@ -247,7 +248,7 @@ def test_compiled_tree_vectors_equal_the_numpy_reference():
     """twd_vectors (compiled per-row pass) == tree_embedding (column passes) on the kept columns, bit for bit."""
     import scipy.sparse as sp
 
-    from hdtwd_cli.distance import normalize_rows, tree_embedding, twd_vectors
+    from hdtwd_cli.twd._distance import normalize_rows, tree_embedding, twd_vectors
 
     for seed in range(5):
         X, tree = random_case(seed)
@@ -265,9 +266,9 @@ def test_picked_rows_and_their_quantised_vectors():
     """TreeVectors.of_rows (rows picked by index in the kernel: any order, repeats) equals the rows'
     slices, and TreeVectors.quantised (fused kernel for CSR input) equals _nndescent.quantise of
     them bit for bit, for float64 and float32 counts, sparse and dense; above the NumPy twins' size."""
-    from hdtwd_cli._nndescent import quantise
-    from hdtwd_cli.distance import TreeVectors
-    from hdtwd_cli.synthetic import random_binary_tree
+    from hdtwd_cli.twd._kernels import quantise
+    from hdtwd_cli.twd._distance import TreeVectors
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
 
     rng = np.random.default_rng(3)
     m, n = 400, 3000  # 2,600 picked rows x 799 nodes: above _small.SMALL_WORK, the compiled kernels
@@ -309,9 +310,9 @@ def test_pruned_kernel_gives_the_dense_kernels_bits(n, m, dtype):
     all pairs, cross distances, row blocks, one thread or two, float32 storage; and it really prunes."""
     import numba
 
-    from hdtwd_cli._pruned import row_panels
-    from hdtwd_cli.distance import TreeVectors, pruned_share, tree_distance_blocks, tree_distances
-    from hdtwd_cli.synthetic import random_binary_tree
+    from hdtwd_cli.twd._pruned import row_panels
+    from hdtwd_cli.twd._distance import TreeVectors, pruned_share, tree_distance_blocks, tree_distances
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
 
     rng = np.random.default_rng(n)
     X = _documents(n, m, seed=m)
@@ -344,8 +345,8 @@ def test_pruned_kernel_gives_the_dense_kernels_bits(n, m, dtype):
 
 
 def test_pruned_kernel_is_chosen_for_documents_only():
-    from hdtwd_cli.distance import TreeVectors, pruned_share
-    from hdtwd_cli.synthetic import random_binary_tree
+    from hdtwd_cli.twd._distance import TreeVectors, pruned_share
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
 
     m = 4000
     parent = random_binary_tree(m, seed=1)
@@ -361,7 +362,7 @@ def test_pruned_kernel_is_chosen_for_documents_only():
 def test_overlap_form_is_exact_for_identical_rows_and_refuses_negative_input():
     """D = S_a + S_b - 2 sum min(a, b): identical rows give an exact 0, every value is >= 0 (the three
     sums share their order), near-duplicates keep a small absolute error; negative rows are refused."""
-    from hdtwd_cli._kernels import l1_distances
+    from hdtwd_cli.twd._kernels import l1_distances
 
     rng = np.random.default_rng(7)
     A = rng.random((40, 700)) * (rng.random((40, 700)) < 0.5)
@@ -381,9 +382,9 @@ def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
     """Small problems skip numba (its first call costs ~0.5 s): the NumPy twins in _small must give
     exactly the compiled kernels' values - row sums, tree vectors, the L1 kernel, the HD-LCA product,
     and so the learned tree and the distances of the whole pipeline."""
-    from hdtwd_cli import _small
-    from hdtwd_cli._kernels import l1_distances, norms, row_sums
-    from hdtwd_cli.distance import TreeVectors
+    from hdtwd_cli._runtime import twins as _small
+    from hdtwd_cli.twd._kernels import l1_distances, norms, row_sums
+    from hdtwd_cli.twd._distance import TreeVectors
 
     rng = np.random.default_rng(5)
     X = rng.poisson(1.5, size=(60, 40)).astype(float) * (rng.random((60, 40)) < 0.6)
@@ -409,7 +410,7 @@ def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
 
 def test_shared_support_count_is_the_intersection():
     # pruned_fraction's count of the nodes two blocks share: sorted supports without repeats
-    from hdtwd_cli._pruned import _shared
+    from hdtwd_cli.twd._pruned import _shared
 
     rng = np.random.default_rng(0)
     for _ in range(500):

@@ -19,7 +19,7 @@ import pytest
 import scipy.sparse as sp
 
 import hdtwd_cli as hd
-from hdtwd_cli import _small
+from hdtwd_cli._runtime import twins as _small
 
 
 def _shuffled_csr(X: np.ndarray, dtype, seed: int) -> sp.csr_matrix:
@@ -182,11 +182,11 @@ def test_the_reported_snippet_pbmc68k():
                          ids=["exact", "landmarks", "svd"])
 def test_the_tree_is_the_same_bits_with_one_or_two_blas_threads(params):
     """LAPACK's eigensolvers and QR / SVD (and, on AVX2 kernels, products) give other last bits with
-    another BLAS thread count; tree learning runs on one BLAS thread (hdtwd_cli._blas), so the tree
+    another BLAS thread count; tree learning runs on one BLAS thread (hdtwd_cli._runtime.blas), so the tree
     does not depend on --threads or OMP_NUM_THREADS."""
     from threadpoolctl import threadpool_limits
 
-    from hdtwd_cli.pipeline import TreeParams
+    from hdtwd_cli.tree._params import TreeParams
 
     rng = np.random.default_rng(8)  # features enough for OpenBLAS to thread (the sample's 300 cells are not)
     X = sp.csr_matrix(rng.poisson(rng.gamma(0.5, 1.0, size=(1, 900)), size=(400, 900)).astype(np.float32))
@@ -203,7 +203,7 @@ def test_the_approximate_search_gives_the_float64_graph_for_every_input_dtype(pa
     """``method="nndescent"``: the byte code (column ranges of the tree vectors), NN-descent and the
     exact re-ranking give the float64 input's graph bit for bit for every dtype and storage, searched
     whole or in partitions (the code then comes from the partitions' pass)."""
-    from hdtwd_cli import search
+    from hdtwd_cli.knn import _search as search
 
     X = _data("cells")
     names = [f"g{j}" for j in range(X.shape[1])]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLE, run_hdtwd
-from hdtwd_cli.evaluation import knn_predict, stratified_splits
-from hdtwd_cli.pipeline import TreeParams
+from hdtwd_cli.evaluate._protocol import knn_predict, stratified_splits
+from hdtwd_cli.tree._params import TreeParams
 
 
 def test_knn_matches_scikit_learn_when_votes_do_not_tie():
@@ -63,7 +63,7 @@ def test_singleton_class_falls_back_to_unstratified():
 
 
 def test_tree_is_learned_from_training_rows_only(monkeypatch):
-    import hdtwd_cli.evaluation as ev
+    import hdtwd_cli.evaluate._protocol as ev
 
     seen = []
     real = ev.learn_trees
@@ -73,7 +73,7 @@ def test_tree_is_learned_from_training_rows_only(monkeypatch):
         return real(X, names, params, scales, *args, **kw)
 
     monkeypatch.setattr(ev, "learn_trees", spy)
-    from hdtwd_cli.synthetic import planted_counts
+    from hdtwd_cli.evaluate._synthetic import planted_counts
     X, labels, _ = planted_counts(100, 16, 3, seed=0)
     res = ev.evaluate(X, [f"g{j}" for j in range(16)], labels, ["hdtwd"], [1.0], [3], TreeParams.from_preset("paper"),
                       ks=[1, 3], n_splits=2, test_size=0.3, seed=0)

@@ -10,13 +10,15 @@ import pytest
 import scipy.sparse as sp
 
 from conftest import exact_ot, path_metric, run_hdtwd
-from hdtwd_cli.distance import normalize_rows, tree_wasserstein
-from hdtwd_cli.evaluation import baseline_distances, evaluate, pca_representation
-from hdtwd_cli.features import idf_weights, latent_feature_space
-from hdtwd_cli.io.vectors import read_feature_embedding
-from hdtwd_cli.pipeline import TreeParams, align_to_tree, extend_tree, learn_tree, resolve_params
-from hdtwd_cli.synthetic import planted_counts
-from hdtwd_cli.tree import attach_at_root, lengthen_leaves, mean_leaf_depth
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.evaluate._protocol import baseline_distances, evaluate, pca_representation
+from hdtwd_cli.tree._features import idf_weights, latent_feature_space
+from hdtwd_cli.io._vectors import read_feature_embedding
+from hdtwd_cli.tree._params import TreeParams, resolve_params
+from hdtwd_cli.twd._distance import align_to_tree
+from hdtwd_cli.tree._learn import extend_tree, learn_tree
+from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.tree._tree import attach_at_root, lengthen_leaves, mean_leaf_depth
 
 
 def tiny_corpus(seed: int = 0, n: int = 60):
@@ -184,8 +186,8 @@ def test_svd_feature_space_falls_back_to_the_data_when_too_small():
 
 
 def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur():
-    from hdtwd_cli.features import never_cooccur_fraction
-    from hdtwd_cli.synthetic import planted_corpus
+    from hdtwd_cli.tree._features import never_cooccur_fraction
+    from hdtwd_cli.evaluate._synthetic import planted_corpus
 
     docs, _, _ = planted_corpus(300, 2000, branching=(4, 4), mean_length=30.0, level_weights=(0.6, 0.2, 0.2), seed=0)
     cells, _, _ = planted_counts(300, 200, 4, seed=0)
@@ -285,9 +287,9 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
     proc = run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "-o", tmp_path / "D2.npy", check=False)
     assert proc.returncode == 2 and "--unseen root" in proc.stderr.decode()
     run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "--unseen", "root", "-o", tmp_path / "D2.npy", "-q")
-    from hdtwd_cli.io import read_tree
+    from hdtwd_cli.tree._tree import Tree
 
-    T = extend_tree(read_tree(str(tmp_path / "T.h5")), names + ["new1", "new2"])
+    T = extend_tree(Tree.read(str(tmp_path / "T.h5")), names + ["new1", "new2"])
     h, lam = T.metadata["mean_leaf_depth"], T.metadata["leaf_length"]
     assert T.length[T.leaf_names.index("new1")] == pytest.approx(h * (1 + lam))
     assert T.feature_weights[T.leaf_names.index("new1")] == T.feature_weights.max()
@@ -305,7 +307,7 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
 
 
 def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
-    from hdtwd_cli.pipeline import auto_leaf_length, feature_space
+    from hdtwd_cli.tree._learn import auto_leaf_length, feature_space
 
     X, _, _ = planted_counts(200, 150, 4, seed=10)
     names = [f"g{j}" for j in range(150)]
@@ -331,10 +333,10 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
 
 
 def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
-    import hdtwd_cli.distance as dist
-    import hdtwd_cli.evaluation as ev
-    from hdtwd_cli._kernels import l1_distances, l1_distances_sparse
-    from hdtwd_cli.distance import query_distances
+    import hdtwd_cli.twd._distance as dist
+    import hdtwd_cli.evaluate._protocol as ev
+    from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse
+    from hdtwd_cli.twd._distance import query_distances
 
     monkeypatch.setattr(dist, "SPARSE_KERNEL_DENSITY", 1.01)  # the overlap kernel even on this small corpus
     monkeypatch.setattr(ev, "SPARSE_KERNEL_DENSITY", 1.01)
@@ -358,7 +360,7 @@ def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
 
 
 def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root():
-    from hdtwd_cli.features import document_frequency
+    from hdtwd_cli.tree._features import document_frequency
 
     X, names, _ = tiny_corpus(seed=12)
     params = resolve_params("default", max_features=12, min_df=1)[0]
@@ -374,9 +376,9 @@ def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root(
 def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import hdtwd_cli.api as api
-    import hdtwd_cli.cli as cli
-    import hdtwd_cli.evaluation as ev
+    import hdtwd_cli._api as api
+    import hdtwd_cli.cli._app as cli
+    import hdtwd_cli.evaluate._protocol as ev
 
     def never(*a, **k):
         raise AssertionError("a tree was learned before the empty row was found")
@@ -396,7 +398,7 @@ def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monk
 def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
     """Columns land on their leaves by name; leaves without a column get zero mass; all-zero
     unknown features are ignored; feature weights scale the columns (dense == sparse)."""
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.tree._tree import Tree
 
     rng = np.random.default_rng(3)
     # 5 leaves: c, a, e, b, d; one internal node over (c, a), the root over the rest
@@ -424,8 +426,8 @@ def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
 def test_document_frequency_counts_nonzero_entries_whatever_the_storage(monkeypatch, chunk):
     """Sparse with and without explicitly stored zeros (both code paths), in one chunk of stored
     entries or many, dense: the same counts."""
-    from hdtwd_cli import features
-    from hdtwd_cli.features import document_frequency
+    from hdtwd_cli.tree import _features as features
+    from hdtwd_cli.tree._features import document_frequency
 
     monkeypatch.setattr(features, "_DF_CHUNK", chunk)
 

@@ -179,7 +179,7 @@ def test_10x_h5_genomes_as_scanpy(tmp_path):
     path = write_10x_h5_genomes(str(tmp_path / "multiple_genomes.h5"))
     with pytest.raises(InputError, match=r"holds 2 genomes \(hg19_chr21, mm10_chr21\)") as e:
         read_matrix(path)
-    from hdtwd_cli.cli_options import flag
+    from hdtwd_cli.cli._options import flag
     assert "choose one with --genome NAME" in e.value.worded(flag)
     for genome in ("hg19_chr21", "mm10_chr21"):
         ref = sc.read_10x_h5(path, genome=genome)

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from hdtwd_cli.hyperbolic import geodesic_midpoint, halfspace_distance, scale_heights
+from hdtwd_cli.tree._hyperbolic import geodesic_midpoint, halfspace_distance, scale_heights
 
 
 def test_heights_are_dyadic():

@@ -12,7 +12,8 @@ import scipy.sparse as sp
 from conftest import caterpillar, run_hdtwd
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.io import read_matrix
-from hdtwd_cli.io.newick import format_label, read_newick, write_newick
+from hdtwd_cli.io._newick import format_label, read_newick, write_newick
+from hdtwd_cli.tree._tree import Tree
 
 
 def write_all_formats(tmp_path, X, features, samples):
@@ -129,7 +130,7 @@ def test_caterpillar_20000_round_trips_through_our_reader():
     tree.validate()
     assert tree.depth().max() >= 19999
     text = write_newick(tree)
-    back = read_newick(text)
+    back = Tree.from_record(read_newick(text))
     back.validate()
     assert sorted(back.leaf_names) == sorted(tree.leaf_names)
     assert canonical(back, tree.leaf_names) == canonical(tree, tree.leaf_names)
@@ -169,7 +170,7 @@ def test_awkward_labels_are_quoted_and_round_trip():
     assert format_label("o'clock") == "'o''clock'"
     assert format_label("under_score") == "'under_score'"
     text = write_newick(tree)
-    back = read_newick(text)
+    back = Tree.from_record(read_newick(text))
     assert sorted(back.leaf_names) == sorted(AWKWARD)
     assert canonical(back, AWKWARD) == canonical(tree, AWKWARD)
 
@@ -196,11 +197,11 @@ def test_awkward_labels_read_in_biopython_and_scikit_bio():
 ])
 def test_bad_newick_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
-        read_newick(text)
+        Tree.from_record(read_newick(text))
 
 
 def test_newick_with_comments_and_multifurcation():
-    t = read_newick("[comment]((a:1,b:2,c:3)90:0.5,d:4)root;")
+    t = Tree.from_record(read_newick("[comment]((a:1,b:2,c:3)90:0.5,d:4)root;"))
     t.validate()
     assert t.leaf_names == ["a", "b", "c", "d"]
     assert t.n_nodes == 6 and t.parent[-1] == -1
@@ -209,7 +210,7 @@ def test_newick_with_comments_and_multifurcation():
 
 @pytest.mark.parametrize("populate", [True, False])  # pages faulted in first, or not (old kernel / large result)
 def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, populate):
-    from hdtwd_cli.io import output
+    from hdtwd_cli.io import _output as output
 
     if not populate:
         monkeypatch.setattr(output, "_MADV_POPULATE_WRITE", 10_000)  # EINVAL: ignored, the pages fault in

@@ -9,23 +9,15 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import spearmanr
 
-from hdtwd_cli.distance import tree_wasserstein
-from hdtwd_cli.hyperbolic import HyperbolicEmbedding, hyperbolic_embedding
-from hdtwd_cli.landmarks import (
-    AUTO_LANDMARKS_ABOVE,
-    MIN_AFFINITY,
-    effective_landmarks,
-    landmark_affinity,
-    landmark_densities,
-    landmark_distances,
-    landmark_factors,
-    landmark_operator,
-    select_landmarks,
-)
-from hdtwd_cli.pipeline import TreeParams, check_tree_memory, learn_tree
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
+from hdtwd_cli.tree._landmarks import AUTO_LANDMARKS_ABOVE, MIN_AFFINITY, effective_landmarks, landmark_affinity, landmark_densities, landmark_distances, landmark_factors, landmark_operator, select_landmarks
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.tree._learn import check_tree_memory, learn_tree
 from hdtwd_cli.errors import ResourceError
-from hdtwd_cli.synthetic import planted_counts
-from hdtwd_cli.tree import LINKAGES, decode_tree, hd_lca, hd_lca_dense, hd_lca_product
+from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli._defaults import LINKAGES
+from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_dense, hd_lca_product
 
 
 def _counts(n=150, m=40, seed=0, sparse=False):
@@ -63,7 +55,7 @@ def test_all_landmarks_give_the_alpha1_operator_of_w_wt(metric, bandwidth, spars
 
 
 def test_distances_to_every_landmark_equal_the_exact_feature_distances():
-    from hdtwd_cli.diffusion import feature_distances
+    from hdtwd_cli.tree._diffusion import feature_distances
 
     X = _counts(m=30)
     L, idx = select_landmarks(X, 30, "random")
@@ -114,7 +106,7 @@ def test_sparse_input_is_never_densified():
 
 def test_features_below_the_affinity_floor_are_unplaced_and_too_few_placed_is_a_clear_error():
     X = _counts(n=100, m=50, seed=1)
-    from hdtwd_cli.cli_options import flag
+    from hdtwd_cli.cli._options import flag
 
     # a tiny kernel: every feature but the (random) landmarks themselves is out of reach
     op = landmark_operator(X, 5, eps=1e-6, metric="euclidean")
@@ -183,7 +175,7 @@ def test_automatic_switch_and_bounds():
 
 def test_memory_refusal_names_an_option_that_fits():
     p = TreeParams.from_preset("paper", landmarks=0, linkage="complete")
-    from hdtwd_cli.cli_options import flag
+    from hdtwd_cli.cli._options import flag
 
     with pytest.raises(ResourceError, match="use landmarks 500") as e:
         check_tree_memory(1000, 20000, None, p, available=int(8e9))
@@ -195,7 +187,7 @@ def test_memory_refusal_names_an_option_that_fits():
 
 def test_embedding_file_round_trip_with_landmarks(tmp_path):
     from hdtwd_cli.io import read_embedding, write_embedding
-    from hdtwd_cli.pipeline import embed
+    from hdtwd_cli.tree._learn import embed
 
     X = _counts(n=120, m=60, seed=7)
     op, emb = embed(X, TreeParams.from_preset("paper", landmarks=20, scales=3))
@@ -203,14 +195,13 @@ def test_embedding_file_round_trip_with_landmarks(tmp_path):
     path = tmp_path / "e.h5"
     write_embedding(str(path), emb, op, names, [], {"landmarks": 20}, {})
     st = read_embedding(str(path))
-    assert st.embedding.psi.shape == (4, 60, 20)
+    assert st.psi.shape == (4, 60, 20)
     assert int(st.diffusion["n_landmarks"]) == 20
-    assert np.array_equal(st.embedding.psi, emb.psi)
-    assert isinstance(st.embedding, HyperbolicEmbedding)
+    assert np.array_equal(st.psi, emb.psi) and np.array_equal(st.heights, emb.heights)
 
 
 def test_planted_corpus_generator():
-    from hdtwd_cli.synthetic import planted_corpus
+    from hdtwd_cli.evaluate._synthetic import planted_corpus
 
     X, topic, leaf = planted_corpus(400, 2000, seed=3)
     X2, topic2, _ = planted_corpus(400, 2000, seed=3)
@@ -226,19 +217,19 @@ def test_planted_corpus_generator():
 def test_cli_embed_decode_equals_distance_with_landmarks(tmp_path):
     from conftest import SAMPLE, run_hdtwd
 
-    from hdtwd_cli.io import read_tree
+    from hdtwd_cli.tree._tree import Tree
 
     data = SAMPLE / "corpus.npz"
     run_hdtwd("embed", data, "-o", tmp_path / "e.h5", "--landmarks", "30", "-q")
     run_hdtwd("decode-tree", tmp_path / "e.h5", "-o", tmp_path / "t1.h5", "-q")
     run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--landmarks", "30", "--save-tree", tmp_path / "t2.h5", "-q")
-    t1, t2 = read_tree(str(tmp_path / "t1.h5")), read_tree(str(tmp_path / "t2.h5"))
+    t1, t2 = Tree.read(str(tmp_path / "t1.h5")), Tree.read(str(tmp_path / "t2.h5"))
     assert np.array_equal(t1.parent, t2.parent) and np.array_equal(t1.length, t2.length)
     assert int(t2.metadata["n_landmarks"]) == 30
 
 
 def test_landmark_path_kernel_scale_default_and_override():
-    from hdtwd_cli.pipeline import resolve_params
+    from hdtwd_cli.tree._params import resolve_params
 
     p, _ = resolve_params("default")
     assert p.kernel_eps(True) == 0.1 and p.kernel_eps(False) == 1.0
@@ -253,8 +244,8 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
     underflows for them) ran into an error with the defaults; now they hang from the root, ``-v``
     says how many, and the TWD on that tree is still exact OT on its path metric."""
     from conftest import exact_ot, run_hdtwd
-    from hdtwd_cli.synthetic import planted_corpus
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.evaluate._synthetic import planted_corpus
+    from hdtwd_cli.tree._tree import Tree
 
     X, _, _ = planted_corpus(n_docs=600, n_words=6000, level_weights=(0.2, 0.2, 0.2, 0.4), seed=1)
     assert X.shape[1] > AUTO_LANDMARKS_ABOVE  # the defaults take the landmark path
@@ -299,7 +290,7 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
 def test_embed_then_decode_hangs_the_unreached_features_from_the_root_as_learn_tree_does():
     """The features no landmark reaches are unplaced on the embed / decode-tree path too (issue 24)."""
     import hdtwd_cli as hd
-    from hdtwd_cli.synthetic import planted_corpus
+    from hdtwd_cli.evaluate._synthetic import planted_corpus
 
     X, _, _ = planted_corpus(n_docs=300, n_words=3000, level_weights=(0.2, 0.2, 0.2, 0.4), seed=1)
     params = hd.TreeParams(landmarks=100, landmark_eps=0.02)

@@ -12,10 +12,13 @@ from scipy.spatial.distance import pdist, squareform
 from scipy.stats import spearmanr
 
 from conftest import exact_ot, path_metric, run_hdtwd, SAMPLE
-from hdtwd_cli.distance import normalize_rows, tree_wasserstein
-from hdtwd_cli.pipeline import PRESETS, TreeParams, learn_tree, resolve_params
-from hdtwd_cli.synthetic import planted_counts
-from hdtwd_cli.tree import EDGE_WEIGHTS, LINKAGES, Tree
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli._defaults import PRESETS
+from hdtwd_cli.tree._params import TreeParams, resolve_params
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli._defaults import EDGE_WEIGHTS, LINKAGES
+from hdtwd_cli.tree._tree import Tree
 
 
 @pytest.mark.parametrize("weights", EDGE_WEIGHTS)
@@ -70,7 +73,7 @@ def test_planted_random_tree_twd_is_recovered():
         truth = Tree(parent=parent, length=np.r_[np.ones(2 * m - 2), 0.0], leaf_names=names)
         T = tree_wasserstein(truth, X)
         iu = np.triu_indices(X.shape[0], 1)
-        from hdtwd_cli.pipeline import apply_transform
+        from hdtwd_cli.tree._params import apply_transform
         Xt = apply_transform(X, transform)
         D = tree_wasserstein(learn_tree(Xt, names, params), Xt)
         ours.append(spearmanr(D[iu], T[iu])[0])

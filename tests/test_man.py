@@ -5,15 +5,15 @@ import re
 import typer
 
 from conftest import REPO
-from hdtwd_cli._manpage import _commands, render_pages
-from hdtwd_cli.cli import app
+from hdtwd_cli.cli._manpage import _commands, render_pages
+from hdtwd_cli.cli._app import app
 
 
 def test_committed_pages_are_current():
     for name, text in render_pages().items():
         path = REPO / "man" / name
-        assert path.exists(), f"man/{name} is missing: run python -m hdtwd_cli._manpage man"
-        assert path.read_text() == text, f"man/{name} is stale: run python -m hdtwd_cli._manpage man"
+        assert path.exists(), f"man/{name} is missing: run python -m hdtwd_cli.cli._manpage man"
+        assert path.read_text() == text, f"man/{name} is stale: run python -m hdtwd_cli.cli._manpage man"
 
 
 def test_every_option_appears_in_its_page():

@@ -13,11 +13,10 @@ import pytest
 
 from conftest import caterpillar, run_hdtwd
 from hdtwd_cli import learn_tree
-from hdtwd_cli.distance import mean_histogram, tree_wasserstein
-from hdtwd_cli.io.nexus import read_nexus, write_nexus
-from hdtwd_cli.io.output import read_tree_file
-from hdtwd_cli.pipeline import align_to_tree
-from hdtwd_cli.tree import root_distances
+from hdtwd_cli.twd._distance import mean_histogram, tree_wasserstein
+from hdtwd_cli.io._nexus import read_nexus, write_nexus
+from hdtwd_cli.twd._distance import align_to_tree
+from hdtwd_cli.tree._tree import Tree, root_distances, subtree_sums
 
 
 def _data(seed: int = 0, n: int = 40, m: int = 12):
@@ -67,7 +66,7 @@ def test_hdtwd_reads_its_nexus_back_with_the_weights(tmp_path):
     X, names = _data(1)
     tree = learn_tree(X, names)
     tree.write(str(tmp_path / "t.nex"))
-    back = read_tree_file(str(tmp_path / "t.nex"))
+    back = Tree.read(str(tmp_path / "t.nex"))
     assert sorted(back.leaf_names) == sorted(tree.leaf_names)
     assert back.feature_weights is not None
     D = tree_wasserstein(tree, align_to_tree(X, names, tree))
@@ -80,7 +79,8 @@ def test_a_chain_thousands_deep_is_written_and_read_without_recursion():
     m = 3000
     chain = caterpillar(m)
     chain.feature_weights = np.linspace(1, 2, m)
-    back = read_nexus(write_nexus(chain, np.full(m, 1.0 / m)))
+    mass, size = subtree_sums(chain, np.column_stack([np.full(m, 1.0 / m), np.ones(m)])).T
+    back = Tree.from_record(read_nexus(write_nexus(chain, mass, size)))
     assert back.n_leaves == m and int(back.depth().max()) == m - 1
     order = [back.leaf_names.index(f"t{j}") for j in range(m)]
     np.testing.assert_array_equal(back.feature_weights[order], chain.feature_weights)

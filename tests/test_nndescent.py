@@ -1,11 +1,12 @@
-"""hdtwd's compiled NN-descent (hdtwd_cli._nndescent): recall against brute force, and its
+"""hdtwd's compiled NN-descent (hdtwd_cli.knn._nndescent): recall against brute force, and its
 determinism contract: the same lists for a seed whatever the thread count, order of rows of work or call."""
 
 import numpy as np
 import pytest
 
-from hdtwd_cli import _nndescent
-from hdtwd_cli._nndescent import byte_code, encode, encode_floats, quantise
+from hdtwd_cli.knn import _nndescent as _nndescent
+from hdtwd_cli.knn._nndescent import byte_code, encode, encode_floats
+from hdtwd_cli.twd._kernels import quantise
 
 
 def nn_descent(Y, c, *args, **kw):
@@ -112,7 +113,7 @@ def test_blocks_smaller_than_the_rows_give_a_valid_search(monkeypatch):
 
 
 def _l1_bytes_of_pairs(Q, G, a, b):
-    from hdtwd_cli import _jit
+    from hdtwd_cli._runtime import jit as _jit
 
     _jit.load()
     import numba

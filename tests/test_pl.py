@@ -1,4 +1,4 @@
-"""Issue 27: the pictures (``hdtwd_cli.pl``, ``hdtwd plot``, ``classify --plot``).
+"""Issue 27: the pictures (``hdtwd_cli.pl._pictures``, ``hdtwd plot``, ``classify --plot``).
 
 Each picture function writes a non-empty image for small trees and a 20,000-leaf chain (no
 recursion); the clades of the tree picture partition the leaves and expand the heaviest first;
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 from conftest import caterpillar, run_hdtwd
-from hdtwd_cli.tree import Tree
+from hdtwd_cli.tree._tree import Tree
 
-pl = pytest.importorskip("hdtwd_cli.pl")
+pl = pytest.importorskip("hdtwd_cli.pl._pictures")
 pytest.importorskip("matplotlib")
 
 
@@ -130,7 +130,7 @@ def test_cli_pictures_and_bad_suffix(tmp_path):
 
 
 def test_missing_matplotlib_is_one_clear_error(monkeypatch, tmp_path):
-    from hdtwd_cli.cli_plot import check_picture
+    from hdtwd_cli.cli._plot import check_picture
     from hdtwd_cli.errors import ParameterError
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)

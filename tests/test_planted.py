@@ -19,17 +19,12 @@ Thresholds were measured and are written here (c = 1, K = 7 in both presets):
 import numpy as np
 from scipy.stats import pearsonr
 
-from hdtwd_cli.distance import tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
 import pytest
 
-from hdtwd_cli.pipeline import TreeParams, learn_tree, resolve_params
-from hdtwd_cli.synthetic import (
-    PRODUCE_CLADES,
-    PRODUCE_WORDS,
-    gaussian_tree_samples,
-    produce_documents,
-    tree_twd,
-)
+from hdtwd_cli.tree._params import TreeParams, resolve_params
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.evaluate._synthetic import PRODUCE_CLADES, PRODUCE_WORDS, gaussian_tree_samples, produce_documents, tree_twd
 
 
 def clades(tree):
@@ -76,8 +71,8 @@ def test_gaussian_tree_toy_twd_correlates_with_truth(preset, low, mean):
 
 
 def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
-    from hdtwd_cli.synthetic import random_binary_tree
-    from hdtwd_cli.tree import Tree
+    from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.tree._tree import Tree
 
     X, parent = gaussian_tree_samples(1000, 0)
     m = X.shape[1]
@@ -94,6 +89,6 @@ def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
     # permuting the columns (with their names) gives the same distances
     perm = np.random.default_rng(0).permutation(m)
     tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams.from_preset("paper"))
-    from hdtwd_cli.pipeline import align_to_tree
+    from hdtwd_cli.twd._distance import align_to_tree
     Dp = tree_wasserstein(tree_p, align_to_tree(X, names, tree_p))
     assert np.allclose(Dp, tree_wasserstein(tree, X), rtol=1e-8)

@@ -7,10 +7,12 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from conftest import exact_ot, path_metric
-from hdtwd_cli.distance import normalize_rows, tree_wasserstein
-from hdtwd_cli.pipeline import TreeParams, align_to_tree, learn_tree
-from hdtwd_cli.synthetic import random_binary_tree
-from hdtwd_cli.tree import Tree
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import align_to_tree
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.evaluate._synthetic import random_binary_tree
+from hdtwd_cli.tree._tree import Tree
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

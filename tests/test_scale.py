@@ -102,7 +102,7 @@ def test_memory_refusal_points_to_the_ways_out(tmp_path):
 
 def test_knn_distance_matrix_leaves_the_callers_arrays_unchanged():
     """Issue 12: the CSR constructor shared an int32 index array and sort_indices reordered it."""
-    from hdtwd_cli.graph import knn_distance_matrix
+    from hdtwd_cli.knn._graph import knn_distance_matrix
 
     for dtype in (np.int32, np.int64):
         idx = np.array([[0, 2, 1], [1, 0, 2], [2, 1, 0]], dtype=dtype)  # self first, as scanpy's lists

@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-import hdtwd_cli.tree as tree_mod
+from hdtwd_cli.tree import _hd_lca as tree_mod
 
-from hdtwd_cli.hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
-from hdtwd_cli.tree import decode_tree, hd_lca, hd_lca_merge_order
+from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
+from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_merge_order
 
 
 def random_embedding(m, K, seed, duplicates=0, width=None):
@@ -130,9 +130,9 @@ def test_blocked_hd_lca_matches_a_single_block(width):
 def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
     # hd_lca_products never stores the embedding on the exact path; its values must be the bits of
     # hd_lca_product on the embedding that `hdtwd embed` stores (what `decode-tree` reads)
-    from hdtwd_cli.diffusion import diffusion_operator
-    from hdtwd_cli.hyperbolic import hyperbolic_embedding
-    from hdtwd_cli.landmarks import landmark_operator
+    from hdtwd_cli.tree._diffusion import diffusion_operator
+    from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
+    from hdtwd_cli.tree._landmarks import landmark_operator
 
     X = np.random.default_rng(3).poisson(1.0, size=(60, 120)).astype(float) + 0.01
     op = landmark_operator(X, landmarks, seed=0) if landmarks else diffusion_operator(X)
@@ -153,8 +153,8 @@ def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
 def test_compiled_complete_linkage_equals_scipy(m, compiled, monkeypatch):
     from scipy.cluster.hierarchy import linkage
 
-    from hdtwd_cli import _small
-    from hdtwd_cli._linkage import complete_linkage
+    from hdtwd_cli._runtime import twins as _small
+    from hdtwd_cli.tree._linkage import complete_linkage
 
     if compiled:
         monkeypatch.setattr(_small, "SMALL_WORK", 0)
@@ -170,8 +170,8 @@ def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
     # each merge joins two current clusters at the smallest complete-linkage distance
     from scipy.spatial.distance import squareform
 
-    from hdtwd_cli import _small
-    from hdtwd_cli._linkage import complete_linkage
+    from hdtwd_cli._runtime import twins as _small
+    from hdtwd_cli.tree._linkage import complete_linkage
 
     m = 25
     g = np.round(np.random.default_rng(1).random(m * (m - 1) // 2) * 4)
@@ -203,8 +203,8 @@ def _complete_by_ranks(log_a, m):
 def test_untied_complete_linkage_is_the_tree_of_the_ranks(compiled, monkeypatch):
     # the chain on the values themselves is taken when no tie decided anything; else None, and
     # hd_lca_merge_order falls back to the ranks: either way the tree of the ranks, bit for bit
-    from hdtwd_cli import _small
-    from hdtwd_cli._linkage import complete_linkage, untied_complete_linkage
+    from hdtwd_cli._runtime import twins as _small
+    from hdtwd_cli.tree._linkage import complete_linkage, untied_complete_linkage
 
     if compiled:
         monkeypatch.setattr(_small, "SMALL_WORK", 0)
@@ -231,8 +231,8 @@ def test_untied_complete_linkage_is_the_tree_of_the_ranks(compiled, monkeypatch)
 def test_square_product_is_the_condensed_one_and_gives_the_same_tree(compiled, monkeypatch):
     # landmarks + complete linkage: the tiled product written straight into the m x m matrix the
     # chain works on; the same values on both sides of the diagonal, the same merges as the condensed path
-    from hdtwd_cli import _small
-    from hdtwd_cli.landmarks import landmark_operator
+    from hdtwd_cli._runtime import twins as _small
+    from hdtwd_cli.tree._landmarks import landmark_operator
 
     if compiled:
         monkeypatch.setattr(_small, "SMALL_WORK", 0)

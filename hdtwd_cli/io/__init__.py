@@ -1,36 +1,39 @@
-"""The I/O layer: every file format hdtwd reads or writes, and the HDF5 layouts.
+"""The I/O layer: every file format hdtwd reads or writes, and the HDF5 layouts. Private.
 
-- :mod:`.matrix` -- data matrices (.npy, .npz, .mtx, .csv, .tsv, .h5ad)
-- :mod:`.hdf5` -- embedding, tree and distance files (documented layouts)
-- :mod:`.newick` -- Newick trees (iterative reader and writer)
-- :mod:`.output` -- distance matrices by suffix (.npy, .h5, .csv, .tsv)
-- :mod:`.atomic` -- atomic writes (temporary file + rename)
+The bottom layer: it imports nothing of the method. Writers take plain arrays or objects with
+the attributes of :class:`TreeLike`; readers return plain records (:class:`TreeRecord`,
+:class:`EmbeddingRecord`) that the method's layers turn into their own types.
+
+- ``_matrix`` -- data matrices (.npy, .npz, .mtx, .csv, .tsv, .h5ad; ``_tenx``: 10x outputs)
+- ``_hdf5`` -- embedding, tree and distance files (documented layouts)
+- ``_newick``, ``_nexus`` -- Newick and annotated Nexus trees (iterative reader and writer)
+- ``_output`` -- distance matrices and trees by suffix
+- ``_atomic`` -- atomic writes (temporary file + rename)
+- ``_vectors`` -- the features' own vectors (``--feature-embedding``)
 """
 
-from .atomic import atomic_path, check_output_path
-from .hdf5 import read_embedding, read_tree, write_embedding, write_tree
-from ..errors import HdtwdWarning
-from .matrix import MatrixData, fingerprint, read_labels, read_matrix, read_stdin_matrix
-from .newick import NewickError, read_newick, write_newick
-from .output import read_tree_file, write_distances, write_newick_file
+from hdtwd_cli.io._atomic import atomic_path, check_output_path
+from hdtwd_cli.io._hdf5 import read_embedding, write_embedding
+from hdtwd_cli.io._matrix import MatrixData, fingerprint, read_labels, read_matrix, read_stdin_matrix
+from hdtwd_cli.io._output import read_tree_file, write_distances, write_newick_file, write_tree_file
+from hdtwd_cli.io._records import DenoiserRecord, EmbeddingRecord, TreeLike, TreeRecord
 
 __all__ = [
     "atomic_path",
     "check_output_path",
     "read_embedding",
-    "read_tree",
     "write_embedding",
-    "write_tree",
-    "HdtwdWarning",
     "MatrixData",
     "fingerprint",
     "read_matrix",
     "read_labels",
     "read_stdin_matrix",
-    "NewickError",
-    "read_newick",
-    "write_newick",
     "read_tree_file",
+    "write_tree_file",
     "write_distances",
     "write_newick_file",
+    "DenoiserRecord",
+    "EmbeddingRecord",
+    "TreeLike",
+    "TreeRecord",
 ]

@@ -1,0 +1,66 @@
+"""The method's named choices and defaults, importable without the numerical stack.
+
+The command line declares its options from these names at start-up (``hdtwd --version`` must
+not pay for numpy, scipy or numba); the numerical modules take them from here too, so every
+choice has one definition. Nothing in this module imports more than the standard library.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+__all__ = ["Metric", "Bandwidth", "METRICS", "BANDWIDTHS", "PRESETS", "TRANSFORMS", "DEFAULT_EPS", "DEFAULT_SCALES",
+           "WEIGHTINGS", "FEATURE_SPACES", "LANDMARK_METHODS", "AUTO_LANDMARKS_ABOVE", "DEFAULT_LANDMARKS",
+           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES", "TREE_METHODS", "OT_METHODS", "OT_BUDGET"]
+
+Metric = Literal["cosine", "euclidean"]
+Bandwidth = Literal["median", "knn"]
+METRICS: tuple[str, ...] = get_args(Metric)
+BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
+
+#: Named configurations. ``paper`` reproduces docs/method.md sections 1-4 exactly (the paper's Alg. 1 and
+#: Eq. 5, with the paper's default grid point c = 1, K = 7); ``default`` is the library default,
+#: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
+PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
+              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
+              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1,
+              "max_features": 0, "denoise": 0},
+    "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
+                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
+                "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
+                "max_features": 20000, "denoise": 0},
+}
+#: Element-wise transforms of the data (:func:`hdtwd_cli.pipeline.apply_transform`).
+TRANSFORMS = ("none", "log1p", "sqrt")
+#: Default kernel-scale multiplier c (eps = c * median distance).
+DEFAULT_EPS = float(PRESETS["default"]["eps"])
+#: Default largest scale K (K + 1 scales).
+DEFAULT_SCALES = int(PRESETS["default"]["scales"])
+
+#: Feature weights applied before samples become histograms (:mod:`hdtwd_cli.tree._features`).
+WEIGHTINGS = ("none", "idf")
+#: The features' ambient space for their initial distance.
+FEATURE_SPACES = ("auto", "data", "svd")
+
+LANDMARK_METHODS = ("random", "kmeans")
+#: Above this many features the tree is learned through landmarks unless ``--landmarks 0``.
+AUTO_LANDMARKS_ABOVE = 5000
+#: Landmarks used by the automatic switch.
+DEFAULT_LANDMARKS = 500
+
+#: Agglomeration rules on the HD-LCA values (:func:`hdtwd_cli.tree.hd_binary_tree`).
+LINKAGES = ("single", "average", "complete", "weighted")
+#: Edge-length rules (:func:`hdtwd_cli.tree.edge_lengths`).
+EDGE_WEIGHTS = ("midpoint", "lca")
+
+#: Neighbour counts tried by the kNN evaluation.
+DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
+#: Baseline distances of ``hdtwd classify``.
+BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
+#: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.evaluate._competitors`).
+TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10")
+#: Exact optimal transport with the features' Euclidean ground cost (:mod:`hdtwd_cli.evaluate._exact_ot`).
+OT_METHODS = ("ot",)
+#: Transport variables (support pairs) of the exact-OT programs of one split (``--ot-budget``).
+OT_BUDGET = 10**9

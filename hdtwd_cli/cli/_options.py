@@ -1,0 +1,271 @@
+"""The command line's shared options, their translation into API arguments, and its error policy.
+
+Option groups (tree learning, input reading, output verbosity) are declared once here and
+attached to commands with :func:`command`; a command body receives them as one namespace
+``o``. :func:`flag` is the only place where a Python argument becomes a flag in a message.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import sys
+import traceback
+import warnings
+from collections.abc import Callable
+from enum import Enum
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from hdtwd_cli._defaults import (
+    AUTO_LANDMARKS_ABOVE,
+    BANDWIDTHS,
+    DEFAULT_EPS,
+    DEFAULT_LANDMARKS,
+    DEFAULT_SCALES,
+    EDGE_WEIGHTS,
+    FEATURE_SPACES,
+    LANDMARK_METHODS,
+    LINKAGES,
+    METRICS,
+    PRESETS,
+    TRANSFORMS,
+    WEIGHTINGS,
+)
+from hdtwd_cli.errors import HdtwdError, InputError, ParameterError, Terminated
+
+if TYPE_CHECKING:
+    from hdtwd_cli._runtime.progress import Reporter
+    from hdtwd_cli.tree._params import TreeParams
+
+__all__ = ["command", "flag", "tree_params", "read_input", "feature_vectors", "set_threads", "Choice", "LINKAGE",
+           "EDGE_WEIGHTS_CHOICE", "TREE", "INPUT", "OUTPUT", "THREADS"]
+
+_D = PRESETS["default"]
+
+
+def Choice(name: str, values: tuple[str, ...]) -> type[Enum]:  # noqa: N802 - a type factory
+    """A str Enum whose members are the allowed values of an option (typer shows them as choices)."""
+    return Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
+
+
+def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> inspect.Parameter:
+    """One keyword option, declared once for every command that has it."""
+    annotation = Annotated[Optional[kind] if default is None else kind,  # type: ignore[valid-type]
+                           typer.Option(*names, help=help, show_default=default is not None and default is not False,
+                                        **kw)]
+    name = names[0].lstrip("-").replace("-", "_")
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+LINKAGE = Choice("Linkage", LINKAGES)
+EDGE_WEIGHTS_CHOICE = Choice("EdgeWeights", EDGE_WEIGHTS)
+
+TREE = {p.name: p for p in (
+    _opt(Choice("Preset", tuple(PRESETS)), "--preset", default="default",
+         help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it."),
+    _opt(float, "--eps", min=0.0, help=f"Kernel scale multiplier c: eps = c x median feature distance [default: "
+         f"{DEFAULT_EPS:g}; {_D['landmark_eps']:g} on the landmark path]."),
+    _opt(int, "--scales", min=0, help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."),
+    _opt(Choice("Metric", METRICS), "--metric", help="Initial distance between feature columns [default: cosine]."),
+    _opt(LINKAGE, "--linkage", help="Agglomeration rule on the HD-LCA values (single = the "
+         f"paper's Alg. 1) [default: {_D['linkage']}]."),
+    _opt(EDGE_WEIGHTS_CHOICE, "--edge-weights", help="midpoint: geodesic-midpoint weights (the "
+         f"paper); lca: hyperbolic distance between the HD-LCA points of child and parent [default: "
+         f"{_D['edge_weights']}]."),
+    _opt(Choice("Bandwidth", BANDWIDTHS), "--bandwidth", help="Kernel bandwidth: median (eps = c x median, the "
+         f"paper) or knn (self-tuning) [default: {_D['bandwidth']}]."),
+    _opt(Choice("Transform", TRANSFORMS), "--transform", help="Element-wise transform of the data before "
+         f"everything [default: {_D['transform']}; with --tree: the tree's]."),
+    _opt(int, "--landmarks", min=0, metavar="N", help="Diffusion landmarks m' for large feature counts; 0 = the "
+         f"exact m x m operator [default: exact up to {AUTO_LANDMARKS_ABOVE} features, then {DEFAULT_LANDMARKS}]."),
+    _opt(Choice("LandmarkMethod", LANDMARK_METHODS), "--landmark-method", help="random: feature columns drawn "
+         "with --seed; kmeans: k-means centroids of the feature columns (slower, closer to the exact operator) "
+         "[default: random]."),
+    _opt(Choice("FeatureSpace", FEATURE_SPACES), "--feature-space", help="The features' ambient space for the "
+         "initial distance: data (their columns), svd (latent vectors: truncated SVD of the idf-weighted samples) "
+         "or auto (svd when most pairs of features never share a sample, as words do; else data) "
+         f"[default: {_D['feature_space']}]."),
+    _opt(int, "--feature-dims", min=1, help=f"Dimensions of the svd feature space [default: {_D['feature_dims']}]."),
+    _opt(Path, "--feature-embedding", help="The features' vectors (word2vec/GloVe .txt/.vec, .npz with "
+         "vectors+names, .npy with a .txt of names, .h5ad with features as rows), matched by name; overrides "
+         "--feature-space."),
+    _opt(Choice("Weighting", WEIGHTINGS), "--weighting", help="Feature weights applied before samples become "
+         f"histograms: none or idf [default: {_D['weighting']}]."),
+    _opt(float, "--leaf-length", min=0.0, metavar="LAMBDA", help="Lengthen every leaf edge by LAMBDA x the "
+         "tree's mean leaf depth (adds LAMBDA x depth x L1 to the TWD) [default: automatic, (1 - e) / e with e the "
+         "fraction of the data's energy in --feature-dims latent dimensions]."),
+    _opt(int, "--min-df", min=1, metavar="N", help="Features non-zero in fewer than N samples are not placed by "
+         f"the diffusion: they hang from the tree's root [default: {_D['min_df']}]."),
+    _opt(int, "--max-features", min=0, metavar="N", help="Place at most N features (the most frequent) by the "
+         f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}]."),
+    _opt(int, "--denoise", min=0, metavar="R", help="Replace each sample's values by their rank-R principal-"
+         "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
+         "with the tree, stored in its .h5 and applied by --tree; 0 = off [default: 0]."),
+    _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
+)}
+
+INPUT = {p.name: p for p in (
+    _opt(bool, "--transpose", default=False, help="The file stores features x samples."),
+    _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
+    _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
+    _opt(Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
+         "--format", help="Format of DATA read from standard input (-) [default: sniffed from its bytes]."),
+    _opt(Choice("VarNames", ("gene_symbols", "gene_ids")), "--var-names",
+         help="10x inputs (matrix directory, Cell Ranger .h5): feature names [default: gene_symbols]."),
+    _opt(str, "--genome", metavar="NAME",
+         help="Cell Ranger .h5: read this genome (a Cell Ranger 2 file with several needs one; in a 3+ file, "
+              "only its features) [default: all / the only one]."),
+)}
+
+OUTPUT = {p.name: p for p in (
+    _opt(bool, "--quiet", "-q", default=False, help="No progress bars or messages on stderr."),
+    _opt(int, "--verbose", "-v", default=0, count=True, help="More detail on stderr."),
+)}
+
+THREADS = {p.name: p for p in (
+    _opt(int, "--threads", min=1, help="Threads for BLAS and the distance kernel [default: all cores]."),
+)}
+
+#: Flags whose name is not the Python argument's (``--flag`` for ``flag``, ``_`` as ``-``, otherwise).
+_FLAGS = {"n_neighbors": "--knn", "format": "--format", "var_names": "--var-names", "X": "DATA", "params": "the tree options",
+          "feature_names": "the feature names", "reference_feature_names": "the reference's feature names",
+          "adata": "DATA", "methods": "--methods"}
+
+
+def flag(argument: str) -> str:
+    """The command line's name for a Python argument of the API."""
+    return _FLAGS.get(argument, "--" + argument.replace("_", "-"))
+
+
+def _value(v: Any) -> Any:
+    return v.value if isinstance(v, Enum) else v
+
+
+def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | None:
+    """The tree options as :class:`TreeParams` (``None`` with ``--tree``, where none of them may be given)."""
+    given = {n: _value(getattr(o, n)) for n in TREE if n not in ("preset", "seed", "feature_embedding")
+             and getattr(o, n, None) is not None}
+    if tree_given:
+        learned_only = [flag(n) for n in given if n != "transform"] + (
+            ["--feature-embedding"] if getattr(o, "feature_embedding", None) is not None else [])
+        if learned_only:
+            raise ParameterError(f"{', '.join(learned_only)} only apply when the tree is learned (no {{arg}})", "tree")
+        return None
+    from hdtwd_cli.tree._params import TreeParams
+
+    return TreeParams.from_preset(_value(o.preset), seed=o.seed, **given)
+
+
+def feature_vectors(o: SimpleNamespace) -> Any:
+    """``--feature-embedding`` read (``None`` when not given)."""
+    from hdtwd_cli.io._vectors import read_feature_embedding
+
+    path = getattr(o, "feature_embedding", None)
+    return None if path is None else read_feature_embedding(str(path))
+
+
+def read_input(data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[str, ...] = (),
+               keep_adata: bool = False) -> Any:
+    """Read DATA (a file or ``-``) with the input options."""
+    from hdtwd_cli.io import read_matrix, read_stdin_matrix
+
+    kw = {"transpose": o.transpose, "layer": o.layer, "use_raw": o.use_raw, "obs_keys": obs_keys,
+          "keep_adata": keep_adata, "var_names": _value(getattr(o, "var_names", None)),
+          "genome": getattr(o, "genome", None)}
+    with rep.stage(f"reading {data.name or 'standard input'}"):
+        if str(data) == "-":
+            md = read_stdin_matrix(sys.stdin.buffer, _value(getattr(o, "format", None)), **kw)
+        elif getattr(o, "format", None) is not None:
+            raise ParameterError("applies to standard input ('-') only; files are read by suffix", "format", data)
+        else:
+            md = read_matrix(data, **kw)
+    rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features" + (" (sparse)" if md.is_sparse else ""))
+    return md
+
+
+def set_threads(threads: int | None) -> None:
+    """``--threads``: cap numba's and BLAS's threads."""
+    if threads:
+        import numba
+        from threadpoolctl import threadpool_limits
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        threadpool_limits(threads)
+
+
+def _warn_to_stderr(message: Any, category: type, filename: str, lineno: int, file: Any = None,
+                    line: Any = None) -> None:
+    sys.stderr.write(f"hdtwd: warning: {message}\n")
+
+
+def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_path: Any) -> Any:
+    """Run a command body; user errors become one stderr line and an exit code, never a traceback."""
+    from hdtwd_cli._runtime.simd import prefer_wide_vectors_on_load
+
+    prefer_wide_vectors_on_load()  # applied when numba is first imported (the process is ours)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.filterwarnings("ignore", category=DeprecationWarning)
+            warnings.filterwarnings("ignore", category=FutureWarning)
+            # Python's own default ignores these debugging aids; one surfaced when SIGTERM cut numba's
+            # first compilation short (an import's .pyc left open): not the user's business
+            warnings.filterwarnings("ignore", category=ResourceWarning)
+            warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+            warnings.showwarning = _warn_to_stderr
+            return fn(**kwargs)
+    except HdtwdError as e:
+        path = e.path or (str(default_path) if isinstance(e, InputError) and default_path is not None else None)
+        text = e.worded(flag)
+        sys.stderr.write(f"hdtwd: error: {path + ': ' if path else ''}{text}\n")
+        raise typer.Exit(e.exit_code) from None
+    except BrokenPipeError:  # the reader of our stdout went away (e.g. `| head`): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise typer.Exit(141) from None
+    except KeyboardInterrupt:
+        sys.stderr.write("hdtwd: interrupted; no output written\n")
+        raise typer.Exit(130) from None
+    except Terminated as e:
+        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
+        raise typer.Exit(e.exit_code) from None
+    except MemoryError:
+        sys.stderr.write("hdtwd: error: out of memory; try fewer features or a smaller --scales\n")
+        raise typer.Exit(4) from None
+    except (typer.Exit, typer.Abort):
+        raise
+    except Exception as e:  # a bug: say so in one line, traceback on -v
+        if verbose:
+            traceback.print_exc()
+        sys.stderr.write(f"hdtwd: internal error: {type(e).__name__}: {e} (run with -v for the traceback)\n")
+        raise typer.Exit(1) from None
+
+
+def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """Give a command the options of ``groups`` (as one namespace ``o``) and the error policy.
+
+    The body is called as ``fn(<its own parameters>, o=SimpleNamespace(<group options>))``; an
+    :class:`~hdtwd_cli.errors.InputError` without a file is about the command's DATA argument.
+    """
+    def deco(fn: Callable) -> Callable:
+        own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "o"]
+        extra = [p for g in groups for n, p in g.items() if n not in exclude]
+
+        @functools.wraps(fn)
+        def wrapper(**kwargs: Any) -> Any:
+            o = SimpleNamespace(**{p.name: kwargs.pop(p.name) for p in extra})
+            default_path = kwargs.get("data", kwargs.get("embedding"))
+            return _run(fn, dict(kwargs, o=o), getattr(o, "verbose", 0), default_path)
+
+        params = own + extra
+        wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        del wrapper.__wrapped__
+        return wrapper
+
+    return deco

@@ -1,0 +1,94 @@
+"""Writing what ``hdtwd distance -o`` asks for: a matrix by suffix, a kNN graph, a Zarr store.
+
+The formats themselves belong to :mod:`hdtwd_cli.io`; this module decides, from the output's
+suffix and the options, which computation feeds which writer (the kNN search, the blocked
+matrix, the matrix in memory), so that the I/O layer never runs the method.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from hdtwd_cli._runtime.sparse import sp
+from hdtwd_cli.errors import OutputError, ParameterError
+from hdtwd_cli.io import atomic_path
+from hdtwd_cli.io._hdf5 import write_distances_blocked
+from hdtwd_cli.io._output import distance_suffix, write_distances, write_npy_in_place
+
+KNN_SUFFIXES = (".npz", ".h5ad")
+
+def write_knn(path: str, graph: Any, record: dict, *, key_added: str | None = None, adata: Any = None,
+              vectors: Any = None) -> None:
+    """Write a kNN graph (:class:`hdtwd_cli._api.KnnGraph`): ``.npz`` or ``.h5ad``.
+
+    ``.npz``: the CSR distance matrix (``scipy.sparse.load_npz``), the ``n_neighbors - 1`` distances
+    of each row. ``.h5ad``: ``adata`` (the input AnnData, or a new one) with the graph in
+    ``sc.pp.neighbors``' layout (:func:`hdtwd_cli._api.write_graph`) and ``vectors`` as ``obsm["X_hdtwd"]``.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix not in KNN_SUFFIXES:
+        raise OutputError(f"a kNN graph is written as .npz or .h5ad, not {suffix or '(no suffix)'!r}", path)
+    with atomic_path(path) as tmp:
+        if suffix == ".npz":
+            sp.save_npz(tmp, graph.distance_matrix())
+        else:
+            from hdtwd_cli._api import write_graph
+
+            write_graph(adata, graph, key_added, vectors, record)
+            adata.write_h5ad(tmp)
+
+def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
+    """An AnnData of ``X`` with the names (for an ``.h5ad`` output of a non-AnnData input)."""
+    import anndata
+    import pandas as pd
+
+    return anndata.AnnData(X=X, obs=pd.DataFrame(index=sample_names), var=pd.DataFrame(index=feature_names))
+
+def _is_zarr(path: str) -> bool:
+    return path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
+
+def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
+    """Refuse, before any work, the combinations :func:`write_result` cannot honour."""
+    if knn is None and knn_method != "exact":
+        raise ParameterError("applies to the kNN graph ({b})", "knn_method", b="n_neighbors")
+    if scheduler and not (_is_zarr(path) or knn is not None):
+        raise ParameterError("runs the kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
+                             "in-memory outputs are single-process", "scheduler", a="n_neighbors")
+
+def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
+                 fmt: str | None = None, knn: int | None = None, key_added: str | None = None, adata: Any = None,
+                 store_vectors: bool | None = None, reporter: Any = None, knn_method: str = "exact", seed: int = 0,
+                 client: Any = None) -> str:
+    """Write what ``-o`` asks of a :class:`hdtwd_cli._api.DistanceVectors`; returns a one-line summary.
+
+    ``knn``: the kNN graph (``.npz`` / ``.h5ad``; searched by ``knn_method``, on the cluster of
+    ``client`` when given); a ``.zarr`` store: the matrix in row blocks (written by the cluster's
+    workers with ``client``); an ``.h5`` file: the matrix streamed in row blocks; anything else:
+    the whole matrix in memory (refused up front when it would not fit).
+    """
+    zarr_out = _is_zarr(path)
+    if knn is not None:
+        graph = dv.knn(knn, knn_method, seed, client)
+        vectors = None if Path(path).suffix.lower() != ".h5ad" else dv.vectors_for_obsm(store_vectors)
+        write_knn(path, graph, dict(graph.params, **meta), key_added=key_added, adata=adata, vectors=vectors)
+        return f"wrote {path}: {knn} neighbours per sample (the sample itself included)"
+    rows, cols = dv.shape
+    if zarr_out:
+        from hdtwd_cli.knn._dask import write_zarr
+
+        with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, Zarr)", rows) as adv:
+            write_zarr(path, dv, row_names, col_names, meta, client, adv)
+        return f"wrote {path} ({rows} x {cols} {dv.dtype}, Zarr)"
+    if path != "-" and fmt is None and Path(path).suffix.lower() in (".h5", ".hdf5"):
+        block = dv.block_rows()
+        with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:
+            write_distances_blocked(path, dv.blocks(block), (rows, cols), row_names, col_names, meta, dv.dtype, adv)
+        return f"wrote {path} ({rows} x {cols} {dv.dtype}, in blocks of {block} rows)"
+    if (path != "-" and rows * cols and hasattr(os, "posix_fallocate")
+            and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy"):
+        write_npy_in_place(path, (rows, cols), dv.dtype, lambda out: dv.matrix(out=out))
+    else:
+        write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)
+    return f"wrote {path} ({rows} x {cols} {dv.dtype})"

@@ -1,0 +1,150 @@
+r"""Exact optimal transport between histograms with a Euclidean ground cost (WMD / GMD).
+
+The reference every tree-Wasserstein distance approximates (paper Table 1, rows WMD and GMD):
+
+.. math::
+
+    W(a, b) = \min_{P \ge 0,\; P\mathbf 1 = a,\; P^\top \mathbf 1 = b} \sum_{u,v} P_{uv}\, \lVert f_u - f_v \rVert_2,
+
+with :math:`f_u` the vector of feature :math:`u` in hdtwd's features' space, scaled to unit length
+(:func:`competitors.feature_vectors`, the vectors the competitors' trees are built on; a feature
+without a vector sits at the origin, at distance 1 from every placed feature). With word2vec
+vectors this is the Word Mover's Distance (Kusner et al. 2015), with gene vectors the Gene Mover's
+Distance (Bellazzi et al. 2021). Each pair is one linear program over the two histograms' supports,
+solved exactly by POT's network simplex (``ot.emd2``; an optional dependency, ``hdtwd[ot]``).
+
+Cost and budget
+    The program of a pair has :math:`s_a s_b` variables (the supports' sizes) and takes about
+    :math:`10^{-7}` s per variable on the benchmark machines (benchmarks/RESULTS.md, issue 26):
+    documents (100 words) take about a millisecond, cells with 2,000 expressed genes a second.
+    ``hdtwd classify --methods ot`` therefore computes, per split, the distances of a seeded random
+    subset of the test rows to ALL training rows (the kNN classifier is unchanged; its accuracy is
+    measured on fewer rows), the largest prefix of a permutation whose variables
+    :math:`\sum_i s_i \sum_j s_j` stay within the budget (:func:`budget_rows`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from hdtwd_cli._defaults import OT_BUDGET
+from hdtwd_cli._runtime.sparse import sp
+from hdtwd_cli.evaluate._competitors import feature_vectors
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import normalize_rows
+
+__all__ = ["OT_BUDGET", "OT_MIN_TEST_ROWS", "exact_ot", "ground_vectors", "ot_histograms", "budget_rows",
+           "require_pot"]
+
+#: Fewest test rows per split (all of them when a split has fewer) for which ``ot`` is run at all.
+OT_MIN_TEST_ROWS = 20
+#: Network-simplex iteration cap: far above what the programs need; reaching it is an error.
+_MAX_ITER = 10**9
+
+
+def require_pot():
+    """POT's ``ot`` module, or an ImportError that says how to install it."""
+    try:
+        import ot
+    except ImportError:
+        raise ImportError("exact optimal transport needs POT: pip install 'hdtwd[ot]' (or pip install pot)") from None
+    return ot
+
+
+def ground_vectors(X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
+                   embedding: tuple[np.ndarray, list[str]] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The ground space of the rows ``X``: one unit-length row per feature of ``names`` (zero for a
+    feature without a vector) and the feature weights (idf of ``X``; ``None`` without weighting),
+    in the order of ``names``."""
+    space, V = feature_vectors(X, names, params, embedding)
+    index = {n: i for i, n in enumerate(names)}
+    full = np.zeros((len(names), V.shape[1]))
+    full[[index[n] for n in space.names]] = V
+    w = None if space.weights is None else np.array([space.weights[n] for n in names], dtype=np.float64)
+    return full, w
+
+
+def ot_histograms(X: np.ndarray | sp.spmatrix, weights: np.ndarray | None = None) -> sp.csr_matrix:
+    r"""Rows of ``X`` (times the feature ``weights``) as sparse histograms, :math:`x_i / \lVert x_i \rVert_1`."""
+    A = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    if weights is not None:
+        A = sp.csr_matrix(A.multiply(weights[None, :]))
+    A.eliminate_zeros()
+    return sp.csr_matrix(normalize_rows(A))
+
+
+def exact_ot(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | None = None) -> np.ndarray:
+    r"""Exact transport cost :math:`W(a_i, b_j)` between every row of ``A`` and every row of ``B``.
+
+    Parameters
+    ----------
+    A, B : sparse matrix, shape (p, m) and (q, m)
+        Histograms (non-negative rows summing to 1) over the ``m`` features.
+    V : ndarray, shape (m, d)
+        Feature vectors; the ground cost is :math:`C_{uv} = \lVert V_u - V_v \rVert_2` (SciPy's
+        ``cdist``, computed per row of ``A`` over its support).
+    threads : int, optional
+        Rows of ``A`` solved at once (POT releases the GIL); default: numba's thread count (the
+        usable CPUs, ``--threads``, ``NUMBA_NUM_THREADS``). Every pair is solved alone, so the result
+        does not depend on it.
+
+    Returns
+    -------
+    ndarray, shape (p, q)
+
+    Raises
+    ------
+    RuntimeError
+        If a program is not solved to optimality (POT's result code), instead of a wrong value.
+    """
+    from scipy.spatial.distance import cdist
+
+    ot = require_pot()
+    A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    V = np.asarray(V, dtype=np.float64)
+    out = np.empty((A.shape[0], B.shape[0]))
+
+    def row(i: int) -> None:
+        sa = A.indices[A.indptr[i]:A.indptr[i + 1]]
+        a = A.data[A.indptr[i]:A.indptr[i + 1]]
+        Ci = cdist(V[sa], V)
+        for j in range(B.shape[0]):
+            sb = B.indices[B.indptr[j]:B.indptr[j + 1]]
+            b = B.data[B.indptr[j]:B.indptr[j + 1]]
+            cost, log = ot.emd2(a, b, np.ascontiguousarray(Ci[:, sb]), numItermax=_MAX_ITER, log=True,
+                                check_marginals=False)
+            if log["result_code"] != 1:
+                raise RuntimeError(f"exact OT between rows {i} and {j}: POT's network simplex did not reach the "
+                                   f"optimum ({log['warning']})")
+            out[i, j] = float(cost)
+
+    if threads is None:
+        import numba
+
+        threads = numba.get_num_threads()
+    n_threads = max(1, min(threads, A.shape[0]))
+    if n_threads == 1:
+        for i in range(A.shape[0]):
+            row(i)
+    else:
+        with ThreadPoolExecutor(n_threads) as pool:
+            list(pool.map(row, range(A.shape[0])))
+    return out
+
+
+def budget_rows(test_support: Sequence[int] | np.ndarray, train_support: Sequence[int] | np.ndarray,
+                budget: int = OT_BUDGET, seed: Sequence[int] | int = 0) -> np.ndarray:
+    r"""Positions of the test rows whose transport to every training row fits ``budget``.
+
+    A permutation of the test rows drawn from ``numpy.random.default_rng(seed)``; its longest prefix
+    with :math:`\sum_i s_i \cdot \sum_j s_j \le` ``budget`` (:math:`s` the number of non-zero values of
+    a row: the size of its support), returned sorted.
+    """
+    s_test = np.asarray(test_support, dtype=np.int64)
+    total_train = int(np.sum(np.asarray(train_support, dtype=np.int64)))
+    order = np.random.default_rng(seed).permutation(s_test.size)
+    cost = np.cumsum(s_test[order] * total_train)
+    return np.sort(order[: int(np.searchsorted(cost, budget, side="right"))])

@@ -1,0 +1,570 @@
+"""Reading data matrices (rows = samples, columns = features) from every supported format.
+
+=========  ==================================================================================
+suffix     how it is read
+=========  ==================================================================================
+.npy       a 2-D numeric NumPy array (``allow_pickle=False``)
+.npz       a ``scipy.sparse.save_npz`` matrix, or an ``np.savez`` archive holding one 2-D array
+.mtx       Matrix Market (``scipy.io.mmread``); kept sparse
+.csv/.tsv  header row = feature names when all its cells (but the corner) are text; first column =
+           sample names when the corner cell is empty, the header has one name fewer than the
+           rows have fields, or every cell of the column is text; a mix of numbers and text in
+           the first row or column is an error naming the cell. ``.gz`` compressed too
+.mtx.gz    Matrix Market, gzip-compressed
+.h5        Cell Ranger's HDF5 (:mod:`hdtwd_cli.io._tenx`); genes x cells read as cells x genes
+10x dir    ``filtered_feature_bc_matrix/`` (matrix.mtx.gz, features.tsv.gz, barcodes.tsv.gz)
+.h5ad      AnnData: ``X`` by default, ``layer=NAME`` for ``layers[NAME]``, ``use_raw`` for
+           ``raw.X``; names from ``obs_names`` / ``var_names``
+=========  ==================================================================================
+
+Sparse input stays sparse (CSR). Feature names that are missing are generated (``f0, f1, ...``);
+duplicates are made unique (``name``, ``name-1``, ...) with a warning.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError
+from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
+from hdtwd_cli.io._text import open_text
+
+__all__ = [
+    "MatrixData",
+    "read_labels",
+    "read_matrix",
+    "read_stdin_matrix",
+    "sniff_format",
+    "make_unique",
+    "fingerprint",
+    "MATRIX_SUFFIXES",
+]
+
+MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".mtx.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".h5ad", ".h5")
+
+
+@dataclass
+class MatrixData:
+    """A samples x features matrix with its names.
+
+    Attributes
+    ----------
+    X : ndarray (float64) or scipy.sparse.csr_matrix
+    sample_names, feature_names : list of str
+    path : str
+        Where it was read from (for messages).
+    obs : dict
+        Per-sample annotations read along (``.h5ad`` obs columns), keyed by column name.
+    adata : AnnData or None
+        The whole ``.h5ad`` object (transposed with ``transpose``), when asked for with
+        ``keep_adata`` (an ``.h5ad`` output keeps every field of its input).
+    options : dict
+        How the matrix was read: ``transpose``, ``layer``, ``use_raw`` (recorded in outputs).
+    """
+
+    X: np.ndarray | sp.csr_matrix
+    sample_names: list[str]
+    feature_names: list[str]
+    path: str = "<memory>"
+    obs: dict = field(default_factory=dict)
+    adata: Any = None
+    options: dict = field(default_factory=dict)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.X.shape[0]), int(self.X.shape[1]))
+
+    @property
+    def is_sparse(self) -> bool:
+        return sp.issparse(self.X)
+
+    def record(self) -> dict[str, Any]:
+        """What every output records about its input: file name, fingerprint, shape, how it was read."""
+        from hdtwd_cli._version import __version__
+
+        return {"hdtwd_version": __version__, "input_path": os.path.basename(self.path),
+                "input_fingerprint": fingerprint(self.X, self.feature_names), "n_samples": self.shape[0],
+                "n_features": self.shape[1], **self.options}
+
+
+def make_unique(names: list[str], what: str = "feature", path: str | None = None) -> list[str]:
+    """Make names unique as AnnData does (``g``, ``g-1``, ``g-2``, ...), warning when needed.
+
+    Empty names are replaced by ``f<index>`` (features) or ``s<index>`` (samples).
+    """
+    prefix = "f" if what == "feature" else "s"
+    names = [str(s) if str(s) != "" else f"{prefix}{i}" for i, s in enumerate(names)]
+    seen: set[str] = set(names)
+    if len(seen) == len(names):
+        return names
+    counts: dict[str, int] = {}
+    out: list[str] = []
+    first: set[str] = set()
+    n_dup = 0
+    for s in names:
+        if s not in first:
+            first.add(s)
+            out.append(s)
+            continue
+        n_dup += 1
+        k = counts.get(s, 0)
+        while True:
+            k += 1
+            cand = f"{s}-{k}"
+            if cand not in seen:
+                break
+        counts[s] = k
+        seen.add(cand)
+        out.append(cand)
+    where = f"{path}: " if path else ""
+    warnings.warn(f"{where}{n_dup} duplicate {what} names made unique by appending -1, -2, ...",
+                  HdtwdWarning, stacklevel=2)
+    return out
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
+    """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
+    if X.dtype.kind in "iu":  # beyond 2^53 an integer is not exact in float64: counts would change
+        vals = X.data if sp.issparse(X) else np.asarray(X)
+        top = int(vals.max()) if vals.size else 0
+        if top > 2**53:
+            raise InputError(f"integer values above 2^53 (max {top}) are not exact as float64; "
+                             "scale them down or store them as floating point", path)
+    if sp.issparse(X):
+        if X.dtype.kind not in "biuf":
+            raise InputError(f"matrix has non-numeric type {X.dtype}", path)
+        X = canonical_csr(X)  # never sorts the caller's index arrays in place (issue 24)
+        vals = X.data
+    else:
+        X = np.asarray(X)
+        if X.dtype.kind not in "biuf":
+            raise InputError(f"matrix has non-numeric type {X.dtype}", path)
+        if X.ndim != 2:
+            raise InputError(f"expected a 2-D matrix, found {X.ndim} dimension(s)", path)
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        vals = X.ravel()
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise InputError(f"matrix is empty (shape {X.shape[0]} x {X.shape[1]})", path)
+    if not np.all(np.isfinite(vals)):
+        bad = np.flatnonzero(~np.isfinite(vals))
+        raise InputError(f"matrix holds {bad.size} NaN or infinite value(s)", path)
+    if vals.size and vals.min() < 0:
+        raise InputError(f"matrix holds negative values (min {float(vals.min())!r}); "
+                         "weights must be non-negative", path)
+    return X
+
+
+def _read_npy(path: str) -> tuple[np.ndarray, None, None]:
+    try:
+        arr = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise InputError("array holds Python objects; numeric arrays only", path) from None
+        raise InputError(f"not a readable .npy file ({e})", path) from None
+    except (OSError, EOFError) as e:
+        raise InputError(f"not a readable .npy file ({e})", path) from None
+    return arr, None, None
+
+
+def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
+    try:
+        return sp.load_npz(path), None, None
+    except Exception:
+        pass
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            keys = list(z.keys())
+            if len(keys) != 1:
+                raise InputError(
+                    f"neither a scipy.sparse .npz nor an archive with one array (keys: {keys[:5]})",
+                    path)
+            return z[keys[0]], None, None
+    except InputError:
+        raise
+    except Exception as e:
+        raise InputError(f"not a readable .npz file ({e})", path) from None
+
+
+def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
+    try:
+        import scipy.io
+
+        M = scipy.io.mmread(path)
+    except Exception as e:
+        raise InputError(f"not a readable Matrix Market file ({e})", path) from None
+    return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
+
+
+def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | None, list[str] | None]:
+    """A delimited table; names only where the layout leaves no other reading (nothing is dropped silently).
+
+    Header row = feature names when every cell of the first row (except the corner cell) is text; a
+    first row mixing numbers and text is an error naming the first text cell. First column = sample
+    names when the corner cell is empty, or the header has one name fewer than the rows have fields,
+    or every cell of the column is text; a first column mixing numbers and text otherwise is an
+    error naming the row and the cell (a typo must not turn a feature into names).
+    """
+    try:
+        with open_text(path, newline="", encoding="utf-8-sig") as fh:  # a UTF-8 BOM is dropped
+            rows = [r for r in csv.reader(fh, delimiter=delimiter)]
+    except (csv.Error, UnicodeDecodeError, EOFError) as e:
+        raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
+    except OSError as e:  # gzip: not a gzip file / truncated stream
+        raise InputError(f"not a readable compressed file ({e})", path) from None
+    lines = [i + 1 for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
+    rows = [r for r in rows if r and any(c.strip() for c in r)]
+    if not rows:
+        raise InputError("file is empty", path)
+    first = [c.strip() for c in rows[0]]
+    header: list[str] | None = None
+    if not all(_is_number(c) for c in first):
+        rest = first[1:]
+        text = [j + 1 for j, c in enumerate(rest) if not _is_number(c)]
+        if len(text) == len(rest):
+            header, rows, lines = first, rows[1:], lines[1:]
+        elif text:  # names and numbers mixed in the first row: a typo, or a number among names
+            nums = sum(_is_number(c) for c in first)
+            words = len(first) - nums
+            if nums > len(text):
+                j = text[0]
+                why = f"{first[j]!r} is not a number, but {nums} of the row's other cells are"
+            else:
+                j = next(j + 1 for j, c in enumerate(rest) if _is_number(c))
+                why = f"{first[j]!r} is a number among the header's {words} names"
+            raise InputError(f"line {lines[0]}, column {j + 1}: {why}; a header must name every column "
+                             "and a data row hold only numbers", path)
+    if not rows:
+        raise InputError("file has a header but no data rows", path)
+    width = len(rows[0])
+    for i, r in enumerate(rows):
+        if len(r) != width:
+            raise InputError(f"line {lines[i]} has {len(r)} fields, expected {width} (ragged table)", path)
+    col0 = [r[0].strip() for r in rows]
+    text0 = [i for i, c in enumerate(col0) if not _is_number(c)]
+    index = (len(text0) == len(rows)
+             or (header is not None and ((header[0] == "" and len(header) == width) or len(header) == width - 1)))
+    if text0 and not index:
+        i = text0[0]
+        raise InputError(f"line {lines[i]}, column 1: {col0[i]!r} is not a number, but the column holds "
+                         f"numbers in {len(rows) - len(text0)} of {len(rows)} rows (sample names need an empty "
+                         "first header cell or a name in every row)", path)
+    sample_names = col0 if index else None
+    start = 1 if index else 0
+    if width - start < 1:
+        raise InputError("no numeric columns", path)
+    if header is not None:
+        if len(header) == width:
+            header = header[start:]
+        elif not (index and len(header) == width - 1):
+            raise InputError(f"header has {len(header)} fields but rows have {width}", path)
+    vals = np.empty((len(rows), width - start), dtype=np.float64)
+    for i, r in enumerate(rows):
+        try:
+            vals[i] = [float(c) for c in r[start:]]
+        except ValueError:
+            j = next(j for j, c in enumerate(r[start:]) if not _is_number(c))
+            raise InputError(
+                f"line {lines[i]}, column {j + 1 + start}: {r[start + j]!r} is not a number", path
+            ) from None
+    return vals, sample_names, header
+
+
+def _alternatives(ad: Any) -> str:
+    """Where else an AnnData holds a matrix, named for a hint (``raw.X``, layers)."""
+    alt = (["raw.X ({a})"] if ad.raw is not None else []) + \
+        ([f"layers {', '.join(map(repr, list(ad.layers.keys())[:5]))} ({{b}} NAME)"] if len(ad.layers) else [])
+    return " and ".join(alt)
+
+
+def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...] = ()):
+    try:
+        import anndata
+        import h5py
+    except ImportError as e:  # pragma: no cover - anndata is a dependency
+        raise InputError(f"reading .h5ad needs anndata ({e})", path) from None
+    try:
+        with h5py.File(path, "r"):
+            pass
+    except OSError:
+        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ad = anndata.read_h5ad(path)
+    except Exception as e:
+        raise InputError(f"not a readable AnnData file ({type(e).__name__}: {e})", path) from None
+    if use_raw and layer:
+        raise ParameterError("{arg} and {b} exclude each other", "layer", path, b="use_raw")
+    var_names = [str(s) for s in ad.var_names]
+    if use_raw:
+        if ad.raw is None:
+            raise InputError("AnnData has no .raw", path)
+        X = ad.raw.X
+        var_names = [str(s) for s in ad.raw.var_names]
+    elif layer:
+        if layer not in ad.layers:
+            have = ", ".join(list(ad.layers.keys())[:8]) or "none"
+            raise InputError(f"AnnData has no layer {layer!r} (layers: {have})", path)
+        X = ad.layers[layer]
+    else:
+        X = ad.X
+    if X is None:
+        raise InputError("AnnData has no X", path)
+    if not sp.issparse(X):
+        X = np.asarray(X)
+    obs = {}
+    for k in obs_keys:
+        if k not in ad.obs.columns:
+            have = ", ".join(map(str, list(ad.obs.columns)[:8])) or "none"
+            raise InputError(f"AnnData obs has no column {k!r} (columns: {have})", path)
+        obs[k] = np.asarray(ad.obs[k].astype(str))
+    return X, [str(s) for s in ad.obs_names], var_names, obs, ad
+
+
+def sniff_format(head: bytes) -> str:
+    """The suffix of a matrix file from its first bytes (for standard input, which has no name)."""
+    if head.startswith(b"\x1f\x8b"):  # gzip: sniff what it holds
+        import zlib
+
+        try:
+            inner = zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(head, 4096)
+        except zlib.error:
+            inner = b""
+        kind = sniff_format(inner) if inner else ".csv"
+        return kind + ".gz" if kind in (".csv", ".tsv", ".mtx") else ".csv.gz"
+    if head.startswith(b"\x93NUMPY"):
+        return ".npy"
+    if head.startswith(b"PK\x03\x04"):
+        return ".npz"
+    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+        return ".h5ad"
+    if head.lstrip().startswith(b"%%MatrixMarket"):
+        return ".mtx"
+    first = head.split(b"\n", 1)[0]
+    return ".tsv" if b"\t" in first else ".csv"
+
+
+def read_stdin_matrix(stream: Any, fmt: str | None = None, name: str = "<stdin>", **kw: Any) -> MatrixData:
+    """Read a matrix from a binary stream (standard input, a FIFO): buffered, since pipes are not seekable.
+
+    The bytes are spooled to a private temporary file whose suffix is ``fmt`` or sniffed from the
+    content (:func:`sniff_format`), then read like a file; messages name ``name``. The temporary
+    directory is removed on every way out (errors, Ctrl-C, SIGTERM).
+    """
+    data = stream.read()
+    if not data:
+        raise InputError("standard input is empty" if name == "<stdin>" else "stream is empty", name)
+    suffix = ("." + fmt.lstrip(".")) if fmt else sniff_format(data[:4096])
+    with tempfile.TemporaryDirectory(prefix="hdtwd-stdin-") as d:
+        tmp = os.path.join(d, "stdin" + suffix)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        del data
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                md = read_matrix(tmp, **kw)
+            except HdtwdError as e:
+                e.template, e.path = e.template.replace(tmp, name), name
+                e.message = e.worded(lambda a: a)
+                raise
+        for w in caught:
+            warnings.warn(str(w.message).replace(tmp, name), HdtwdWarning, stacklevel=2)
+    md.path = name
+    return md
+
+
+def read_matrix(
+    path: str | os.PathLike,
+    transpose: bool = False,
+    layer: str | None = None,
+    use_raw: bool = False,
+    obs_keys: tuple[str, ...] = (),
+    keep_adata: bool = False,
+    var_names: str | None = None,
+    genome: str | None = None,
+) -> MatrixData:
+    """Read a samples x features matrix from ``path`` (format from the suffix).
+
+    Parameters
+    ----------
+    path : path-like
+    transpose : bool
+        The file stores features x samples (e.g. genes x cells): transpose it.
+    layer, use_raw : optional
+        ``.h5ad`` only: read ``layers[layer]`` or ``raw.X`` instead of ``X``.
+    obs_keys : tuple of str
+        ``.h5ad`` only: obs columns to read along (as strings).
+    keep_adata : bool
+        ``.h5ad`` only: keep the whole AnnData in :attr:`MatrixData.adata`.
+    var_names : {"gene_symbols", "gene_ids"}, optional
+        10x inputs only (:mod:`hdtwd_cli.io._tenx`): feature names from gene symbols (default) or ids.
+    genome : str, optional
+        Cell Ranger ``.h5`` only: the genome to read (needed when a Cell Ranger 2 file holds several),
+        as ``scanpy.read_10x_h5(genome=)``.
+
+    Raises
+    ------
+    InputError
+        Missing or unreadable file, unknown suffix, non-numeric, NaN/Inf or negative values.
+    """
+    p = str(path)
+    if not os.path.exists(p):
+        raise InputError("no such file", p)
+    if not os.access(p, os.R_OK):
+        raise InputError("permission denied", p)
+    tenx = tenx_files(p)
+    if os.path.isdir(p) and tenx is None:
+        raise InputError("is a directory, not a matrix file or a 10x matrix directory", p)
+    suffix = format_suffix(p)
+    if tenx is None and not os.path.isfile(p):  # a FIFO, e.g. <(zcat x.csv.gz): read it like standard input
+        with open(p, "rb") as stream:
+            return read_stdin_matrix(stream, suffix if suffix in MATRIX_SUFFIXES else None, name=p,
+                                     transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys,
+                                     keep_adata=keep_adata, var_names=var_names, genome=genome)
+    if (layer or use_raw) and suffix != ".h5ad":
+        raise ParameterError("{arg} and {b} apply to .h5ad files only", "layer" if layer else "use_raw", p, b="use_raw" if layer else "layer")
+    if obs_keys and suffix != ".h5ad":
+        raise InputError("obs columns can only be read from .h5ad files", p)
+    if var_names is not None and tenx is None and suffix != ".h5":
+        raise ParameterError("applies to 10x inputs only (a matrix directory or a Cell Ranger .h5)", "var_names", p)
+    if genome is not None and suffix != ".h5":
+        raise ParameterError("applies to Cell Ranger .h5 files only", "genome", p)
+    if tenx is None and os.path.getsize(p) == 0:
+        raise InputError("file is empty", p)
+    before = _file_state(tenx or (p,))
+    obs: dict = {}
+    ad = None
+    if tenx is not None:
+        X, rows, cols = read_10x_mtx(p, var_names or "gene_symbols")
+    elif suffix == ".npy":
+        X, rows, cols = _read_npy(p)
+    elif suffix == ".npz":
+        X, rows, cols = _read_npz(p)
+    elif suffix in (".mtx", ".mtx.gz"):
+        X, rows, cols = _read_mtx(p)
+    elif suffix in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
+        X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")
+    elif suffix == ".h5ad":
+        X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
+    elif suffix == ".h5":
+        X, rows, cols = read_10x_h5(p, var_names or "gene_symbols", genome)
+    else:
+        raise InputError(
+            f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)} "
+            "or a 10x matrix directory", p)
+    if _file_state(tenx or (p,)) != before:
+        raise InputError("the file changed while it was being read (size or modification time); "
+                         "read it again once it is complete", p)
+    try:
+        X = check_values(X, p)
+    except InputError as e:
+        hint = "" if ad is None or "negative" not in e.message else _alternatives(ad)
+        if not hint:
+            raise
+        text = e.message.replace("{", "{{").replace("}", "}}")
+        raise InputError(text + f"; the file also holds {hint}", p, a="use_raw", b="layer") from None
+    if transpose:
+        X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
+        rows, cols = cols, rows
+        if obs:
+            raise ParameterError("cannot be combined with obs columns", "transpose", p)
+    n, m = X.shape
+    if rows is not None and len(rows) != n:
+        raise InputError(f"{len(rows)} sample names for {n} rows", p)
+    if cols is not None and len(cols) != m:
+        raise InputError(f"{len(cols)} feature names for {m} columns", p)
+    sample_names = make_unique(rows if rows is not None else [f"s{i}" for i in range(n)], "sample", p)
+    feature_names = make_unique(cols if cols is not None else [f"f{j}" for j in range(m)], "feature", p)
+    if ad is not None and keep_adata:
+        ad = ad.T.copy() if transpose else ad
+    return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs,
+                      adata=ad if keep_adata else None,
+                      options={"transpose": bool(transpose), "layer": layer, "use_raw": bool(use_raw)})
+
+
+def format_suffix(path: str) -> str:
+    """The format part of a file name: ``.csv``, or ``.csv.gz`` for a compressed one (lower case)."""
+    name = os.path.basename(path).lower()
+    suffix = Path(name).suffix
+    if suffix == ".gz":
+        suffix = Path(name[:-3]).suffix + ".gz"
+    return suffix
+
+
+def _file_state(paths: tuple[str, ...]) -> list[tuple[int, int, int]]:
+    """(inode, size, modification time) of each file: compared before and after reading."""
+    out = []
+    for q in paths:
+        st = os.stat(q)
+        out.append((st.st_ino, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
+    """SHA-256 of the matrix values and feature names, independent of the file format.
+
+    Rows are hashed in blocks as canonical CSR (sorted indices, explicit zeros removed), so the
+    same numbers give the same fingerprint whether read dense or sparse.
+    """
+    h = hashlib.sha256()
+    n, m = X.shape
+    h.update(f"hdtwd-matrix-v1:{n}x{m}\n".encode())
+    for name in feature_names:
+        h.update(name.encode("utf-8") + b"\0")
+    block = 1024
+    for start in range(0, n, block):
+        B = X[start:start + block]
+        B = sp.csr_matrix(B, dtype=np.float64)
+        B.eliminate_zeros()
+        B.sum_duplicates()
+        B.sort_indices()
+        h.update(np.diff(B.indptr).astype("<i8").tobytes())
+        h.update(B.indices.astype("<i8").tobytes())
+        h.update(B.data.astype("<f8").tobytes())
+    return "sha256:" + h.hexdigest()
+
+
+
+def read_labels(spec: str, md: MatrixData) -> np.ndarray:
+    """Class labels of the rows of ``md``: ``obs:COLUMN`` (read along from an .h5ad) or a file, one per line."""
+    if spec.startswith("obs:"):
+        col = spec[4:]
+        if col not in md.obs:
+            raise InputError(f"obs column {col!r} was not read", md.path)
+        return np.asarray(md.obs[col])
+    path = Path(spec)
+    if not path.exists():
+        raise InputError("no such labels file", path)
+    if path.is_dir():
+        raise InputError("is a directory, not a labels file", path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise InputError("labels file is not UTF-8 text", path) from None
+    while lines and lines[-1].strip() == "":
+        lines.pop()
+    labels = np.array([ln.strip() for ln in lines])
+    if labels.shape[0] != md.shape[0]:
+        raise InputError(f"{labels.shape[0]} labels for {md.shape[0]} samples in {md.path}", path)
+    if np.any(labels == ""):
+        raise InputError(f"empty label on line {int(np.flatnonzero(labels == '')[0]) + 1}", path)
+    return labels

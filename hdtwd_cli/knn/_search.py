@@ -1,0 +1,527 @@
+r"""Nearest-neighbour search under the TWD: exact, or approximate candidates re-ranked exactly.
+
+The TWD between two samples is the L1 distance between their tree vectors
+:math:`y_i = (\alpha_v \mu_i(\Gamma_v))_v` (docs/method.md section 4), so any L1 nearest-neighbour
+index finds TWD neighbours. ``exact`` is the blocked all-pairs search
+(:func:`hdtwd_cli.twd._distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` runs hdtwd's own
+NN-descent (:mod:`hdtwd_cli.knn._nndescent`, random projection trees then local joins) on the tree
+vectors quantised to bytes (a common uint16 grid, each column kept to 8 bits of its own range:
+:class:`hdtwd_cli.knn._nndescent.ByteCode`), takes each sample's
+:data:`CANDIDATE_FACTOR` x k approximate neighbours as candidates and re-ranks them with the exact
+TWD (float64, bit for bit the exact kernel's values). Only the neighbour SET may differ from the
+exact one; every stored distance is an exact TWD. The candidates are the same for a seed at any
+thread count and on a Dask cluster (hashed random choices, integer distances, lists that keep the
+smallest offers whatever their order; tested), and on AVX2 and AVX-512 (integer sums; measured),
+so the graph is too; only :func:`partitions` uses BLAS (its k-means), whose rounding another CPU
+kind may change for a sample on a border. Above
+:data:`SEARCH_BYTES` of search vectors the samples are searched in overlapping k-means partitions
+(:func:`partitions`), each one task (here, one after another; with a client, on its workers).
+All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that carry most
+of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import numpy as np
+
+from hdtwd_cli._runtime.sparse import sp
+from hdtwd_cli.errors import HdtwdWarning, ParameterError
+from hdtwd_cli.knn._nndescent import ByteCode, column_extremes, encode, range_code
+from hdtwd_cli.tree._kernels import nearest_centres
+from hdtwd_cli.twd._distance import (
+    TreeVectors,
+    _merge_candidates,
+    nearest_neighbours,
+    smallest_k,
+)
+from hdtwd_cli.twd._kernels import l1_distances, l1_gather
+
+__all__ = ["KNN_METHODS", "AUTO_NNDESCENT_ABOVE", "CANDIDATE_FACTOR", "choose_method", "approximate_neighbours",
+           "neighbours", "rerank", "locality_order"]
+
+KnnMethod = Literal["exact", "nndescent", "auto"]
+KNN_METHODS = ("exact", "nndescent", "auto")
+#: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
+#: operations: 977 s for 100,000 samples x 2,000 features on 2 cores (benchmarks/RESULTS.md,
+#: issue 5), so about 10 s at 10,000 and 40 s at 20,000, growing as n^2; hdtwd's NN-descent grows
+#: as about n log n and, cached by numba, starts in about a second (pynndescent, used until issue 28,
+#: compiled for 25-39 s in every process). Below 20,000 samples the exact search is about as fast and
+#: has no recall to lose.
+AUTO_NNDESCENT_ABOVE = 20_000
+#: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
+#: Recall is bought where many samples are nearly equidistant (a cell type of 10,000 multinomial
+#: draws): on 100,000 such cells, with ``c`` candidates joined per row, 21 candidates for k = 14
+#: gave recall 0.805 in 45 s and 32 gave 0.921 in 66 s; joining 3 x 32 per row
+#: (:data:`hdtwd_cli.knn._nndescent.JOIN_FACTOR`) gives 0.977 in 117 s (benchmarks/RESULTS.md, issue 28).
+CANDIDATE_FACTOR = 2.25
+#: Samples searched at once, as bytes of their uint16 grid vectors (n x d x 2; NN-descent holds their
+#: byte rows, half of that); above it the samples are searched in overlapping partitions
+#: (:func:`partitions`), each one task: 134,000 samples of 2,000 genes (3,998 tree nodes) per partition.
+SEARCH_BYTES = 1 << 30
+#: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
+PARTITION_OVERLAP = 2
+#: A sample joins its 2nd (3rd...) nearest cluster only if that centre is at most this many times
+#: as far as its nearest one (a border sample); ``inf``: always. On 10^6 UMI-like cells (partitions of
+#: 536,000 rows, 1,000 sampled rows' 14 exact neighbours) 1.3 kept 99.96 % of the neighbours in a
+#: partition shared with their row (99.97 % with every sample in 2) for 1.26 placements per sample
+#: instead of 2; 1.1: 99.1 % for 1.06 (benchmarks/RESULTS.md, issue 28).
+PARTITION_BORDER = 1.3
+#: Mean k-means cluster size as a fraction of a partition's most rows (clusters above it are cut in
+#: overlapping pieces): room for clusters of unequal size. On 10^6 UMI-like cells (134,000-row
+#: partitions, border 1.3), 0.25 made 30 clusters, 1.63 placements per sample and kept 98.3 % of the
+#: exact neighbours in a partition shared with their row; 0.5: 15 clusters, 1.43 placements, 99.99 %
+#: (benchmarks/RESULTS.md, issue 28).
+PARTITION_FILL = 0.5
+_PROJECTION_DIM = 32
+_KMEANS_ITERATIONS = 10
+#: Samples whose exact neighbours check a partitioned search (``-v`` reports its recall on them).
+#: Found during :func:`partitions`' pass over the tree vectors, so at the cost of the kernel alone.
+RECALL_SAMPLE = 50
+#: Below this recall on the sampled samples a partitioned search warns: its partitions do not
+#: follow the samples' neighbourhoods. k-means partitions of word-count documents can keep half of
+#: the exact neighbours out of reach (benchmarks/RESULTS.md, issue 28).
+RECALL_WARN = 0.9
+#: Rows per re-ranking task (:func:`rerank`).
+RERANK_TASK_ROWS = 1 << 16
+#: Bytes of float64 vectors gathered per re-ranking block.
+_RERANK_BYTES = 1 << 28
+
+
+def choose_method(method: str, n: int) -> str:
+    """``exact`` or ``nndescent``: ``auto`` picks by the number of samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
+    if method not in KNN_METHODS:
+        raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
+    if method == "auto":
+        method = "nndescent" if n > AUTO_NNDESCENT_ABOVE else "exact"
+    return method
+
+
+def _rows_per_block(tv: TreeVectors) -> int:
+    """Rows of float64 tree vectors that fit :data:`_RERANK_BYTES`."""
+    return max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
+
+
+def _blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
+    """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows."""
+    step = _rows_per_block(tv)
+    for i0 in range(0, tv.n, step):
+        yield i0, tv.rows(i0, i0 + step)
+
+
+class ColumnRange:
+    """Each tree-vector column's smallest and largest value over the blocks it is shown (:meth:`add`):
+    the range of the search's :class:`~hdtwd_cli.knn._nndescent.ByteCode` (:meth:`code`)."""
+
+    def __init__(self, dim: int) -> None:
+        self.lows = np.full(dim, np.inf)
+        self.highs = np.full(dim, -np.inf)
+
+    def add(self, Y: np.ndarray) -> None:
+        """Fold in a block of tree vectors."""
+        if Y.shape[0]:
+            column_extremes(np.ascontiguousarray(Y), self.lows, self.highs)
+
+    def code(self) -> ByteCode:
+        """The byte code of these columns (:func:`hdtwd_cli.knn._nndescent.range_code`)."""
+        seen = np.isfinite(self.lows)
+        return range_code(np.where(seen, self.lows, 0.0), np.where(seen, self.highs, 0.0))
+
+
+def search_code(tv: TreeVectors) -> ByteCode:
+    """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors (a pass of its own; :class:`ColumnRange`)."""
+    bounds = ColumnRange(tv.dim)
+    for _, Y in _blocks(tv):
+        bounds.add(Y)
+    return bounds.code()
+
+
+def byte_vectors(tv: TreeVectors, rows: np.ndarray, code: ByteCode) -> np.ndarray:
+    """The search rows of ``rows``: their uint16 grid vectors (:meth:`TreeVectors.quantised`, scale ``code.top``)
+    in ``code``'s bytes (:func:`hdtwd_cli.knn._nndescent.encode`), row block by row block. Memory: |rows| x ``code.width`` bytes."""
+    out = np.empty((rows.size, code.width), dtype=np.uint8)
+    step = _rows_per_block(tv)
+    for i0 in range(0, rows.size, step):
+        out[i0:i0 + step] = encode(tv.quantised(rows[i0:i0 + step], code.top), code)
+    return out
+
+
+def locality_order(cand: np.ndarray) -> np.ndarray:
+    """An order of the rows in which candidate lists are local: reverse Cuthill-McKee on the candidate graph.
+
+    Rows next to each other in this order share most of their candidates, so a block of rows needs
+    the vectors of few other rows (deterministic: RCM visits by degree, then index).
+    """
+    from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+    n, c = cand.shape
+    ok = cand >= 0
+    G = sp.csr_matrix((np.ones(int(ok.sum()), dtype=np.int8), cand[ok], np.concatenate([[0], np.cumsum(ok.sum(1))])),
+                      shape=(n, n))
+    return np.asarray(reverse_cuthill_mckee((G + G.T).tocsr(), symmetric_mode=True), dtype=np.int64)
+
+
+def rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None = None,
+           client: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples; ``-1``: none), by exact TWD.
+
+    Rows are taken in :func:`locality_order`, in tasks of :data:`RERANK_TASK_ROWS` rows
+    (:func:`rerank_rows`; on ``client``'s workers if given). A row's result depends only on its own
+    candidates, so neither the tasks nor where they run change a bit.
+    """
+    remote = None
+    if client is not None:
+        from hdtwd_cli.knn._dask import Shipped
+
+        remote = Shipped(client, tv)
+    return _rerank(tv, candidates, k, progress, remote)
+
+
+def _rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None,
+            remote: Any, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rerank` with the cluster's data already shipped; ``progress`` gets ``steps`` (default n) in all."""
+    n = candidates.shape[0]
+    order = locality_order(candidates)
+    chunks = [order[i0:i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
+    parts = _map(remote, rerank_rows, tv, [(rows, candidates[rows], k) for rows in chunks], "rerank",
+                 progress, _shares(n if steps is None else steps, [rows.size for rows in chunks]))
+    out_i = np.empty((n, k), dtype=np.int64)
+    out_d = np.empty((n, k))
+    for rows, (idx, dist) in zip(chunks, parts):
+        out_i[rows], out_d[rows] = idx, dist
+    return out_i, out_d
+
+
+def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest of each of ``rows`` among its ``candidates`` row, by exact TWD, ordered by (distance, index).
+
+    In blocks whose own vectors and their candidates' vectors fit a fixed budget (:data:`_RERANK_BYTES`):
+    neighbouring rows (in :func:`locality_order`) share candidates, so each vector is computed about
+    twice instead of ``c`` times (100,000 x 2,000 cells: 40 s before). Distances come from
+    :func:`_kernels.l1_gather`, bit for bit the exact kernel's.
+    """
+    m = rows.size
+    out_d = np.empty((m, k))
+    out_i = np.empty((m, k), dtype=np.int64)
+    cap = max(2, _rows_per_block(tv))  # vectors held at once
+    step = max(1, cap // 4)
+    i0 = 0
+    while i0 < m:
+        r = np.arange(i0, min(i0 + step, m))
+        while True:
+            cand = candidates[r]
+            uniq, local = np.unique(cand, return_inverse=True)
+            if r.size == 1 or r.size + uniq.size <= cap:
+                break
+            r = r[: r.size // 2]
+        A = tv.of_rows(rows[r])
+        B = tv.of_rows(uniq)
+        D = np.empty(cand.shape)
+        l1_gather(A, B, np.ascontiguousarray(local.reshape(cand.shape), dtype=np.int64), D)
+        D[cand < 0] = np.inf
+        out_d[r], out_i[r] = smallest_k(D, cand, k)
+        i0 += r.size
+    order = np.lexsort((out_i, out_d), axis=1)
+    return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
+
+
+
+
+def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
+                           progress: Callable[[int], None] | None = None,
+                           client: Any = None,
+                           note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
+
+    The samples are searched whole when their uint16 grid vectors fit :data:`SEARCH_BYTES`, else
+    in the overlapping :func:`partitions`; each partition's NN-descent and exact re-ranking
+    (:func:`partition_neighbours`) is one task, run here one after another or,
+    with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
+    (:class:`hdtwd_cli.knn._dask.Shipped`); the partitions' lists are then merged
+    (:func:`merge_neighbours`). ``progress`` receives ``n`` in all, as the partitions finish (in
+    proportion to their rows); ``note``
+    (``-v``'s messages) gets the partitions and each phase's wall time, and a partitioned search's recall
+    on :data:`RECALL_SAMPLE` sampled samples (:class:`SampledExact`; an :class:`~hdtwd_cli.errors.HdtwdWarning`
+    below :data:`RECALL_WARN`). The tasks' results do not depend on where or in what
+    order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
+    answer is the single process's, bit for bit.
+
+    Returns
+    -------
+    indices : ndarray of int64, shape (n, k)
+    distances : ndarray of float64, shape (n, k)
+        Exact TWDs, ordered by (distance, index).
+    """
+    n = tv.n
+    if not 1 <= k < n:
+        raise ParameterError(f"must be between 1 and n - 1 = {n - 1}", "k")
+    from hdtwd_cli.knn._nndescent import first_width, join_width
+
+    say = note if note is not None else (lambda message: None)
+    clock = time.perf_counter()
+    c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
+    check = None
+    if n * tv.dim * 2 <= SEARCH_BYTES:
+        code = search_code(tv)
+        groups = [np.arange(n)]
+    else:  # one pass over the tree vectors: the projection, the recall's exact rows and the columns' ranges
+        check = SampledExact(tv, k, seed)
+        bounds = ColumnRange(tv.dim)
+
+        def visit(i0: int, Y: np.ndarray) -> None:
+            check.add(i0, Y)
+            bounds.add(Y)
+
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=visit, min_size=c + 1)
+        code = bounds.code()
+    placed = sum(g.size for g in groups)
+    say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
+        f"samples ({placed / n:.2f} per sample), lists of {c}, {first_width(c)} then {join_width(c)} joined per row: "
+        f"{time.perf_counter() - clock:.1f} s to partition")
+    remote = None
+    if client is not None:
+        from hdtwd_cli.knn._dask import Shipped
+
+        remote = Shipped(client, tv)
+    clock = time.perf_counter()
+    shares = _shares(n, [g.size for g in groups])
+    if remote is not None:
+        found = remote.map(partition_neighbours, [(g, c, k, seed, code) for g in groups], "nndescent", progress, shares)
+    else:  # here: each partition reports its two halves
+        found = [partition_neighbours(tv, g, c, k, seed, code, progress, share) for g, share in zip(groups, shares)]
+    say(f"NN-descent and exact re-ranking of {placed * c} candidates: {time.perf_counter() - clock:.1f} s")
+    clock = time.perf_counter()
+    out = merge_neighbours(tv, groups, found, k, c)
+    if len(groups) > 1:
+        say(f"merging the partitions' neighbours: {time.perf_counter() - clock:.1f} s")
+    if check is not None:
+        share = check.recall(out[1])
+        say(f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
+            f"neighbours): {share:.3f}")
+        if share < RECALL_WARN:
+            warnings.warn(HdtwdWarning(
+                f"the partitioned approximate search found {share:.0%} of the exact {k} nearest neighbours of "
+                f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
+                f"neighbourhoods (--knn-method exact is complete)"), stacklevel=2)
+    return out
+
+
+def _shares(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (integers that add up to ``total``)."""
+    edges = np.floor(np.cumsum(weights, dtype=np.float64) * total / max(1, sum(weights))).astype(np.int64)
+    return np.diff(np.concatenate([[0], edges])).tolist()
+
+
+def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: str,
+         progress: Callable[[int], None] | None = None, sizes: list[int] | None = None) -> list:
+    """``[fn(tv, *a) for a in args]``, here or as tasks on a cluster (``remote``: a
+    :class:`hdtwd_cli.knn._dask.Shipped`); the same results in the same order."""
+    if remote is not None:
+        return remote.map(fn, args, name, progress, sizes)
+    out = []
+    for i, a in enumerate(args):
+        out.append(fn(tv, *a))
+        if progress is not None and sizes is not None:
+            progress(sizes[i])
+    return out
+
+
+def partition_neighbours(tv: TreeVectors, rows: np.ndarray, c: int, k: int, seed: int, code: ByteCode,
+                         progress: Callable[[int], None] | None = None,
+                         share: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``rows``' ``min(k, w)`` nearest among its ``w = min(c, |rows| - 1)`` NN-descent candidates
+    in ``rows``, by exact TWD, as indices of all samples and distances, ordered by (distance, index).
+
+    NN-descent (:func:`hdtwd_cli.knn._nndescent.nn_descent`) runs on the rows' byte vectors
+    (:func:`byte_vectors`, ``code`` of all samples); the re-ranking (:func:`rerank_rows`) takes the rows in
+    the :func:`locality_order` of the partition's own candidate graph, so a block of rows needs the
+    vectors of few others (a re-ranking of all samples' merged candidates after the partitions took
+    282 s at 10^6, 8.2 us per candidate, against 1.5 us within one partition). Memory: ``|rows|`` x
+    ``code.width`` bytes and the re-ranking's blocks (:data:`_RERANK_BYTES`). ``progress`` gets half of ``share`` after
+    the NN-descent and the rest after the re-ranking.
+    """
+    from hdtwd_cli.knn._nndescent import nn_descent
+
+    w = min(c, rows.size - 1)
+    local = nn_descent(byte_vectors(tv, rows, code), code, w, seed)
+    if progress is not None:
+        progress(share // 2)
+    order = locality_order(local)
+    idx, dist = rerank_rows(tv, rows[order], rows[local[order]], min(k, w))
+    if progress is not None:
+        progress(share - share // 2)
+    out_i = np.empty_like(idx)
+    out_d = np.empty_like(dist)
+    out_i[order], out_d[order] = idx, dist
+    return out_i, out_d
+
+
+def merge_neighbours(tv: TreeVectors, groups: list[np.ndarray], found: list[tuple[np.ndarray, np.ndarray]],
+                     k: int, c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every sample's ``k`` nearest among its partitions' neighbours (:func:`partition_neighbours`).
+
+    The ``k`` smallest by (distance, index) of the union of the partitions' lists are those of the
+    union of all their candidates: the distances are the exact kernel's, the same for a pair in any
+    partition. A sample whose partitions hold fewer than ``c`` other samples in all, or whose lists
+    hold fewer than ``k`` distinct neighbours, is re-ranked among them and other samples in index order
+    (:func:`rerank`; tiny partitions only).
+    """
+    n = tv.n
+    width = np.zeros(n, dtype=np.int64)
+    held = np.zeros(n, dtype=np.int64)
+    for g, (fi, _) in zip(groups, found):
+        width[g] += fi.shape[1]
+        held[g] += g.size - 1
+    I = np.full((n, max(k, int(width.max()))), -1, dtype=np.int64)
+    D = np.full(I.shape, np.inf)
+    fill = np.zeros(n, dtype=np.int64)
+    for g, (fi, fd) in zip(groups, found):
+        cols = fill[g][:, None] + np.arange(fi.shape[1])[None, :]
+        I[g[:, None], cols] = fi
+        D[g[:, None], cols] = fd
+        fill[g] += fi.shape[1]
+    order = np.lexsort((D, I), axis=1)  # by index, then distance: a neighbour found twice is adjacent
+    I = np.take_along_axis(I, order, axis=1)
+    D = np.take_along_axis(D, order, axis=1)
+    dup = np.zeros(I.shape, dtype=bool)
+    dup[:, 1:] = (I[:, 1:] == I[:, :-1]) & (I[:, 1:] >= 0)
+    I[dup] = -1
+    D[dup | (I < 0)] = np.inf
+    out_d, out_i = smallest_k(D, I, k)
+    order = np.lexsort((out_i, out_d), axis=1)
+    out_i = np.take_along_axis(out_i, order, axis=1)
+    out_d = np.take_along_axis(out_d, order, axis=1)
+    short = np.flatnonzero((held < c) | (out_i < 0).any(axis=1))
+    if short.size:
+        cand = np.full((short.size, max(c, I.shape[1])), -1, dtype=np.int64)
+        for t, r in enumerate(short):  # rare: tiny partitions; add other samples in index order
+            have = np.unique(I[r][I[r] >= 0])
+            extra = np.setdiff1d(np.arange(min(n, cand.shape[1] + have.size + 1)), np.append(have, r))
+            row = np.concatenate([have, extra])[: cand.shape[1]]
+            cand[t, : row.size] = row
+        out_i[short], out_d[short] = rerank_rows(tv, short, cand, k)
+    return out_i, out_d
+
+
+class SampledExact:
+    """The exact ``k`` nearest other samples of ``size`` sampled samples, gathered block by block.
+
+    :meth:`add` takes consecutive blocks of all samples' tree vectors (as :func:`partitions`' pass
+    computes them, or :meth:`scan` on its own); :meth:`recall` then measures a search against them.
+    The samples are ``rows``, or ``size`` drawn with ``numpy.random.default_rng(seed)``.
+    """
+
+    def __init__(self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE,
+                 rows: np.ndarray | None = None) -> None:
+        if rows is None:
+            rows = np.sort(np.random.default_rng(seed).choice(tv.n, min(size, tv.n), replace=False))
+        self.rows = np.asarray(rows, dtype=np.int64)
+        self.vectors = tv.of_rows(self.rows)
+        self.distances = np.full((self.rows.size, k), np.inf)
+        self.indices = np.full((self.rows.size, k), -1, dtype=np.int64)
+
+    def add(self, i0: int, Y: np.ndarray) -> None:
+        """Fold in the samples ``i0 .. i0 + len(Y)`` (their tree vectors ``Y``)."""
+        D = l1_distances(self.vectors, Y).astype(np.float64, copy=False)
+        D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
+        _merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
+
+    def scan(self, tv: TreeVectors) -> "SampledExact":
+        """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
+        for i0, Y in _blocks(tv):
+            self.add(i0, Y)
+        return self
+
+    def recall(self, distances: np.ndarray) -> float:
+        """Share of the sampled samples' ``k`` found neighbours (their exact TWDs, all samples'
+        ``distances``) that are at most as far as their exact ``k``-th nearest: recall@k, ties
+        counted as found."""
+        kth = self.distances[:, -1:]
+        return float(np.mean(distances[self.rows] <= kth * (1.0 + 1e-12)))
+
+
+def cluster_sums(Z: np.ndarray, labels: np.ndarray, count: int) -> np.ndarray:
+    """``S[p] = sum of the rows Z[i] with labels[i] == p``, added in row order (float64).
+
+    ``np.bincount`` with weights, one column at a time: the same additions in the same order as
+    ``np.add.at(S, labels, Z)``, hence the same bits, in 0.3 s instead of 3.7 s for 10^6 x 32 (k-means'
+    update step in :func:`partitions`, 11 rounds; benchmarks/RESULTS.md, issue 28).
+    """
+    return np.stack([np.bincount(labels, weights=Z[:, j], minlength=count) for j in range(Z.shape[1])], axis=1)
+
+
+def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
+               border: float | None = None, fill: float | None = None,
+               visit: Callable[[int, np.ndarray], None] | None = None, min_size: int = 2) -> list[np.ndarray]:
+    """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
+
+    k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
+    tree vectors to :data:`_PROJECTION_DIM` dimensions, every sample placed in its ``overlap``
+    nearest clusters (so that neighbours across a cluster border share one); a cluster larger than
+    ``max_rows`` is cut into pieces of ``max_rows`` along its first projected coordinate, consecutive
+    pieces overlapping by a quarter (the last one by more). ``n / (fill max_rows)`` clusters (:data:`PARTITION_FILL`).
+    ``visit(i0, Y)``, if given, sees each block of tree vectors as the projection computes it.
+    Clusters that are the nearest of fewer than ``min_size`` samples are dissolved into the others
+    (their samples go to their nearest remaining centres), so that no sample is left in a cluster
+    of its own: k-means centres end on outliers, and a sample alone in its partition would have
+    no candidates but arbitrary samples (:func:`merge_neighbours`' fallback).
+    """
+    n = tv.n
+    overlap = PARTITION_OVERLAP if overlap is None else overlap
+    border = PARTITION_BORDER if border is None else border
+    fill = PARTITION_FILL if fill is None else fill
+    rng = np.random.default_rng(seed)
+    omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
+    Z = np.empty((n, _PROJECTION_DIM))
+    for i0, Y in _blocks(tv):
+        Z[i0:i0 + Y.shape[0]] = Y @ omega
+        if visit is not None:
+            visit(i0, Y)
+    n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
+    centres = Z[np.sort(rng.choice(n, size=n_parts, replace=False))]
+    for _ in range(_KMEANS_ITERATIONS + 1):
+        near, ranked = nearest_centres(Z, centres, overlap)  # squared distances
+        counts = np.bincount(near[:, 0], minlength=n_parts)
+        sums = cluster_sums(Z, near[:, 0], n_parts)
+        moved = counts > 0
+        last = centres.copy()  # the centres ``near`` was found with
+        centres[moved] = sums[moved] / counts[moved, None]
+    small = counts < min_size
+    if small.any() and not small.all():  # only the nearest of few: its samples go to their next centres
+        near, ranked = nearest_centres(Z, last[~small], overlap)
+        n_parts = int((~small).sum())
+    placed = np.ones(near.shape, dtype=bool)
+    if np.isfinite(border):
+        placed = ranked <= (border * border) * ranked[:, :1]
+        placed[:, 0] = True
+    groups = []
+    for p in range(n_parts):
+        members = np.flatnonzero(((near == p) & placed).any(axis=1))
+        if members.size <= max_rows:
+            if members.size > 1:
+                groups.append(members)
+            continue
+        members = members[np.argsort(Z[members, 0], kind="stable")]
+        stride = max(1, (3 * max_rows) // 4)  # pieces of max_rows, the last one ending at the end
+        for s0 in [*range(0, members.size - max_rows, stride), members.size - max_rows]:
+            groups.append(np.sort(members[s0:s0 + max_rows]))
+    return groups
+
+
+def neighbours(tv: TreeVectors, k: int, method: str = "exact", seed: int = 0,
+               progress: Callable[[int], None] | None = None, client: Any = None,
+               note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
+    workers if given (a ``dask.distributed.Client``; the same bits as here); ``note``: see
+    :func:`approximate_neighbours`."""
+    if choose_method(method, tv.n) == "nndescent":
+        return approximate_neighbours(tv, k, seed, progress, client, note)
+    if client is not None:
+        from hdtwd_cli.knn._dask import nearest_neighbours_dask
+
+        return nearest_neighbours_dask(client, tv, k, progress=progress)
+    return nearest_neighbours(tv, k, 2048, progress)
