@@ -25,19 +25,27 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402  (benchmarks/harness.py)
-from sets import load_set  # noqa: E402
+import harness
+from sets import load_set
 
-from hdtwd_cli.twd._distance import query_distances  # noqa: E402
-from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits  # noqa: E402
-from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
-from hdtwd_cli.tree._params import apply_transform, resolve_params  # noqa: E402
-from hdtwd_cli.tree._learn import auto_leaf_length, learn_tree  # noqa: E402
-from hdtwd_cli.tree._tree import lengthen_leaves  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits
+from hdtwd_cli.tree._learn import auto_leaf_length, learn_tree
+from hdtwd_cli.tree._params import apply_transform, resolve_params
+from hdtwd_cli.tree._tree import lengthen_leaves
+from hdtwd_cli.twd._distance import (
+    align_to_tree,
+    query_distances,
+)
 
 #: The previous library defaults (issue 4): the starting point of every row.
-PREVIOUS = {"feature_space": "data", "weighting": "none", "leaf_length": 0.0, "transform": "none", "min_df": 1,
-            "ensemble": 1}
+PREVIOUS = {
+    "feature_space": "data",
+    "weighting": "none",
+    "leaf_length": 0.0,
+    "transform": "none",
+    "min_df": 1,
+    "ensemble": 1,
+}
 #: Rows: (label, changes from PREVIOUS). ``transform`` "log1p" applies to count data only.
 LEVERS: list[tuple[str, dict]] = [
     ("previous defaults (data space, no weights, no leaf term)", {}),
@@ -54,22 +62,37 @@ LEVERS: list[tuple[str, dict]] = [
     ("svd + idf + lambda = 1", {"feature_space": "svd", "weighting": "idf", "leaf_length": 1.0}),
     ("svd + idf + lambda = 4", {"feature_space": "svd", "weighting": "idf", "leaf_length": 4.0}),
     ("log1p + idf + lambda = 1", {"transform": "log1p", "weighting": "idf", "leaf_length": 1.0}),
-    ("log1p + svd + idf + lambda = 1", {"transform": "log1p", "feature_space": "svd", "weighting": "idf",
-                                       "leaf_length": 1.0}),
+    (
+        "log1p + svd + idf + lambda = 1",
+        {"transform": "log1p", "feature_space": "svd", "weighting": "idf", "leaf_length": 1.0},
+    ),
     ("svd + idf + automatic lambda = (1 - e) / e", {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto"}),
-    ("svd + idf + automatic lambda + min_df = 2", {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto",
-                                                  "min_df": 2}),
+    (
+        "svd + idf + automatic lambda + min_df = 2",
+        {"feature_space": "svd", "weighting": "idf", "leaf_length": "auto", "min_df": 2},
+    ),
     ("data + idf + automatic lambda", {"feature_space": "data", "weighting": "idf", "leaf_length": "auto"}),
-    ("THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda",
-     {"feature_space": "auto", "weighting": "idf", "leaf_length": "auto"}),
-    ("new defaults, mean of 3 trees (seeds 0, 1, 2: landmark draws and SVD)",
-     {"feature_space": "auto", "weighting": "idf", "leaf_length": "auto", "ensemble": 3}),
+    (
+        "THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda",
+        {"feature_space": "auto", "weighting": "idf", "leaf_length": "auto"},
+    ),
+    (
+        "new defaults, mean of 3 trees (seeds 0, 1, 2: landmark draws and SVD)",
+        {"feature_space": "auto", "weighting": "idf", "leaf_length": "auto", "ensemble": 3},
+    ),
 ]
 #: The rows run on the large corpus (each row costs a full TWD there).
-FEW = ("previous defaults (data space, no weights, no leaf term)", "idf feature weights", "idf + lambda = 4",
-       "svd + idf", "svd + idf + lambda = 1", "svd + idf + lambda = 4",
-       "svd + idf + automatic lambda = (1 - e) / e", "svd + idf + automatic lambda + min_df = 2",
-       "THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda")
+FEW = (
+    "previous defaults (data space, no weights, no leaf term)",
+    "idf feature weights",
+    "idf + lambda = 4",
+    "svd + idf",
+    "svd + idf + lambda = 1",
+    "svd + idf + lambda = 4",
+    "svd + idf + automatic lambda = (1 - e) / e",
+    "svd + idf + automatic lambda + min_df = 2",
+    "THE NEW DEFAULTS: auto space (svd for words, data for cells) + idf + automatic lambda",
+)
 BASELINE_ROWS = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 
 
@@ -99,8 +122,14 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
                 key = (c["feature_space"], c["transform"], c["min_df"], seed)
                 if key not in trees:
                     t0 = time.time()
-                    params, _ = resolve_params("default", seed=seed, feature_space=c["feature_space"],
-                                               weighting="idf", leaf_length=0.0, min_df=c["min_df"])
+                    params, _ = resolve_params(
+                        "default",
+                        seed=seed,
+                        feature_space=c["feature_space"],
+                        weighting="idf",
+                        leaf_length=0.0,
+                        min_df=c["min_df"],
+                    )
                     trees[key] = learn_tree(Xt[tr], names, params)
                     timing[f"tree {key}"] = timing.get(f"tree {key}", 0.0) + time.time() - t0
                     print(f"{name} split {s}: tree {key} in {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
@@ -108,7 +137,9 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
                 if c["weighting"] == "none":
                     tree = replace(tree, feature_weights=None)
                 # the rule's energy e is recorded by learn_tree (the latent share, 1 for data columns)
-                lam = auto_leaf_length(tree.metadata["latent_energy"]) if c["leaf_length"] == "auto" else c["leaf_length"]
+                lam = (
+                    auto_leaf_length(tree.metadata["latent_energy"]) if c["leaf_length"] == "auto" else c["leaf_length"]
+                )
                 tree = lengthen_leaves(tree, lam * tree.metadata["mean_leaf_depth"])
                 D += query_distances(tree, align_to_tree(Xt[tr], names, tree), align_to_tree(Xt[te], names, tree))
             D /= c["ensemble"]
@@ -120,8 +151,14 @@ def run(name: str, n_splits: int = 3, levers: list[tuple[str, dict]] | None = No
             D = baseline_distances(b, X[te], X[tr])
             for ls, y in labels.items():
                 acc[ls].setdefault("baseline: " + b, []).append(knn_accuracy(D, y[tr], y[te], DEFAULT_K).tolist())
-    return {"set": name, "shape": list(X.shape), "splits": n_splits, "acc": acc, "timing": timing,
-            "levers": [lab for lab, _ in levers]}
+    return {
+        "set": name,
+        "shape": list(X.shape),
+        "splits": n_splits,
+        "acc": acc,
+        "timing": timing,
+        "levers": [lab for lab, _ in levers],
+    }
 
 
 def markdown(reports: list[dict]) -> str:
@@ -152,8 +189,9 @@ def main() -> None:
                     old["acc"][ls].update(rep["acc"][ls])
                 rep = old
             cached.write_text(json.dumps(rep))
-    reps = [json.loads((out / f"{args.tag}-{n}.json").read_text()) for n in sets
-            if (out / f"{args.tag}-{n}.json").exists()]
+    reps = [
+        json.loads((out / f"{args.tag}-{n}.json").read_text()) for n in sets if (out / f"{args.tag}-{n}.json").exists()
+    ]
     print(markdown(reps))
 
 

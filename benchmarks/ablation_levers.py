@@ -48,23 +48,34 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from sets import load_set  # noqa: E402
+import harness
+from sets import load_set
 
-from hdtwd_cli.tree._denoise import fit_denoiser, is_count_data, log_cp10k  # noqa: E402
-from hdtwd_cli.tree._diffusion import DiffusionOperator  # noqa: E402
-from hdtwd_cli.twd._distance import normalize_rows, query_distances, subtree_masses  # noqa: E402
-from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, knn_accuracy, stratified_splits  # noqa: E402
-from hdtwd_cli.tree._features import idf_weights  # noqa: E402
-from hdtwd_cli.tree._params import TreeParams  # noqa: E402
-from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
-from hdtwd_cli.tree._learn import feature_operator, feature_space, learn_tree  # noqa: E402
-from hdtwd_cli.tree._tree import root_distances  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, knn_accuracy, stratified_splits
+from hdtwd_cli.tree._denoise import fit_denoiser, is_count_data, log_cp10k
+from hdtwd_cli.tree._diffusion import DiffusionOperator
+from hdtwd_cli.tree._features import idf_weights
+from hdtwd_cli.tree._learn import feature_operator, feature_space, learn_tree
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.tree._tree import root_distances
+from hdtwd_cli.twd._distance import (
+    align_to_tree,
+    normalize_rows,
+    query_distances,
+    subtree_masses,
+)
 
-ROWS = ("defaults", "smoothing x P^t (t = 1)", "cut tree (subtrees of < 4 leaves collapsed)",
-        "HVG 2,000 placed + rest at root", "ensemble of 3 trees (70 % subsamples)",
-        "denoised histograms r = 20, default tree", "denoised histograms r = 50, default tree",
-        "mean of defaults and denoised histograms r = 50", "--denoise 50 (tree learned from the denoised rows)")
+ROWS = (
+    "defaults",
+    "smoothing x P^t (t = 1)",
+    "cut tree (subtrees of < 4 leaves collapsed)",
+    "HVG 2,000 placed + rest at root",
+    "ensemble of 3 trees (70 % subsamples)",
+    "denoised histograms r = 20, default tree",
+    "denoised histograms r = 50, default tree",
+    "mean of defaults and denoised histograms r = 50",
+    "--denoise 50 (tree learned from the denoised rows)",
+)
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 N_HVG = 2000
 
@@ -75,7 +86,7 @@ def highly_variable(X: np.ndarray | sp.spmatrix, n_top: int) -> np.ndarray:
     E = L.expm1() if sp.issparse(L) else np.expm1(np.asarray(L, dtype=np.float64))
     mean = np.asarray(E.mean(axis=0)).ravel()
     sq = np.asarray(E.multiply(E).mean(axis=0)).ravel() if sp.issparse(E) else (E * E).mean(axis=0)
-    var = np.maximum(sq - mean ** 2, 0) * E.shape[0] / max(E.shape[0] - 1, 1)
+    var = np.maximum(sq - mean**2, 0) * E.shape[0] / max(E.shape[0] - 1, 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         disp = np.log(np.where(mean > 0, var / mean, np.nan))
         lm = np.log1p(mean)
@@ -124,7 +135,7 @@ def _clusters(tree, order: dict[str, int], salt: np.ndarray) -> set[int]:
     with np.errstate(over="ignore"):  # sums modulo 2^64 on purpose
         for c in range(tree.n_nodes - 1):
             h[tree.parent[c]] += h[c]
-    return set(h[tree.n_leaves:].tolist())
+    return set(h[tree.n_leaves :].tolist())
 
 
 def _cophenetic(tree, leaves: list[str]) -> np.ndarray:
@@ -150,7 +161,7 @@ def _cophenetic(tree, leaves: list[str]) -> np.ndarray:
 def stability(trees: list, names: list[str], seed: int = 0) -> dict:
     rng = np.random.default_rng(seed)
     order = {n: i for i, n in enumerate(names)}
-    salt = rng.integers(1, 2 ** 63, size=len(names), dtype=np.uint64)
+    salt = rng.integers(1, 2**63, size=len(names), dtype=np.uint64)
     common = sorted(set.intersection(*(set(t.leaf_names) for t in trees)))
     leaves = [common[i] for i in np.sort(rng.choice(len(common), size=min(300, len(common)), replace=False))]
     cl = [_clusters(t, order, salt) for t in trees]
@@ -160,8 +171,11 @@ def stability(trees: list, names: list[str], seed: int = 0) -> dict:
         for b in range(a + 1, len(trees)):
             rf[a, b] = rf[b, a] = len(cl[a] ^ cl[b]) / max(len(cl[a]) + len(cl[b]), 1)
             cc[a, b] = cc[b, a] = float(np.corrcoef(co[a], co[b])[0, 1])
-    return {"rf": float(np.nanmean(rf)), "cophenetic": float(np.nanmean(cc)),
-            "cophenetic_per_tree": np.nanmean(cc, axis=1).tolist()}
+    return {
+        "rf": float(np.nanmean(rf)),
+        "cophenetic": float(np.nanmean(cc)),
+        "cophenetic_per_tree": np.nanmean(cc, axis=1).tolist(),
+    }
 
 
 def run(name: str, n_splits: int, rows: tuple[str, ...]) -> dict:
@@ -190,8 +204,12 @@ def run(name: str, n_splits: int, rows: tuple[str, ...]) -> dict:
             op = feature_operator(space.matrix, params)
             if isinstance(op, DiffusionOperator):
                 P = _row_stochastic(op)
-                record("smoothing x P^t (t = 1)", query_distances(tree, _smoothed(tree, Xtr, names, space, P),
-                                                                   _smoothed(tree, Xte, names, space, P)), tr, te)
+                record(
+                    "smoothing x P^t (t = 1)",
+                    query_distances(tree, _smoothed(tree, Xtr, names, space, P), _smoothed(tree, Xte, names, space, P)),
+                    tr,
+                    te,
+                )
             del op
         if "cut tree (subtrees of < 4 leaves collapsed)" in rows:
             size = subtree_masses(tree, np.ones((1, tree.n_leaves)))[0]
@@ -230,8 +248,17 @@ def run(name: str, n_splits: int, rows: tuple[str, ...]) -> dict:
         print(f"{name} split {s} done ({time.time() - t0:.0f} s)", file=sys.stderr, flush=True)
     st = stability(trees, names)
     st["accuracy_per_split"] = {ls: [float(np.max(a)) for a in acc[ls]["defaults"]] for ls in labels}
-    rep = {"set": name, "shape": list(X.shape), "counts": counts, "splits": n_splits, "acc": acc,
-           "stability": st, "seconds": seconds, "machine": harness.machine_line(), "commit": harness.git_commit()}
+    rep = {
+        "set": name,
+        "shape": list(X.shape),
+        "counts": counts,
+        "splits": n_splits,
+        "acc": acc,
+        "stability": st,
+        "seconds": seconds,
+        "machine": harness.machine_line(),
+        "commit": harness.git_commit(),
+    }
     if denoised_trees:
         rep["stability_denoise50"] = stability(denoised_trees, names)
     return rep
@@ -239,13 +266,18 @@ def run(name: str, n_splits: int, rows: tuple[str, ...]) -> dict:
 
 def markdown(reports: list[dict]) -> str:
     lines = harness.accuracy_table(reports, "lever (one change from today's defaults)")
-    lines += ["", "| set | default tree across the 5 splits: normalised RF | cophenetic correlation | "
-              "per split: accuracy (best k) / the tree's mean cophenetic correlation to the others |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        "| set | default tree across the 5 splits: normalised RF | cophenetic correlation | "
+        "per split: accuracy (best k) / the tree's mean cophenetic correlation to the others |",
+        "|---|---|---|---|",
+    ]
     for r in reports:
         st = r["stability"]
-        per = "; ".join(f"{ls}: " + ", ".join(f"{a:.1f}/{c:.2f}" for a, c in zip(v, st["cophenetic_per_tree"]))
-                        for ls, v in st["accuracy_per_split"].items())
+        per = "; ".join(
+            f"{ls}: " + ", ".join(f"{a:.1f}/{c:.2f}" for a, c in zip(v, st["cophenetic_per_tree"]))
+            for ls, v in st["accuracy_per_split"].items()
+        )
         lines.append(f"| {r['set']} | {st['rf']:.2f} | {st['cophenetic']:.2f} | {per} |")
         if "stability_denoise50" in r:
             sd = r["stability_denoise50"]

@@ -26,8 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from bench_scale import WD, recall, synth, _vm_hwm_mb  # noqa: E402
+import harness
+from bench_scale import WD, _vm_hwm_mb, recall, synth
 
 
 def exact_of(n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,9 +75,12 @@ def projection(d: dict, placements: float) -> list[str]:
     after = d["wall_s"] - t["last_stop_s"]
     serial = before + after
     rows = _table(n, serial, lambda cells, p: max(r * placements * cells / p, t["max_s"]))
-    rows += ["", f"Rates measured at {n:,} cells on 2 workers: {r * 1e3:.2f} ms of one thread per placed sample "
-             f"(NN-descent and re-ranking; {placements} placements per sample, the largest task {t['max_s']:.0f} s); "
-             f"the client's serial phases {before:.0f} s before the first task and {after:.0f} s after the last."]
+    rows += [
+        "",
+        f"Rates measured at {n:,} cells on 2 workers: {r * 1e3:.2f} ms of one thread per placed sample "
+        f"(NN-descent and re-ranking; {placements} placements per sample, the largest task {t['max_s']:.0f} s); "
+        f"the client's serial phases {before:.0f} s before the first task and {after:.0f} s after the last.",
+    ]
     return rows
 
 
@@ -99,9 +102,12 @@ def projection_single(n: int) -> list[str]:
     r = 2 * search_s / (placements * n)
     serial = d["wall_s"] - search_s
     rows = _table(n, serial, lambda cells, p: max(r * placements * cells / p, r * largest))
-    rows += ["", f"From the single process at {n:,} cells (commit {d['commit']}): NN-descent and re-ranking "
-             f"{r * 1e3:.2f} ms of one core per placed sample ({placements} placements per sample, largest "
-             f"partition {largest:,} rows: {r * largest:.0f} s per task), the rest {serial:.0f} s on the client."]
+    rows += [
+        "",
+        f"From the single process at {n:,} cells (commit {d['commit']}): NN-descent and re-ranking "
+        f"{r * 1e3:.2f} ms of one core per placed sample ({placements} placements per sample, largest "
+        f"partition {largest:,} rows: {r * largest:.0f} s per task), the rest {serial:.0f} s on the client.",
+    ]
     return rows
 
 
@@ -129,23 +135,37 @@ def main() -> None:
         w = int(sys.argv[3])
         g = WD / f"atlas_G{n}_w{w}.npz"
         own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
-        with distributed.LocalCluster(n_workers=w, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      silence_logs=50, memory_limit=0,
-                                      env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
-                distributed.Client(c) as client:
+        with (
+            distributed.LocalCluster(
+                n_workers=w,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=50,
+                memory_limit=0,
+                env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+            ) as c,
+            distributed.Client(c) as client,
+        ):
             client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)
             harness.wait_quiet(60)
             with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
                 t0 = __import__("time").time()
-                out.update(harness.run_timed_once([*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
-                                                  WD / f"atlas_dask_{n}_{w}.log", env=own_env))
+                out.update(
+                    harness.run_timed_once(
+                        [*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
+                        WD / f"atlas_dask_{n}_{w}.log",
+                        env=own_env,
+                    )
+                )
             out["worker_peak_MB"] = sorted(client.run(_vm_hwm_mb).values())
             kinds: dict = {}
             for r in ts.data:
                 kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("hdtwd-") else "other"
                 comp = sum(x["stop"] - x["start"] for x in r["startstops"] if x["action"] == "compute")
-                k = kinds.setdefault(kind, {"tasks": 0, "compute_s": 0.0, "max_s": 0.0, "first_start_s": 1e9,
-                                            "last_stop_s": 0.0})
+                k = kinds.setdefault(
+                    kind, {"tasks": 0, "compute_s": 0.0, "max_s": 0.0, "first_start_s": 1e9, "last_stop_s": 0.0}
+                )
                 k["tasks"] += 1
                 k["compute_s"] += comp
                 k["max_s"] = max(k["max_s"], comp)
@@ -162,8 +182,12 @@ def main() -> None:
         name = f"atlas_dask_{n}_{w}.json"
     out.pop("stderr", None)
     (WD / name).write_text(json.dumps(out, indent=1, default=str))
-    print(json.dumps({k: out[k] for k in out if k in ("wall_s", "max_rss_MB", "recall", "worker_peak_MB",
-                                                       "same_bits_as_single")}), flush=True)
+    print(
+        json.dumps(
+            {k: out[k] for k in out if k in ("wall_s", "max_rss_MB", "recall", "worker_peak_MB", "same_bits_as_single")}
+        ),
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -30,17 +30,22 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402  (benchmarks/harness.py)
-from sets import load_set  # noqa: E402
+import harness
+from sets import load_set
 
-from hdtwd_cli.evaluate._protocol import evaluate, summarise  # noqa: E402
-from hdtwd_cli.tree._params import TreeParams, apply_transform, resolve_params  # noqa: E402
+from hdtwd_cli.evaluate._protocol import evaluate, summarise
+from hdtwd_cli.tree._params import TreeParams, apply_transform, resolve_params
 
 #: The paper's Optuna choices (docs/method.md section 5).
 PAPER = {"zeisel7": (2.0, 7), "zeisel48": (2.0, 7), "cbmc": (5.0, 9), "bbcsport": (10.0, 12), "classic": (1.0, 15)}
 #: Table 1 of the paper (Zeisel / CBMC on its own 47 / 56 subclass label sets): hdtwd, cosine.
-PUBLISHED = {"zeisel7": (89.1, 73.5), "zeisel48": (89.1, 73.5), "cbmc": (84.3, 72.7), "bbcsport": (96.1, 91.5),
-             "classic": (96.9, 90.3)}
+PUBLISHED = {
+    "zeisel7": (89.1, 73.5),
+    "zeisel48": (89.1, 73.5),
+    "cbmc": (84.3, 72.7),
+    "bbcsport": (96.1, 91.5),
+    "classic": (96.9, 90.3),
+}
 SETS = ("bbcsport", "classic", "zeisel48", "zeisel7", "cbmc", "pbmc")
 TEXT = ("bbcsport", "classic")
 
@@ -52,8 +57,7 @@ def get(name: str):
 
 def run(name: str, configs: dict[str, tuple[TreeParams, str]]) -> dict:
     X, names, y = get(name)
-    report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {},
-              "baselines": {}}
+    report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {}, "baselines": {}}
     t = time.time()
     extra = ["tfidf-l1", "tfidf-cosine"] if name in TEXT else ["pca"]
     base = evaluate(X, names, y, ["cosine", "euclidean", "l1"] + extra, [1.0], [1], TreeParams())
@@ -66,16 +70,23 @@ def run(name: str, configs: dict[str, tuple[TreeParams, str]]) -> dict:
         s["seconds"] = time.time() - t
         s["params"]["transform"] = tf
         report["configs"][cname] = s
-        print(f"{name} {cname} ({params}, {tf}): {s['mean']:.1f} +- {s['std']:.1f} (k={s['best_k']}) "
-              f"in {s['seconds']:.0f}s", file=sys.stderr, flush=True)
+        print(
+            f"{name} {cname} ({params}, {tf}): {s['mean']:.1f} +- {s['std']:.1f} (k={s['best_k']}) "
+            f"in {s['seconds']:.0f}s",
+            file=sys.stderr,
+            flush=True,
+        )
     return report
 
 
 def markdown(reports: list[dict]) -> str:
     cols = ["cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca"]
-    lines = ["| data | n x m | classes | hdtwd defaults | hdtwd `--preset paper` | " + " | ".join(cols)
-             + " | best baseline | defaults - best baseline | paper (its labels): hdtwd / cosine |",
-             "|---|---|---|---|---|" + "---|" * len(cols) + "---|---|---|"]
+    lines = [
+        "| data | n x m | classes | hdtwd defaults | hdtwd `--preset paper` | "
+        + " | ".join(cols)
+        + " | best baseline | defaults - best baseline | paper (its labels): hdtwd / cosine |",
+        "|---|---|---|---|---|" + "---|" * len(cols) + "---|---|---|",
+    ]
 
     def cell(v):
         return f"{v['mean']:.1f} ± {v['std']:.1f}"
@@ -91,7 +102,8 @@ def markdown(reports: list[dict]) -> str:
             f"| {r['set']} | {r['shape'][0]:,} x {r['shape'][1]:,} | {r['n_classes']} | **{cell(d)}** | {pcell} | "
             + " | ".join(cell(b[c]) if c in b else "" for c in cols)
             + f" | {best_name} | {d['mean'] - b[best_name]['mean']:+.1f} | "
-            f"{f'{pub[0]} / {pub[1]}' if pub else 'n/a'} |")
+            f"{f'{pub[0]} / {pub[1]}' if pub else 'n/a'} |"
+        )
     return "\n".join(lines)
 
 
@@ -101,14 +113,30 @@ COMPARE_HEADING_25 = "## Issue 25: kNN accuracy of the defaults and --denoise 50
 
 def compare(dirs: list[str], sets: list[str], heading: str = COMPARE_HEADING) -> str:
     """Defaults' accuracy per set on each CPU kind's run, and the largest per-split difference."""
-    runs = {d: {n: json.loads((harness.work_dir(d) / f"{n}.json").read_text()) for n in sets
-                if (harness.work_dir(d) / f"{n}.json").exists()} for d in dirs}
+    runs = {
+        d: {
+            n: json.loads((harness.work_dir(d) / f"{n}.json").read_text())
+            for n in sets
+            if (harness.work_dir(d) / f"{n}.json").exists()
+        }
+        for d in dirs
+    }
     configs = ",".join(dict.fromkeys(c for r in runs[dirs[0]].values() for c in r["configs"]))
-    o = [heading, "", harness.machine_line(), "",
-         f"`bench_classify.py --configs {configs}` run once per CPU kind (`cpu_kind.py native|avx2 -- ...`), same "
-         "splits: mean +- std over 5 splits, best k; baselines from the same run.", "",
-         "| data (configuration) | " + " | ".join(f"{d}" for d in dirs) + " | largest per-split difference | best baseline ("
-         + dirs[0] + ") |", "|---|" + "---|" * (len(dirs) + 2)]
+    o = [
+        heading,
+        "",
+        harness.machine_line(),
+        "",
+        f"`bench_classify.py --configs {configs}` run once per CPU kind (`cpu_kind.py native|avx2 -- ...`), same "
+        "splits: mean +- std over 5 splits, best k; baselines from the same run.",
+        "",
+        "| data (configuration) | "
+        + " | ".join(f"{d}" for d in dirs)
+        + " | largest per-split difference | best baseline ("
+        + dirs[0]
+        + ") |",
+        "|---|" + "---|" * (len(dirs) + 2),
+    ]
     for n in sets:
         rs = [runs[d].get(n) for d in dirs]
         if any(r is None for r in rs):
@@ -119,8 +147,11 @@ def compare(dirs: list[str], sets: list[str], heading: str = COMPARE_HEADING) ->
             b = rs[0]["baselines"]
             best = max(b, key=lambda k: b[k]["mean"])
             label = n if name == "defaults" else f"{n}, {name}"
-            o.append(f"| {label} | " + " | ".join(f"{c['mean']:.1f} ± {c['std']:.1f} (k={c['best_k']})" for c in cfg)
-                     + f" | {diff:.2f} points | {best} {b[best]['mean']:.1f} ± {b[best]['std']:.1f} |")
+            o.append(
+                f"| {label} | "
+                + " | ".join(f"{c['mean']:.1f} ± {c['std']:.1f} (k={c['best_k']})" for c in cfg)
+                + f" | {diff:.2f} points | {best} {b[best]['mean']:.1f} ± {b[best]['std']:.1f} |"
+            )
     o.append("")
     return "\n".join(o)
 
@@ -129,8 +160,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--configs", default="defaults,paper",
-                    help="configurations to (re)run; the others are kept from the cached JSON")
+    ap.add_argument(
+        "--configs",
+        default="defaults,paper",
+        help="configurations to (re)run; the others are kept from the cached JSON",
+    )
     ap.add_argument("--workdir", default="classify-issue11", help="folder of the JSON records under the cache")
     ap.add_argument("--compare", help="two workdirs (native,avx2): the per-CPU accuracy table")
     ap.add_argument("--write", action="store_true", help="with --compare: replace its section in RESULTS.md")
@@ -144,15 +178,18 @@ def main() -> None:
     if not args.markdown:
         for name in sets:
             eps, K = PAPER.get(name, (None, None))
-            configs = {"defaults": resolve_params("default"), "paper": resolve_params("paper", eps=eps, scales=K),
-                       # issue 14: the landmark path where the automatic switch used the exact one
-                       "exact": resolve_params("default", landmarks=0),
-                       "landmarks500": resolve_params("default", landmarks=500),
-                       "landmarks1000": resolve_params("default", landmarks=1000),
-                       "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
-                       "landmarks2000": resolve_params("default", landmarks=2000),
-                       # issue 25: the opt-in denoising lever
-                       "denoise50": resolve_params("default", denoise=50)}
+            configs = {
+                "defaults": resolve_params("default"),
+                "paper": resolve_params("paper", eps=eps, scales=K),
+                # issue 14: the landmark path where the automatic switch used the exact one
+                "exact": resolve_params("default", landmarks=0),
+                "landmarks500": resolve_params("default", landmarks=500),
+                "landmarks1000": resolve_params("default", landmarks=1000),
+                "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
+                "landmarks2000": resolve_params("default", landmarks=2000),
+                # issue 25: the opt-in denoising lever
+                "denoise50": resolve_params("default", denoise=50),
+            }
             wanted = args.configs.split(",")
             rep = run(name, {k: v for k, v in configs.items() if k in wanted})
             cached = out_dir / f"{name}.json"

@@ -17,10 +17,9 @@ import json
 import sys
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402  (benchmarks/harness.py)
-from sets import TEXT_DIR  # noqa: E402
+import harness
+from sets import TEXT_DIR
 
 WORKLOADS = ("classic", "corpus39k")
 
@@ -35,8 +34,9 @@ def corpus_h5ad(path: Path) -> Path:
     from hdtwd_cli.evaluate._synthetic import planted_corpus
 
     X, doc_topic, _ = planted_corpus(8000, 39184, branching=(4, 4, 4), mean_length=100.0, seed=0)
-    obs = pd.DataFrame({"label": pd.Categorical((doc_topic // 16).astype(str))},
-                       index=[f"d{i}" for i in range(X.shape[0])])
+    obs = pd.DataFrame(
+        {"label": pd.Categorical((doc_topic // 16).astype(str))}, index=[f"d{i}" for i in range(X.shape[0])]
+    )
     a = anndata.AnnData(X=X, obs=obs)
     a.var_names = [f"w{j}" for j in range(X.shape[1])]
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,14 +54,19 @@ def run(name: str, work: Path) -> dict:
 
 
 def markdown(recs: dict[str, dict]) -> str:
-    lines = ["| workload | n x m | wall (whole process) | peak RSS | hdtwd | best baseline |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| workload | n x m | wall (whole process) | peak RSS | hdtwd | best baseline |",
+        "|---|---|---|---|---|---|",
+    ]
     for name, r in recs.items():
         rep = r["report"]
         meth = rep["methods"]
         base = max((k for k in meth if k != "hdtwd"), key=lambda k: meth[k]["mean"])
-        lines.append(f"| {name} | {rep['n_samples']:,} x {rep['n_features']:,} | {r['wall_s']:.0f} s | "
-                     f"{r['max_rss_MB'] / 1000:.2f} GB | {meth['hdtwd']['mean']:.1f} ± {meth['hdtwd']['std']:.1f} | "
-                     f"{base} {meth[base]['mean']:.1f} ± {meth[base]['std']:.1f} |")
+        lines.append(
+            f"| {name} | {rep['n_samples']:,} x {rep['n_features']:,} | {r['wall_s']:.0f} s | "
+            f"{r['max_rss_MB'] / 1000:.2f} GB | {meth['hdtwd']['mean']:.1f} ± {meth['hdtwd']['std']:.1f} | "
+            f"{base} {meth[base]['mean']:.1f} ± {meth[base]['std']:.1f} |"
+        )
     return "\n".join(lines)
 
 

@@ -32,8 +32,8 @@ import scipy.sparse as sp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import cpu_kind  # noqa: E402
-import harness  # noqa: E402
+import cpu_kind
+import harness
 
 WD = harness.work_dir("corpora-issue24")
 HEADING = "## Issue 24: the defaults on a family of corpora and every real set, both CPU kinds"
@@ -57,8 +57,9 @@ def corpus(name: str) -> sp.csr_matrix:
 
     n, m, z, lengths, root = FAMILY[name]
     rest = (1.0 - root) / 3
-    X, _, _ = planted_corpus(n, m, zipf=z, length_range=lengths, level_weights=(root, rest, rest, rest),
-                             seed=sum(map(ord, name)))
+    X, _, _ = planted_corpus(
+        n, m, zipf=z, length_range=lengths, level_weights=(root, rest, rest, rest), seed=sum(map(ord, name))
+    )
     return X
 
 
@@ -80,8 +81,9 @@ def run_case(name: str, kind: str) -> dict[str, Any]:
     path = data_file(name)
     out = WD / f"D_{name}_{kind}.npy"
     try:
-        r = harness.run_timed_once(HDTWD + ["distance", str(path), "-o", str(out), "-v"], WD / f"{name}_{kind}.log",
-                                   cpu_kind.env_for(kind))
+        r = harness.run_timed_once(
+            HDTWD + ["distance", str(path), "-o", str(out), "-v"], WD / f"{name}_{kind}.log", cpu_kind.env_for(kind)
+        )
         code = 0
     except RuntimeError as e:  # a failing case is a finding: recorded, the others still run
         r, code = {"wall_s": float("nan"), "max_rss_MB": float("nan")}, 1
@@ -89,11 +91,17 @@ def run_case(name: str, kind: str) -> dict[str, Any]:
     err = (WD / f"{name}_{kind}.log").read_text(errors="replace")
     far = re.search(r"(\d+) feature\(s\) far from every landmark", err)
     X = sp.load_npz(path)
-    rec = {"exit": code, "wall_s": r["wall_s"], "max_rss_MB": r["max_rss_MB"],
-           "shape": list(X.shape), "nnz": int(X.nnz),
-           "hapax_words": int((np.diff(sp.csc_matrix(X).indptr) == 1).sum()),
-           "far_from_landmarks": int(far.group(1)) if far else 0, "ok": out.exists(),
-           "last_line": err.strip().splitlines()[-1] if err.strip() else ""}
+    rec = {
+        "exit": code,
+        "wall_s": r["wall_s"],
+        "max_rss_MB": r["max_rss_MB"],
+        "shape": list(X.shape),
+        "nnz": int(X.nnz),
+        "hapax_words": int((np.diff(sp.csc_matrix(X).indptr) == 1).sum()),
+        "far_from_landmarks": int(far.group(1)) if far else 0,
+        "ok": out.exists(),
+        "last_line": err.strip().splitlines()[-1] if err.strip() else "",
+    }
     return rec
 
 
@@ -110,8 +118,12 @@ def run(names: list[str], kinds: list[str]) -> None:
         for kind in kinds:
             entry["by_cpu"][kind] = run_case(name, kind)
             r = entry["by_cpu"][kind]
-            print(f"{name} {kind}: ok={r['ok']} {r['wall_s']:.1f} s {r['max_rss_MB'] / 1000:.2f} GB "
-                  f"far={r['far_from_landmarks']}", file=sys.stderr, flush=True)
+            print(
+                f"{name} {kind}: ok={r['ok']} {r['wall_s']:.1f} s {r['max_rss_MB'] / 1000:.2f} GB "
+                f"far={r['far_from_landmarks']}",
+                file=sys.stderr,
+                flush=True,
+            )
         mats = [WD / f"D_{name}_{k}.npy" for k in kinds]
         if len(kinds) > 1 and all(p.exists() for p in mats):
             D0 = np.load(mats[0])
@@ -120,7 +132,8 @@ def run(names: list[str], kinds: list[str]) -> None:
                 scale = np.maximum(np.abs(D0), np.abs(D))
                 off = scale > 0
                 entry["by_cpu"][k]["max_rel_diff_vs_" + kinds[0]] = (
-                    float(np.max(np.abs(D - D0)[off] / scale[off])) if off.any() else 0.0)
+                    float(np.max(np.abs(D - D0)[off] / scale[off])) if off.any() else 0.0
+                )
                 entry["by_cpu"][k]["identical_to_" + kinds[0]] = bool(np.array_equal(D, D0))
         for p in mats:
             p.unlink(missing_ok=True)
@@ -134,15 +147,23 @@ def markdown() -> str:
         return ""
     facts = next(iter(rec.values()))["facts"]
     kinds = [k for k in cpu_kind.KINDS if any(k in e["by_cpu"] for e in rec.values())]
-    o = [HEADING, "", harness.machine_line(facts), "",
-         "`python benchmarks/bench_corpora.py run --cpus " + ",".join(kinds) + "`: one whole process per case, "
-         "`hdtwd distance DATA -o D.npy -v` with the defaults and nothing else. `avx2`: "
-         + cpu_kind.describe("avx2") + ". Corpora from `planted_corpus` (topic hierarchy over the words, Zipf "
-         "weights, every word occurs, log-uniform document lengths; `root` = share of each document drawn from "
-         "the whole vocabulary).", "",
-         "| data | n x m | non-zeros | words seen once | " + " | ".join(f"{k}: exit, wall, peak RSS" for k in kinds)
-         + " | features far from every landmark (at the root) | same matrix on both kinds |",
-         "|---|---|---|---|" + "---|" * len(kinds) + "---|---|"]
+    o = [
+        HEADING,
+        "",
+        harness.machine_line(facts),
+        "",
+        "`python benchmarks/bench_corpora.py run --cpus " + ",".join(kinds) + "`: one whole process per case, "
+        "`hdtwd distance DATA -o D.npy -v` with the defaults and nothing else. `avx2`: "
+        + cpu_kind.describe("avx2")
+        + ". Corpora from `planted_corpus` (topic hierarchy over the words, Zipf "
+        "weights, every word occurs, log-uniform document lengths; `root` = share of each document drawn from "
+        "the whole vocabulary).",
+        "",
+        "| data | n x m | non-zeros | words seen once | "
+        + " | ".join(f"{k}: exit, wall, peak RSS" for k in kinds)
+        + " | features far from every landmark (at the root) | same matrix on both kinds |",
+        "|---|---|---|---|" + "---|" * len(kinds) + "---|---|",
+    ]
     order = list(FAMILY) + list(REAL)
     for name in order:
         e = rec.get(name)
@@ -154,16 +175,26 @@ def markdown() -> str:
         if name in FAMILY:
             n, m, z, (lo, hi), root = FAMILY[name]
             label = f"corpus: Zipf {z}, {lo}-{hi} tokens, root {root}"
-        cells = [f"{b[k]['exit']}, {b[k]['wall_s']:.1f} s, {b[k]['max_rss_MB'] / 1000:.2f} GB" if k in b else "-"
-                 for k in kinds]
+        cells = [
+            f"{b[k]['exit']}, {b[k]['wall_s']:.1f} s, {b[k]['max_rss_MB'] / 1000:.2f} GB" if k in b else "-"
+            for k in kinds
+        ]
         same = []
         for k in kinds[1:]:
             if k in b and f"identical_to_{kinds[0]}" in b[k]:
-                same.append("identical" if b[k][f"identical_to_{kinds[0]}"]
-                            else f"max rel. diff {b[k][f'max_rel_diff_vs_{kinds[0]}']:.1e}")
-        o.append(f"| {label} | {first['shape'][0]:,} x {first['shape'][1]:,} | {first['nnz']:,} | "
-                 f"{first['hapax_words']:,} | " + " | ".join(cells) + f" | {first['far_from_landmarks']:,} | "
-                 + (" / ".join(same) or "-") + " |")
+                same.append(
+                    "identical"
+                    if b[k][f"identical_to_{kinds[0]}"]
+                    else f"max rel. diff {b[k][f'max_rel_diff_vs_{kinds[0]}']:.1e}"
+                )
+        o.append(
+            f"| {label} | {first['shape'][0]:,} x {first['shape'][1]:,} | {first['nnz']:,} | "
+            f"{first['hapax_words']:,} | "
+            + " | ".join(cells)
+            + f" | {first['far_from_landmarks']:,} | "
+            + (" / ".join(same) or "-")
+            + " |"
+        )
     o.append("")
     return "\n".join(o)
 

@@ -40,8 +40,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import datasets  # noqa: E402  (benchmarks/datasets.py)
-import harness  # noqa: E402  (benchmarks/harness.py)
+import datasets
+import harness
 
 SECTION_TITLE = "## Issue 2: end-to-end `hdtwd distance` vs the same pipeline with scipy pdist"
 CONFIGS = {
@@ -53,8 +53,7 @@ CONFIGS = {
 
 # ------------------------------------------------------------------ helpers
 def _pdist_stages(stderr: str) -> dict[str, float]:
-    return {m.group(1): float(m.group(2))
-            for m in re.finditer(r"^pdist_pipeline: stage (\S+) ([\d.]+)$", stderr, re.M)}
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^pdist_pipeline: stage (\S+) ([\d.]+)$", stderr, re.M)}
 
 
 def _compare(path_a: Path, path_b: Path) -> dict[str, float]:
@@ -176,8 +175,14 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
         return timed
 
     # the commands import their modules lazily: load every module a command may use before patching
-    for modname in {m for m, _, _ in _TIMED} | {"hdtwd_cli._api", "hdtwd_cli.io", "hdtwd_cli.io._output",
-                                                 "hdtwd_cli.knn._dask", "hdtwd_cli.knn._search", "hdtwd_cli.knn._graph"}:
+    for modname in {m for m, _, _ in _TIMED} | {
+        "hdtwd_cli._api",
+        "hdtwd_cli.io",
+        "hdtwd_cli.io._output",
+        "hdtwd_cli.knn._dask",
+        "hdtwd_cli.knn._search",
+        "hdtwd_cli.knn._graph",
+    }:
         try:
             importlib.import_module(modname)
         except ImportError:
@@ -204,11 +209,25 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
             raise
     total = time.perf_counter() - t1
     covered = sum(e["s"] for e in events if e["depth"] == 0)
-    rows = [{"stage": "import hdtwd_cli.cli._app + numba", "group": "startup", "depth": 0,
-             "s": t_import, "peak_MB": float("nan")}]
+    rows = [
+        {
+            "stage": "import hdtwd_cli.cli._app + numba",
+            "group": "startup",
+            "depth": 0,
+            "s": t_import,
+            "peak_MB": float("nan"),
+        }
+    ]
     rows += events
-    rows.append({"stage": "(rest of the command: option checks, metadata, untimed glue)",
-                 "group": "other", "depth": 0, "s": total - covered, "peak_MB": float("nan")})
+    rows.append(
+        {
+            "stage": "(rest of the command: option checks, metadata, untimed glue)",
+            "group": "other",
+            "depth": 0,
+            "s": total - covered,
+            "peak_MB": float("nan"),
+        }
+    )
     D = np.load(out, mmap_mode="r")
     result: dict[str, Any] = {
         "rows": rows,
@@ -227,8 +246,16 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
 def _run_stages_once(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
     import resource
 
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--stages-only", str(data),
-           "--stages-out", str(out), "--compare-to", str(compare_to)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--stages-only",
+        str(data),
+        "--stages-out",
+        str(out),
+        "--compare-to",
+        str(compare_to),
+    ]
     print("+ " + " ".join(cmd), file=sys.stderr, flush=True)
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy0 = harness.cpu_busy_s()
@@ -240,16 +267,16 @@ def _run_stages_once(data: Path, out: Path, compare_to: Path) -> dict[str, Any]:
     if proc.returncode != 0:
         raise RuntimeError(f"stage timing failed:\n{proc.stderr[-3000:]}")
     line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
-    res = json.loads(line[len("STAGES_JSON "):])
+    res = json.loads(line[len("STAGES_JSON ") :])
     own = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     res["background_cores"] = harness.background_cores(busy, own, wall)
     return res
 
 
-def _run_stages(data: Path, out: Path, compare_to: Path, max_tries: int = 1,
-                max_wait_s: float = 0.0) -> dict[str, Any]:
-    return harness.least_disturbed(lambda: _run_stages_once(data, out, compare_to), max_tries, max_wait_s,
-                                   keep=("total_s", "background_cores"))
+def _run_stages(data: Path, out: Path, compare_to: Path, max_tries: int = 1, max_wait_s: float = 0.0) -> dict[str, Any]:
+    return harness.least_disturbed(
+        lambda: _run_stages_once(data, out, compare_to), max_tries, max_wait_s, keep=("total_s", "background_cores")
+    )
 
 
 # ------------------------------------------------------------------ report
@@ -279,11 +306,11 @@ def _first_params(record: dict[str, Any]) -> str:
 
 def _pdist_info(stderr: str) -> dict[str, Any]:
     info: dict[str, Any] = {}
-    m = re.search(r"^pdist_pipeline: n=(\d+) features=(\d+) tree_nodes=(\d+) embedding_dim=(\d+)$",
-                  stderr, re.M)
+    m = re.search(r"^pdist_pipeline: n=(\d+) features=(\d+) tree_nodes=(\d+) embedding_dim=(\d+)$", stderr, re.M)
     if m:
-        info.update(n=int(m.group(1)), features=int(m.group(2)), tree_nodes=int(m.group(3)),
-                    embedding_dim=int(m.group(4)))
+        info.update(
+            n=int(m.group(1)), features=int(m.group(2)), tree_nodes=int(m.group(3)), embedding_dim=int(m.group(4))
+        )
     m = re.search(r"^pdist_pipeline: params (.+)$", stderr, re.M)
     if m:
         info["params"] = m.group(1)
@@ -294,26 +321,34 @@ def render(record: dict[str, Any]) -> str:
     f = record["machine"]
     env = ", ".join(f"{k}={'unset' if v is None else v}" for k, v in f["env"].items())
     out: list[str] = [SECTION_TITLE, ""]
-    out.append(harness.machine_line(f, [f"scipy {f['scipy']}",
-                                        f"numba {f['numba']} (NUMBA_NUM_THREADS = {f['numba_threads']})",
-                                        f"BLAS {f['blas']}"]) + f" Environment: {env}.")
+    out.append(
+        harness.machine_line(
+            f,
+            [
+                f"scipy {f['scipy']}",
+                f"numba {f['numba']} (NUMBA_NUM_THREADS = {f['numba_threads']})",
+                f"BLAS {f['blas']}",
+            ],
+        )
+        + f" Environment: {env}."
+    )
     out.append("")
     out.append(
         "Each configuration ran as a fresh process under `/usr/bin/time -v` (wall = "
-        "\"Elapsed (wall clock)\", peak RSS = \"Maximum resident set size\", MB = 10^6 bytes; CPU = "
+        '"Elapsed (wall clock)", peak RSS = "Maximum resident set size", MB = 10^6 bytes; CPU = '
         "user + sys). Both tools read the same `.npy` (float64, cells x genes), use the library's "
         f"default parameters (`{_first_params(record)}`) and write a float64 "
         "`.npy`. Ratio = wall / wall of `hdtwd distance` on the same data. numba's kernel cache "
         "was warm (one untimed small run first). The machine is shared: before each run the script "
-        f"waits for it to be idle, \"other load\" is the CPU used by other processes during the run "
+        f'waits for it to be idle, "other load" is the CPU used by other processes during the run '
         f"(system busy time from `/proc/stat` minus the run's own, in cores), and a run with other load "
-        f">= {harness.BACKGROUND_LIMIT_CORES} cores is repeated (\"runs\" = attempts; the least disturbed is "
+        f'>= {harness.BACKGROUND_LIMIT_CORES} cores is repeated ("runs" = attempts; the least disturbed is '
         "reported)."
     )
     out.append("")
     out.append("| data | n x m | tool | wall s | CPU s | peak RSS MB | n*n*8 B (MB) | ratio | other load | runs |")
     out.append("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name, r in record["datasets"].items():
+    for _name, r in record["datasets"].items():
         n, m = r["shape"]
         out_mb = n * n * 8 / 1e6
         base = r["hdtwd"]["wall_s"]
@@ -322,12 +357,14 @@ def render(record: dict[str, Any]) -> str:
             out.append(
                 f"| {r['label']} | {n} x {m} | {tool} | {_fmt_s(t['wall_s'])} | "
                 f"{_fmt_s(t['user_s'] + t['sys_s'])} | {t['max_rss_MB']:.0f} | {out_mb:.0f} | "
-                f"{t['wall_s'] / base:.2f} | {t['background_cores']:.2f} | {len(t.get('attempts', [1]))} |")
+                f"{t['wall_s'] / base:.2f} | {t['background_cores']:.2f} | {len(t.get('attempts', [1]))} |"
+            )
     st = record.get("startup")
     if st:
         out.append("")
-        out.append(f"Startup floor: `hdtwd --version` takes {st['wall_s']:.2f} s wall, "
-                   f"{st['max_rss_MB']:.0f} MB peak RSS.")
+        out.append(
+            f"Startup floor: `hdtwd --version` takes {st['wall_s']:.2f} s wall, {st['max_rss_MB']:.0f} MB peak RSS."
+        )
 
     out.append("")
     out.append("### Where the time goes")
@@ -338,48 +375,60 @@ def render(record: dict[str, Any]) -> str:
         "calls; nested calls are indented (`·`), their time is part of the parent's. % = share of "
         "import + command. Peak MB = the process's VmHWM during the call (reset at each call via "
         "`/proc/self/clear_refs`), so it includes everything still alive from earlier stages; "
-        "the import row's peak is the baseline RSS after imports.")
-    for name, r in record["datasets"].items():
+        "the import row's peak is the baseline RSS after imports."
+    )
+    for _name, r in record["datasets"].items():
         s = r["stages"]
         n, m = r["shape"]
         info = r.get("pdist_info", {})
         out.append("")
-        out.append(f"**{r['label']}**, {n} x {m}; learned tree: {info.get('tree_nodes', '?')} nodes, "
-                   f"tree-embedding dimension {info.get('embedding_dim', '?')}. In-process import + "
-                   f"command {s['total_s']:.2f} s (CLI subprocess: {r['hdtwd']['wall_s']:.2f} s wall); "
-                   f"other load {s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s).")
+        out.append(
+            f"**{r['label']}**, {n} x {m}; learned tree: {info.get('tree_nodes', '?')} nodes, "
+            f"tree-embedding dimension {info.get('embedding_dim', '?')}. In-process import + "
+            f"command {s['total_s']:.2f} s (CLI subprocess: {r['hdtwd']['wall_s']:.2f} s wall); "
+            f"other load {s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s)."
+        )
         out.append("")
         out.append("| stage | group | s | % | peak MB |")
         out.append("|---|---|---:|---:|---:|")
         for row in s["rows"]:
             pk = row["peak_MB"]
-            out.append(f"| {'· ' * row['depth']}{row['stage']} | {row['group']} | {row['s']:.2f} | "
-                       f"{100 * row['s'] / s['total_s']:.1f} | {'' if pk != pk else f'{pk:.0f}'} |")
+            out.append(
+                f"| {'· ' * row['depth']}{row['stage']} | {row['group']} | {row['s']:.2f} | "
+                f"{100 * row['s'] / s['total_s']:.1f} | {'' if pk != pk else f'{pk:.0f}'} |"
+            )
         out.append("")
-        out.append("By group (outermost call of each group): " + ", ".join(
-            f"{g} {v:.2f} s ({100 * v / s['total_s']:.0f}%)" for g, v in _group_sums(s["rows"]).items()) + ".")
+        out.append(
+            "By group (outermost call of each group): "
+            + ", ".join(f"{g} {v:.2f} s ({100 * v / s['total_s']:.0f}%)" for g, v in _group_sums(s["rows"]).items())
+            + "."
+        )
         ps = r["pdist_stages"]
         out.append("")
         out.append(
             "pdist pipeline, its own stage timer: "
             + ", ".join(f"{k} {v:.2f} s" for k, v in ps.items() if k != "total")
-            + f"; total {ps.get('total', float('nan')):.2f} s.")
+            + f"; total {ps.get('total', float('nan')):.2f} s."
+        )
 
     out.append("")
     out.append("### Agreement")
     out.append("")
-    out.append("| data | max abs diff | max D | max abs diff / max D | max elementwise rel. diff "
-               "(off-diagonal) | bitwise equal |")
+    out.append(
+        "| data | max abs diff | max D | max abs diff / max D | max elementwise rel. diff "
+        "(off-diagonal) | bitwise equal |"
+    )
     out.append("|---|---:|---:|---:|---:|---|")
-    for name, r in record["datasets"].items():
+    for _name, r in record["datasets"].items():
         a = r["agreement"]
-        out.append(f"| {r['label']} | {a['max_abs_diff']:.3g} | {a['max_D']:.4g} | "
-                   f"{a['max_abs_diff_over_max_D']:.3g} | {a['max_elementwise_rel_diff']:.3g} | "
-                   f"{a['bitwise_equal']} |")
+        out.append(
+            f"| {r['label']} | {a['max_abs_diff']:.3g} | {a['max_D']:.4g} | "
+            f"{a['max_abs_diff_over_max_D']:.3g} | {a['max_elementwise_rel_diff']:.3g} | "
+            f"{a['bitwise_equal']} |"
+        )
     eq = [f"{r['label']}: {r['stages']['equal_to_cli_output']}" for r in record["datasets"].values()]
     out.append("")
-    out.append("The in-process stage run reproduces the CLI's matrix bit for bit ("
-               + "; ".join(eq) + ").")
+    out.append("The in-process stage run reproduces the CLI's matrix bit for bit (" + "; ".join(eq) + ").")
     if record.get("notes"):
         out.append("")
         out.append("### Notes")
@@ -391,8 +440,10 @@ def render(record: dict[str, Any]) -> str:
     out.append("### Reproduce")
     out.append("")
     out.append("```bash")
-    out.append("python benchmarks/bench_end_to_end.py   # writes data to $HDTWD_BENCH_CACHE or "
-               "~/.cache/hdtwd-bench/e2e, replaces this section")
+    out.append(
+        "python benchmarks/bench_end_to_end.py   # writes data to $HDTWD_BENCH_CACHE or "
+        "~/.cache/hdtwd-bench/e2e, replaces this section"
+    )
     out.append("# or by hand, per data set (DATA = ~/.cache/hdtwd-bench/e2e/zeisel.npy or cbmc.npy):")
     out.append("/usr/bin/time -v hdtwd distance DATA -o D_hdtwd.npy -q")
     out.append("/usr/bin/time -v python benchmarks/pdist_pipeline.py DATA -o D_pdist.npy")
@@ -409,11 +460,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-results", action="store_true", help="do not touch benchmarks/RESULTS.md")
     ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
     ap.add_argument("--note", action="append", default=[], help="extra note for the report")
-    ap.add_argument("--max-tries", type=int, default=3,
-                    help="rerun a timed command (up to this many runs in all) while other processes "
-                         f"used >= {harness.BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept")
-    ap.add_argument("--max-wait", type=float, default=900.0,
-                    help="before each timed run, wait up to this many seconds for the machine to be idle")
+    ap.add_argument(
+        "--max-tries",
+        type=int,
+        default=3,
+        help="rerun a timed command (up to this many runs in all) while other processes "
+        f"used >= {harness.BACKGROUND_LIMIT_CORES} cores during it; the least disturbed run is kept",
+    )
+    ap.add_argument(
+        "--max-wait",
+        type=float,
+        default=900.0,
+        help="before each timed run, wait up to this many seconds for the machine to be idle",
+    )
     ap.add_argument("--render", metavar="JSON", help="only re-render a stored record (and update RESULTS.md)")
     ap.add_argument("--stages-only", metavar="DATA", help=argparse.SUPPRESS)
     ap.add_argument("--stages-out", help=argparse.SUPPRESS)
@@ -443,8 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(0)
     tiny = work / "warmup.npy"
     np.save(tiny, rng.poisson(2.0, (40, 30)).astype(np.float64) + 1.0)
-    subprocess.run([hdtwd, "distance", str(tiny), "-o", str(work / "warmup_D.npy"), "-q"],
-                   check=True, cwd=harness.REPO)
+    subprocess.run([hdtwd, "distance", str(tiny), "-o", str(work / "warmup_D.npy"), "-q"], check=True, cwd=harness.REPO)
     record["startup"] = harness.run_timed([hdtwd, "--version"], work / "startup.log", args.max_tries, args.max_wait)
 
     for name in args.datasets:
@@ -460,8 +518,11 @@ def main(argv: list[str] | None = None) -> int:
         tw = {"max_tries": args.max_tries, "max_wait_s": args.max_wait}
         r_h = harness.run_timed([hdtwd, "distance", str(data), "-o", str(d_h), "-q"], work / f"{name}_hdtwd.log", **tw)
         print(f"[{name}] hdtwd: {r_h['wall_s']:.2f} s, {r_h['max_rss_MB']:.0f} MB", file=sys.stderr)
-        r_p = harness.run_timed([sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
-                                work / f"{name}_pdist.log", **tw)
+        r_p = harness.run_timed(
+            [sys.executable, str(HERE / "pdist_pipeline.py"), str(data), "-o", str(d_p)],
+            work / f"{name}_pdist.log",
+            **tw,
+        )
         print(f"[{name}] pdist: {r_p['wall_s']:.2f} s, {r_p['max_rss_MB']:.0f} MB", file=sys.stderr)
         agree = _compare(d_h, d_p)
         print(f"[{name}] agreement: {agree}", file=sys.stderr, flush=True)
@@ -485,7 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     if end_commit != record["machine"]["git_commit"]:
         record["notes"].append(
             f"HEAD moved from `{record['machine']['git_commit']}` to `{end_commit}` during the run "
-            "(another engineer was committing); the figures may mix the two versions.")
+            "(another engineer was committing); the figures may mix the two versions."
+        )
     rec_path = work / f"issue2_{harness.utc_stamp()}.json"
     rec_path.write_text(json.dumps(record, indent=1, default=str))
     print(f"record: {rec_path}", file=sys.stderr)

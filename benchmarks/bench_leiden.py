@@ -71,8 +71,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402  (benchmarks/harness.py)
-from datasets import load  # noqa: E402
+import harness
+from datasets import load
 
 #: Label sets, in table order, and the group of cells (one pair of graphs) each belongs to.
 SETS = {"pbmc": "pbmc", "zeisel7": "zeisel", "zeisel48": "zeisel", "cbmc": "cbmc"}
@@ -128,8 +128,9 @@ def to_anndata(g: Group):
     import anndata as ad
     import pandas as pd
 
-    obs = pd.DataFrame({k: pd.Categorical(v) for k, v in g.labels.items()},
-                       index=pd.Index([f"c{i}" for i in range(g.X.shape[0])]))
+    obs = pd.DataFrame(
+        {k: pd.Categorical(v) for k, v in g.labels.items()}, index=pd.Index([f"c{i}" for i in range(g.X.shape[0])])
+    )
     var = pd.DataFrame(index=pd.Index([f"g{j}" for j in range(g.X.shape[1])]))
     return ad.AnnData(X=g.X.copy(), obs=obs, var=var)
 
@@ -139,6 +140,7 @@ def neighbors_key(adata, preferred: str = KEY) -> str:
 
     A key qualifies when ``uns[key]`` names a ``connectivities_key`` present in ``obsp``.
     """
+
     def ok(k: str) -> bool:
         entry = adata.uns.get(k)
         return isinstance(entry, dict) and entry.get("connectivities_key") in adata.obsp
@@ -147,10 +149,10 @@ def neighbors_key(adata, preferred: str = KEY) -> str:
         return preferred
     found = [k for k in adata.uns if ok(k)]
     if len(found) != 1:
-        raise KeyError(f"no unique neighbours entry in uns (candidates {found}); "
-                       f"uns={list(adata.uns)}, obsp={list(adata.obsp)}")
-    print(f"[leiden] note: hdtwd graph found under uns[{found[0]!r}], not {preferred!r}",
-          file=sys.stderr)
+        raise KeyError(
+            f"no unique neighbours entry in uns (candidates {found}); uns={list(adata.uns)}, obsp={list(adata.obsp)}"
+        )
+    print(f"[leiden] note: hdtwd graph found under uns[{found[0]!r}], not {preferred!r}", file=sys.stderr)
     return found[0]
 
 
@@ -163,8 +165,7 @@ def hdtwd_graph(g: Group, workdir: Path, extra: tuple[str, ...] = ()):
     to_anndata(g).write_h5ad(src)
     out.unlink(missing_ok=True)
     exe = Path(sys.executable).with_name("hdtwd")
-    cmd = [str(exe), "distance", str(src), "--knn", str(N_NEIGHBORS), "--key-added", KEY,
-           "-o", str(out), "-q", *extra]
+    cmd = [str(exe), "distance", str(src), "--knn", str(N_NEIGHBORS), "--key-added", KEY, "-o", str(out), "-q", *extra]
     t = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - t
@@ -235,8 +236,9 @@ def cluster(adata, key: str) -> list[np.ndarray]:
 
     parts = []
     for seed in SEEDS:
-        sc.tl.leiden(adata, resolution=RESOLUTION, random_state=seed, neighbors_key=key,
-                     key_added="_leiden", **leiden_kwargs())
+        sc.tl.leiden(
+            adata, resolution=RESOLUTION, random_state=seed, neighbors_key=key, key_added="_leiden", **leiden_kwargs()
+        )
         parts.append(adata.obs["_leiden"].to_numpy().astype(str))
     return parts
 
@@ -246,8 +248,12 @@ def score(parts: list[np.ndarray], labels: np.ndarray) -> dict:
     from sklearn.metrics import adjusted_rand_score
 
     ari = [float(adjusted_rand_score(labels, p)) for p in parts]
-    return {"ari": ari, "mean": float(np.mean(ari)), "std": float(np.std(ari)),
-            "clusters": [int(np.unique(p).size) for p in parts]}
+    return {
+        "ari": ari,
+        "mean": float(np.mean(ari)),
+        "std": float(np.std(ari)),
+        "clusters": [int(np.unique(p).size) for p in parts],
+    }
 
 
 def _plain(obj):
@@ -272,15 +278,12 @@ def versions() -> dict:
     return out
 
 
-def run_group(group: str, workdir: Path, extra: tuple[str, ...] = (),
-              tag: str = DEFAULT_TAG) -> list[dict]:
+def run_group(group: str, workdir: Path, extra: tuple[str, ...] = (), tag: str = DEFAULT_TAG) -> list[dict]:
     """Build both graphs of `group` (`extra`: further ``hdtwd distance`` arguments), cluster
     them and return one report per label set."""
     g = load_group(group)
-    print(f"[leiden] {group}: {g.X.shape[0]} x {g.X.shape[1]} ({g.values})", file=sys.stderr,
-          flush=True)
-    builders = {"hdtwd": lambda: hdtwd_graph(g, workdir, extra),
-                "scanpy": lambda: scanpy_graph(g)}
+    print(f"[leiden] {group}: {g.X.shape[0]} x {g.X.shape[1]} ({g.values})", file=sys.stderr, flush=True)
+    builders = {"hdtwd": lambda: hdtwd_graph(g, workdir, extra), "scanpy": lambda: scanpy_graph(g)}
     graphs = {}
     for method, build in builders.items():
         with warnings.catch_warnings(record=True) as caught:
@@ -291,17 +294,27 @@ def run_group(group: str, workdir: Path, extra: tuple[str, ...] = (),
         graphs[method] = {"seconds": seconds, "key": key, "parts": parts, "info": info}
         print(f"[leiden] {group} {method}: graph {seconds:.1f} s", file=sys.stderr, flush=True)
 
-    common = {"tag": tag, "extra": list(extra), "group": group, "cells": int(g.X.shape[0]), "genes": int(g.X.shape[1]),
-              "values": g.values, "seeds": list(SEEDS), "resolution": RESOLUTION,
-              "n_neighbors": N_NEIGHBORS, "n_pcs": N_PCS, "leiden": leiden_kwargs(),
-              "versions": versions(), "machine": harness.machine_summary(),
-              "date": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    common = {
+        "tag": tag,
+        "extra": list(extra),
+        "group": group,
+        "cells": int(g.X.shape[0]),
+        "genes": int(g.X.shape[1]),
+        "values": g.values,
+        "seeds": list(SEEDS),
+        "resolution": RESOLUTION,
+        "n_neighbors": N_NEIGHBORS,
+        "n_pcs": N_PCS,
+        "leiden": leiden_kwargs(),
+        "versions": versions(),
+        "machine": harness.machine_summary(),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
     reports = []
     for name, labels in g.labels.items():
         rep = dict(common, set=name, n_classes=int(np.unique(labels).size))
         for method, gr in graphs.items():
-            rep[method] = dict(score(gr["parts"], labels), seconds=gr["seconds"], key=gr["key"],
-                               **gr["info"])
+            rep[method] = dict(score(gr["parts"], labels), seconds=gr["seconds"], key=gr["key"], **gr["info"])
         reports.append(rep)
     return reports
 
@@ -340,37 +353,50 @@ def markdown(results: dict[str, dict[str, dict]]) -> str:
     lines.append("")
     for t in tags:
         extra = {shlex.join(r.get("extra", [])) for r in results[t].values()}
-        lines.append(f"Tag {t}: hdtwd distance extra options "
-                     + " / ".join(f"`{e}`" if e else "none" for e in sorted(extra)) + ".")
+        lines.append(
+            f"Tag {t}: hdtwd distance extra options "
+            + " / ".join(f"`{e}`" if e else "none" for e in sorted(extra))
+            + "."
+        )
     for m in sorted({r["machine"] for r in reports}):
         dates = sorted(r["date"][:10] for r in reports if r["machine"] == m)
-        lines.append(f"Machine: {m}; run {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0]
-                                                         else "") + ".")
+        lines.append(f"Machine: {m}; run {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else "") + ".")
     for v in {json.dumps(r["versions"], sort_keys=True) for r in reports}:
         lines.append("Versions: " + ", ".join(f"{k} {x}" for k, x in json.loads(v).items()) + ".")
     if reports:
         r = reports[0]
-        lines.append(f"Leiden: resolution {r['resolution']:g}, seeds {r['seeds'][0]}..{r['seeds'][-1]}, "
-                     f"{r['leiden'] or 'leidenalg default'}; {r['n_neighbors']} neighbours; "
-                     f"scanpy graph on {r['n_pcs']} PCs. hdtwd time: whole CLI process.")
+        lines.append(
+            f"Leiden: resolution {r['resolution']:g}, seeds {r['seeds'][0]}..{r['seeds'][-1]}, "
+            f"{r['leiden'] or 'leidenalg default'}; {r['n_neighbors']} neighbours; "
+            f"scanpy graph on {r['n_pcs']} PCs. hdtwd time: whole CLI process."
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default=",".join(SETS),
-                    help=f"comma-separated subset of {','.join(SETS)} (default: all)")
-    ap.add_argument("--markdown", action="store_true",
-                    help="only print the table from the cached JSON results")
-    ap.add_argument("--extra", default="", metavar="ARGS",
-                    help='extra arguments appended to the hdtwd distance command, one '
-                         'shell-quoted string (e.g. --extra "--denoise 50"); needs --tag')
-    ap.add_argument("--tag", default=DEFAULT_TAG, metavar="NAME",
-                    help=f"name of this configuration in the JSON file names and the table "
-                         f"(default: {DEFAULT_TAG}, the untagged file names)")
-    ap.add_argument("--tags", default=None, metavar="NAMES",
-                    help="comma-separated tags to show side by side in the table "
-                         "(default: --tag)")
+    ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated subset of {','.join(SETS)} (default: all)")
+    ap.add_argument("--markdown", action="store_true", help="only print the table from the cached JSON results")
+    ap.add_argument(
+        "--extra",
+        default="",
+        metavar="ARGS",
+        help="extra arguments appended to the hdtwd distance command, one "
+        'shell-quoted string (e.g. --extra "--denoise 50"); needs --tag',
+    )
+    ap.add_argument(
+        "--tag",
+        default=DEFAULT_TAG,
+        metavar="NAME",
+        help=f"name of this configuration in the JSON file names and the table "
+        f"(default: {DEFAULT_TAG}, the untagged file names)",
+    )
+    ap.add_argument(
+        "--tags",
+        default=None,
+        metavar="NAMES",
+        help="comma-separated tags to show side by side in the table (default: --tag)",
+    )
     args = ap.parse_args(argv)
     sets = [s for s in args.sets.split(",") if s]
     unknown = [s for s in sets if s not in SETS]
@@ -379,8 +405,11 @@ def main(argv: list[str] | None = None) -> int:
     extra = tuple(shlex.split(args.extra))
     if extra and args.tag == DEFAULT_TAG:
         ap.error("--extra needs a --tag other than the default")
-    bad = [t for t in [args.tag, *(args.tags or "").split(",")] if t and not t.replace(
-        "-", "").replace("_", "").replace(".", "").isalnum()]
+    bad = [
+        t
+        for t in [args.tag, *(args.tags or "").split(",")]
+        if t and not t.replace("-", "").replace("_", "").replace(".", "").isalnum()
+    ]
     if bad:
         ap.error(f"tags must be letters, digits, '-', '_' or '.': {bad}")
     tags = [t for t in (args.tags or args.tag).split(",") if t]
@@ -390,8 +419,10 @@ def main(argv: list[str] | None = None) -> int:
         for group in dict.fromkeys(SETS[s] for s in sets):
             for rep in run_group(group, out_dir, extra, args.tag):
                 result_path(out_dir, rep["set"], args.tag).write_text(json.dumps(rep, indent=1))
-    results = {t: {s: json.loads(result_path(out_dir, s, t).read_text())
-                   for s in sets if result_path(out_dir, s, t).exists()} for t in tags}
+    results = {
+        t: {s: json.loads(result_path(out_dir, s, t).read_text()) for s in sets if result_path(out_dir, s, t).exists()}
+        for t in tags
+    }
     missing = [t for t, by_set in results.items() if not by_set]
     if missing:
         print(f"[leiden] no cached results for tags {missing}", file=sys.stderr)

@@ -58,8 +58,9 @@ import resource
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -67,8 +68,8 @@ import scipy.sparse as sp
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import datasets  # noqa: E402  (benchmarks/datasets.py)
-import harness  # noqa: E402  (benchmarks/harness.py)
+import datasets
+import harness
 
 SECTION_TITLE = "## Issue 5: the pairwise distance step vs pdist, scikit-bio and Striped UniFrac"
 PARTS = ("roofline", "zeisel", "cbmc", "corpus", "memory")
@@ -98,8 +99,12 @@ def _own_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def timed(fn: Callable[[], Any], max_wait_s: float, max_tries: int | None = None,
-          split: Callable[[], dict[str, float]] | None = None) -> tuple[Any, dict[str, Any]]:
+def timed(
+    fn: Callable[[], Any],
+    max_wait_s: float,
+    max_tries: int | None = None,
+    split: Callable[[], dict[str, float]] | None = None,
+) -> tuple[Any, dict[str, Any]]:
     """One timed call of ``fn`` in this process, after waiting for the machine to be idle.
 
     Retried (up to ``max_tries`` calls) while other processes used >= harness.BACKGROUND_LIMIT_CORES
@@ -130,8 +135,9 @@ def timed(fn: Callable[[], Any], max_wait_s: float, max_tries: int | None = None
     return best
 
 
-def repeat(fn: Callable[[], Any], reps: int, max_wait_s: float, label: str,
-           split: Callable[[], dict[str, float]] | None = None) -> tuple[Any, dict[str, Any]]:
+def repeat(
+    fn: Callable[[], Any], reps: int, max_wait_s: float, label: str, split: Callable[[], dict[str, float]] | None = None
+) -> tuple[Any, dict[str, Any]]:
     """``reps`` timed calls; the median and all runs. ``split`` returns extra per-run figures."""
     runs = []
     out = None
@@ -142,9 +148,11 @@ def repeat(fn: Callable[[], Any], reps: int, max_wait_s: float, label: str,
         log(f"  {label} run {r + 1}/{reps}: {fig['s']:.3f} s (other load {fig['background_cores']:.2f})")
         if fig["s"] > SLOW_S:  # a peer this slow is timed once (its repeats varied < 1 % here)
             break
-    med = {"median_s": float(np.median([f["s"] for f in runs])),
-           "runs": runs,
-           "max_background_cores": max(f["background_cores"] for f in runs)}
+    med = {
+        "median_s": float(np.median([f["s"] for f in runs])),
+        "runs": runs,
+        "max_background_cores": max(f["background_cores"] for f in runs),
+    }
     if split is not None:
         for k in runs[0]:
             if k not in ("s", "cpu_s", "background_cores"):
@@ -153,8 +161,9 @@ def repeat(fn: Callable[[], Any], reps: int, max_wait_s: float, label: str,
 
 
 # ------------------------------------------------------------------ data and trees
-def make_corpus(n_docs: int = 5000, n_words: int = 24000, seed: int = 0,
-                zipf_s: float = 1.0, min_len: int = 50, max_len: int = 200) -> sp.csr_matrix:
+def make_corpus(
+    n_docs: int = 5000, n_words: int = 24000, seed: int = 0, zipf_s: float = 1.0, min_len: int = 50, max_len: int = 200
+) -> sp.csr_matrix:
     """Sparse document x word counts: word w has probability proportional to 1/(rank+1)^s (the
     ranks are a random permutation of the words), each document draws a length uniformly in
     [min_len, max_len] and that many tokens i.i.d. from the Zipf law."""
@@ -227,9 +236,11 @@ def load_part(name: str, small: int | None, seed: int = 0):
         names = [f"w{j}" for j in range(X.shape[1])]
         t0 = time.perf_counter()
         tree = random_tree(X.shape[1])
-        tinfo = {"source": "random_binary_tree(24000, seed=0), edge lengths U[0.01, 1) (seed 1); "
-                           "not learned (too expensive at m = 24,000)",
-                 "build_s": time.perf_counter() - t0}
+        tinfo = {
+            "source": "random_binary_tree(24000, seed=0), edge lengths U[0.01, 1) (seed 1); "
+            "not learned (too expensive at m = 24,000)",
+            "build_s": time.perf_counter() - t0,
+        }
     X = align_to_tree(X, names, tree)
     if sp.issparse(X):
         X = sp.csr_matrix(X)
@@ -238,11 +249,17 @@ def load_part(name: str, small: int | None, seed: int = 0):
         rows = np.sort(np.random.default_rng(seed).choice(X.shape[0], size=min(small, X.shape[0]), replace=False))
         X = X[rows]
     nnz = X.nnz if sp.issparse(X) else int(np.count_nonzero(X))
-    info = {"n": int(X.shape[0]), "m": int(X.shape[1]), "sparse": bool(sp.issparse(X)),
-            "density": nnz / (X.shape[0] * X.shape[1]),
-            "mean_total_count": float(np.asarray(X.sum(axis=1)).mean()),
-            "tree_nodes": tree.n_nodes, "tree_leaves": tree.n_leaves,
-            "tree_depth": int(tree.depth().max()), "tree": tinfo}
+    info = {
+        "n": int(X.shape[0]),
+        "m": int(X.shape[1]),
+        "sparse": bool(sp.issparse(X)),
+        "density": nnz / (X.shape[0] * X.shape[1]),
+        "mean_total_count": float(np.asarray(X.sum(axis=1)).mean()),
+        "tree_nodes": tree.n_nodes,
+        "tree_leaves": tree.n_leaves,
+        "tree_depth": int(tree.depth().max()),
+        "tree": tinfo,
+    }
     return X, tree, info, rows
 
 
@@ -271,9 +288,13 @@ def agreement(ref: np.ndarray, other: np.ndarray) -> dict[str, Any]:
     denom = np.maximum(np.abs(a), np.abs(b))
     rel = np.divide(diff, denom, out=np.zeros_like(diff), where=denom > 0)
     mx = float(rel.max()) if rel.size else 0.0
-    return {"max_rel_diff": mx, "max_abs_diff": float(diff.max()) if diff.size else 0.0,
-            "max_D": float(a.max()) if a.size else 0.0, "ok": mx <= REL_TOL,
-            "bitwise_equal": bool(np.array_equal(a, b))}
+    return {
+        "max_rel_diff": mx,
+        "max_abs_diff": float(diff.max()) if diff.size else 0.0,
+        "max_D": float(a.max()) if a.size else 0.0,
+        "ok": mx <= REL_TOL,
+        "bitwise_equal": bool(np.array_equal(a, b)),
+    }
 
 
 # ------------------------------------------------------------------ methods on one data set
@@ -299,8 +320,13 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
 
     hd.pairwise_l1 = wrapped
     try:
-        D, r = repeat(lambda: hd.tree_wasserstein(tree, X), reps, max_wait_s, "hdtwd tree_wasserstein",
-                      split=lambda: {"kernel_s": kern["s"]})
+        D, r = repeat(
+            lambda: hd.tree_wasserstein(tree, X),
+            reps,
+            max_wait_s,
+            "hdtwd tree_wasserstein",
+            split=lambda: {"kernel_s": kern["s"]},
+        )
     finally:
         hd.pairwise_l1 = orig
     Y = hd.twd_vectors(tree, X)[0]
@@ -323,8 +349,13 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
         tY["pdist_s"] = time.perf_counter() - t
         return out
 
-    d, r = repeat(y_then_pdist, reps, max_wait_s, "twd_vectors + pdist",
-                  split=lambda: {"twd_vectors_s": tY["s"], "pdist_s": tY["pdist_s"]})
+    d, r = repeat(
+        y_then_pdist,
+        reps,
+        max_wait_s,
+        "twd_vectors + pdist",
+        split=lambda: {"twd_vectors_s": tY["s"], "pdist_s": tY["pdist_s"]},
+    )
     r["agreement"] = agreement(ref, d)
     res["scipy"] = r
     return res, ref
@@ -335,8 +366,15 @@ def _skbio_call(counts, tree, tnode, eng: str):
 
     kw = {} if eng == "default" else {"engine": eng}
     return skbio.diversity.beta_diversity(
-        "weighted_unifrac", counts, ids=[f"s{i}" for i in range(counts.shape[0])], taxa=tree.leaf_names,
-        tree=tnode, normalized=False, validate=False, **kw)
+        "weighted_unifrac",
+        counts,
+        ids=[f"s{i}" for i in range(counts.shape[0])],
+        taxa=tree.leaf_names,
+        tree=tnode,
+        normalized=False,
+        validate=False,
+        **kw,
+    )
 
 
 def skbio_probe(X, tree, tnode, eng: str, max_wait_s: float) -> dict[str, Any]:
@@ -377,15 +415,15 @@ def skbio_worker(args) -> int:
         d = None
         d, fig = timed(call, args.max_wait)
         emit({"event": "done", "run": r, **fig})
-        log(f"  scikit-bio ({eng}) run {r + 1}/{args.reps}: {fig['s']:.3f} s "
-            f"(other load {fig['background_cores']:.2f})")
+        log(
+            f"  scikit-bio ({eng}) run {r + 1}/{args.reps}: {fig['s']:.3f} s (other load {fig['background_cores']:.2f})"
+        )
     np.save(args.out_npy, d)
     emit({"event": "finished"})
     return 0
 
 
-def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, ref: np.ndarray,
-               args) -> dict[str, Any]:
+def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, ref: np.ndarray, args) -> dict[str, Any]:
     """``reps`` timed scikit-bio runs in a worker process; a run longer than ``cap_s`` is stopped."""
     import queue
     import threading
@@ -394,9 +432,24 @@ def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, r
     rows_file = wd / f"rows_{name}_{os.getpid()}.npy"
     out_npy = wd / f"skbio_{name}_{eng}_{os.getpid()}.npy"
     np.save(rows_file, rows)
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--skbio-worker", name, "--engine", eng,
-           "--rows-file", str(rows_file), "--out-npy", str(out_npy), "--reps", str(reps),
-           "--max-wait", str(args.max_wait), "--max-tries", str(MAX_TRIES)]
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--skbio-worker",
+        name,
+        "--engine",
+        eng,
+        "--rows-file",
+        str(rows_file),
+        "--out-npy",
+        str(out_npy),
+        "--reps",
+        str(reps),
+        "--max-wait",
+        str(args.max_wait),
+        "--max-tries",
+        str(MAX_TRIES),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=harness.REPO)
     q: queue.Queue = queue.Queue()
 
@@ -437,9 +490,14 @@ def skbio_runs(name: str, rows: np.ndarray, eng: str, reps: int, cap_s: float, r
         raise RuntimeError(f"scikit-bio worker failed (exit {rc}): {' '.join(cmd)}")
     d = np.load(out_npy)
     out_npy.unlink(missing_ok=True)
-    res.update({"stopped": False, "median_s": float(np.median([r["s"] for r in runs])),
-                "max_background_cores": max(r["background_cores"] for r in runs),
-                "agreement": agreement(ref, d)})
+    res.update(
+        {
+            "stopped": False,
+            "median_s": float(np.median([r["s"] for r in runs])),
+            "max_background_cores": max(r["background_cores"] for r in runs),
+            "agreement": agreement(ref, d),
+        }
+    )
     return res
 
 
@@ -572,10 +630,22 @@ def roofline(args) -> dict[str, Any]:
         B = rng.random((nt, L))
         absdiff_in_cache(A, B, 2)
         reps = max(1, int(target / (nt * L)))
-        _, r = repeat(lambda: absdiff_in_cache(A, B, reps), args.reps, args.max_wait, f"in-cache abs-diff ({key})")
+        _, r = repeat(
+            lambda A=A, B=B, reps=reps: absdiff_in_cache(A, B, reps),
+            args.reps,
+            args.max_wait,
+            f"in-cache abs-diff ({key})",
+        )
         ops = nt * L * reps
-        r.update({"L_per_thread": L, "bytes_per_thread": 2 * 8 * L, "reps": reps, "ops": ops,
-                  "ops_per_s": ops / r["median_s"]})
+        r.update(
+            {
+                "L_per_thread": L,
+                "bytes_per_thread": 2 * 8 * L,
+                "reps": reps,
+                "ops": ops,
+                "ops_per_s": ops / r["median_s"],
+            }
+        )
         out[f"absdiff_{key}"] = r
         log(f"  in-cache ({key}, 2 x {L} float64 per thread): {r['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s")
     # the library's own register-blocked micro-kernel on data that stays in L1: the compute
@@ -597,8 +667,10 @@ def roofline(args) -> dict[str, Any]:
     _, r = repeat(lambda: stream_absdiff(x, y), args.reps, args.max_wait, "stream abs-diff (2 x 1 GiB)")
     r.update({"bytes": 16 * N, "bytes_per_s": 16 * N / r["median_s"], "ops_per_s": N / r["median_s"]})
     out["stream_absdiff"] = r
-    log(f"  stream sum {out['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s, "
-        f"stream abs-diff {r['ops_per_s'] / 1e9:.2f} G/s ({r['bytes_per_s'] / 1e9:.1f} GB/s)")
+    log(
+        f"  stream sum {out['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s, "
+        f"stream abs-diff {r['ops_per_s'] / 1e9:.2f} G/s ({r['bytes_per_s'] / 1e9:.1f} GB/s)"
+    )
     return out
 
 
@@ -610,7 +682,7 @@ def synth_counts(n: int, m: int, seed: int, nnz_per_row: int = 100) -> sp.csr_ma
     indptr = np.concatenate([[0], np.cumsum(k)])
     cols = np.empty(indptr[-1], dtype=np.int32)
     for i in range(n):
-        cols[indptr[i]:indptr[i + 1]] = np.sort(rng.choice(m, size=k[i], replace=False))
+        cols[indptr[i] : indptr[i + 1]] = np.sort(rng.choice(m, size=k[i], replace=False))
     vals = (rng.poisson(3.0, size=indptr[-1]) + 1).astype(np.float64)
     return sp.csr_matrix((vals, cols, indptr), shape=(n, m))
 
@@ -645,18 +717,22 @@ def memory_runs(args) -> dict[str, Any]:
     tree = random_tree(m, seed=0, length_seed=1, prefix="f")  # names f0..f1999 = the CLI's defaults
     tpath = wd / "T.nwk"
     tpath.write_text(write_newick(tree))
-    out: dict[str, Any] = {"m": m, "tree": "random_binary_tree(2000, seed=0), lengths U[0.01, 1) (seed 1), "
-                                            "leaves f0..f1999, Newick",
-                           "data": "sparse counts, 50-150 distinct features per row, Poisson(3)+1 values, "
-                                   "scipy.sparse .npz"}
+    out: dict[str, Any] = {
+        "m": m,
+        "tree": "random_binary_tree(2000, seed=0), lengths U[0.01, 1) (seed 1), leaves f0..f1999, Newick",
+        "data": "sparse counts, 50-150 distinct features per row, Poisson(3)+1 values, scipy.sparse .npz",
+    }
 
     def data(n: int, seed: int) -> Path:
         return mem_data(wd, n, seed, m)
 
     # warm numba's on-disk cache (untimed)
     tiny = data(200, 99)
-    subprocess.run([hdtwd, "distance", str(tiny), "--tree", str(tpath), "-o", str(wd / "tiny.h5"), "-q"],
-                   check=True, cwd=harness.REPO)
+    subprocess.run(
+        [hdtwd, "distance", str(tiny), "--tree", str(tpath), "-o", str(wd / "tiny.h5"), "-q"],
+        check=True,
+        cwd=harness.REPO,
+    )
 
     # (1) all pairs, blocked HDF5 output
     p = data(n_block, 1)
@@ -705,8 +781,10 @@ def memory_runs(args) -> dict[str, Any]:
         cap = min(args.knn_partial_cap_GB * 1e9, 0.6 * harness.meminfo_bytes("MemAvailable"))
         p = data(n_knn, 4)
         cmd = [hdtwd, "distance", str(p), "--tree", str(tpath), "--knn", "15", "-o", str(wd / "G_partial.npz"), "-q"]
-        log(f"[memory] kNN, n = {n_knn}, stopped after {args.knn_partial_s} s or at {cap / 1e9:.1f} GB RSS "
-            f"(linear prediction {predicted:.0f} MB)")
+        log(
+            f"[memory] kNN, n = {n_knn}, stopped after {args.knn_partial_s} s or at {cap / 1e9:.1f} GB RSS "
+            f"(linear prediction {predicted:.0f} MB)"
+        )
         if args.max_wait > 0:
             harness.wait_quiet(args.max_wait)
         q = run_capped(cmd, args.knn_partial_s, cap)
@@ -747,8 +825,13 @@ def run_capped(cmd: list[str], max_s: float, cap_bytes: float) -> dict[str, Any]
                 proc.send_signal(signal.SIGINT)
         time.sleep(0.2)
     err = proc.stderr.read() if proc.stderr else ""
-    return {"stopped_by": stopped, "returncode": proc.returncode, "wall_s": time.perf_counter() - t0,
-            "max_rss_MB": hwm_kb * 1024 / 1e6, "stderr_tail": err.strip().splitlines()[-2:]}
+    return {
+        "stopped_by": stopped,
+        "returncode": proc.returncode,
+        "wall_s": time.perf_counter() - t0,
+        "max_rss_MB": hwm_kb * 1024 / 1e6,
+        "stderr_tail": err.strip().splitlines()[-2:],
+    }
 
 
 def _check_h5_rows(data: Path, tree, dout: Path, rows: int = 64) -> dict[str, Any]:
@@ -760,7 +843,7 @@ def _check_h5_rows(data: Path, tree, dout: Path, rows: int = 64) -> dict[str, An
     X = sp.load_npz(data).tocsr()
     Y = twd_vectors(tree, X)[0]
     n = Y.shape[0]
-    sel = np.r_[0:rows, n - rows:n]
+    sel = np.r_[0:rows, n - rows : n]
     with h5py.File(dout, "r") as f:
         Dh = f["distances"][sel, :]
     Dr = pairwise_l1(Y, Y[sel])  # rows sel, all columns
@@ -778,29 +861,46 @@ def render(rec: dict[str, Any]) -> str:
     mach = rec["machine"]
     v = rec["versions"]
     o = [SECTION_TITLE, ""]
-    o.append(harness.machine_line(mach, [f"scipy {v['scipy']}", f"numba {v['numba']} (threads {v['numba_threads']})",
-                                         f"scikit-bio {v['skbio']}", f"hdtwd {v['hdtwd']}"]))
+    o.append(
+        harness.machine_line(
+            mach,
+            [
+                f"scipy {v['scipy']}",
+                f"numba {v['numba']} (threads {v['numba_threads']})",
+                f"scikit-bio {v['skbio']}",
+                f"hdtwd {v['hdtwd']}",
+            ],
+        )
+    )
     o.append("")
-    o.append("Only the distance step is timed: all pairs of samples on a fixed tree, in one Python process, "
-             "each figure the median of 3 runs (numba caches warm, untimed warm-up calls first; a method whose run "
-             f"took over {SLOW_S:.0f} s was timed once). Every method "
-             "gets the same tree and the same integer counts. Before each run the script waits for the machine "
-             "to be idle; a run during which other processes used >= "
-             f"{harness.BACKGROUND_LIMIT_CORES} cores is repeated "
-             f"(up to 3 tries, the least disturbed kept; calls over {RETRY_MAX_S:.0f} s are not repeated); "
-             "\"load\" is the largest such background load among the "
-             "3 kept runs, in cores. Ratio = median / median of hdtwd on the same samples. Max rel diff = "
-             "max over pairs of |a - b| / max(|a|, |b|) against hdtwd (tolerance 1e-9).")
+    o.append(
+        "Only the distance step is timed: all pairs of samples on a fixed tree, in one Python process, "
+        "each figure the median of 3 runs (numba caches warm, untimed warm-up calls first; a method whose run "
+        f"took over {SLOW_S:.0f} s was timed once). Every method "
+        "gets the same tree and the same integer counts. Before each run the script waits for the machine "
+        "to be idle; a run during which other processes used >= "
+        f"{harness.BACKGROUND_LIMIT_CORES} cores is repeated "
+        f"(up to 3 tries, the least disturbed kept; calls over {RETRY_MAX_S:.0f} s are not repeated); "
+        '"load" is the largest such background load among the '
+        "3 kept runs, in cores. Ratio = median / median of hdtwd on the same samples. Max rel diff = "
+        "max over pairs of |a - b| / max(|a|, |b|) against hdtwd (tolerance 1e-9)."
+    )
     o.append("")
-    o.append("- hdtwd: `hdtwd_cli.twd._distance.tree_wasserstein(tree, X)` (row normalisation + tree vectors "
-             "`Y` + compiled kernel; returns the n x n matrix). \"kernel\" is `pairwise_l1(Y)` inside the same calls.")
-    o.append("- scipy: `pdist(Y, 'cityblock')` on `Y = twd_vectors(tree, X)[0]` (returns the condensed "
-             "n(n-1)/2 vector; single-threaded); \"+ Y\" adds the time to build `Y` in the same run.")
-    o.append("- scikit-bio: `beta_diversity('weighted_unifrac', counts, ids=..., taxa=leaf names, "
-             "tree=TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False), normalized=False, "
-             f"validate=False)` with int64 counts; default engine (resolves to `{_default_engine(rec)}`: "
-             "a Python callable per pair through `pdist`) and `engine='numba'` (its parallel kernel, 0.7.4). "
-             "The Newick parse is not timed (see notes).")
+    o.append(
+        "- hdtwd: `hdtwd_cli.twd._distance.tree_wasserstein(tree, X)` (row normalisation + tree vectors "
+        '`Y` + compiled kernel; returns the n x n matrix). "kernel" is `pairwise_l1(Y)` inside the same calls.'
+    )
+    o.append(
+        "- scipy: `pdist(Y, 'cityblock')` on `Y = twd_vectors(tree, X)[0]` (returns the condensed "
+        'n(n-1)/2 vector; single-threaded); "+ Y" adds the time to build `Y` in the same run.'
+    )
+    o.append(
+        "- scikit-bio: `beta_diversity('weighted_unifrac', counts, ids=..., taxa=leaf names, "
+        "tree=TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False), normalized=False, "
+        f"validate=False)` with int64 counts; default engine (resolves to `{_default_engine(rec)}`: "
+        "a Python callable per pair through `pdist`) and `engine='numba'` (its parallel kernel, 0.7.4). "
+        "The Newick parse is not timed (see notes)."
+    )
     o.append("")
 
     for name in ("zeisel", "cbmc", "corpus"):
@@ -811,9 +911,11 @@ def render(rec: dict[str, Any]) -> str:
         o.append(f"### {d['label']}: {info['n']} x {info['m']}")
         o.append("")
         t = info["tree"]
-        o.append(f"Tree: {t['source']}; {info['tree_nodes']} nodes, depth {info['tree_depth']}. "
-                 f"Density {info['density']:.3g}, mean row total {info['mean_total_count']:.0f}. "
-                 f"Tree-vector dimension d = {d['full']['hdtwd']['d']}.")
+        o.append(
+            f"Tree: {t['source']}; {info['tree_nodes']} nodes, depth {info['tree_depth']}. "
+            f"Density {info['density']:.3g}, mean row total {info['mean_total_count']:.0f}. "
+            f"Tree-vector dimension d = {d['full']['hdtwd']['d']}."
+        )
         o.append("")
         o.append("| samples | method | median s | runs s | ratio vs hdtwd | max rel diff | load |")
         o.append("|---|---|---:|---|---:|---:|---:|")
@@ -831,16 +933,22 @@ def render(rec: dict[str, Any]) -> str:
                     fk = d["full"].get(k, {})
                     if k in b and "median_s" in b[k] and (fk.get("skipped") or fk.get("stopped")):
                         est = b[k]["median_s"] * sc
-                        o.append(f"| all {d['full']['n']} (extrapolated) | scikit-bio ({_eng(d, eng)}), "
-                                 f"subset median x {sc:.1f} (pairs ratio) | ~{fmt_s(est)} |  | "
-                                 f"~{est / d['full']['hdtwd']['median_s']:.0f} |  |  |")
+                        o.append(
+                            f"| all {d['full']['n']} (extrapolated) | scikit-bio ({_eng(d, eng)}), "
+                            f"subset median x {sc:.1f} (pairs ratio) | ~{fmt_s(est)} |  | "
+                            f"~{est / d['full']['hdtwd']['median_s']:.0f} |  |  |"
+                        )
         o.append("| - | Striped UniFrac (`unifrac`) | not installable | | | | |")
         o.append("")
         probes = "; ".join(
             f"{_eng(d, e)}: {p['probe']['s']:.2f} s on {p['probe']['n']} samples -> est. "
-            f"{p['probe']['estimate_full_s']:.0f} s for all" for e, p in d["engines"].items())
-        o.append(f"scikit-bio probes (decide full set vs subset, budget {d.get('skbio_budget_s', 600):.0f} s per run): {probes}. "
-                 f"Newick parse into a TreeNode: {info['skbio_newick_parse_s']:.2f} s (untimed above).")
+            f"{p['probe']['estimate_full_s']:.0f} s for all"
+            for e, p in d["engines"].items()
+        )
+        o.append(
+            f"scikit-bio probes (decide full set vs subset, budget {d.get('skbio_budget_s', 600):.0f} s per run): {probes}. "
+            f"Newick parse into a TreeNode: {info['skbio_newick_parse_s']:.2f} s (untimed above)."
+        )
         o.append("")
 
     if "roofline" in rec:
@@ -850,67 +958,89 @@ def render(rec: dict[str, Any]) -> str:
         roof = max(l1["ops_per_s"], l2["ops_per_s"], mk["ops_per_s"] if mk else 0.0)
         o.append("### Roofline")
         o.append("")
-        o.append(f"Tight numba loop (`parallel=True, fastmath=True`, {rf['threads']} threads), "
-                 "s += |a_k - b_k| over two contiguous float64 arrays per thread, repeated: "
-                 f"{l1['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s with 2 x {l1['L_per_thread']} values per thread "
-                 f"({l1['bytes_per_thread'] // 1024} KiB, in L1), {l2['ops_per_s'] / 1e9:.2f} G/s with "
-                 f"2 x {l2['L_per_thread']} ({l2['bytes_per_thread'] // 1024} KiB, in L2). "
-                 + (f"The library's own register-blocked micro-kernel (`_kernels._rows4`: 4 rows x 4 columns in "
-                    f"registers, vectorised across pairs) on a 32 x 64 packed block that stays in L1: "
-                    f"{mk['ops_per_s'] / 1e9:.2f} G/s. " if mk else "")
-                 + f"Streaming from memory: sum of a 1 GiB array {rf['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s; "
-                 f"sum |a - b| over two 1 GiB arrays {rf['stream_absdiff']['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s "
-                 f"({rf['stream_absdiff']['bytes_per_s'] / 1e9:.1f} GB/s). In-cache roofline = "
-                 f"{roof / 1e9:.2f} G/s (the best of these in-cache kernels). Memory is not the limit: the kernel "
-                 "streams each row from memory once per tile, not once per pair.")
+        o.append(
+            f"Tight numba loop (`parallel=True, fastmath=True`, {rf['threads']} threads), "
+            "s += |a_k - b_k| over two contiguous float64 arrays per thread, repeated: "
+            f"{l1['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s with 2 x {l1['L_per_thread']} values per thread "
+            f"({l1['bytes_per_thread'] // 1024} KiB, in L1), {l2['ops_per_s'] / 1e9:.2f} G/s with "
+            f"2 x {l2['L_per_thread']} ({l2['bytes_per_thread'] // 1024} KiB, in L2). "
+            + (
+                f"The library's own register-blocked micro-kernel (`_kernels._rows4`: 4 rows x 4 columns in "
+                f"registers, vectorised across pairs) on a 32 x 64 packed block that stays in L1: "
+                f"{mk['ops_per_s'] / 1e9:.2f} G/s. "
+                if mk
+                else ""
+            )
+            + f"Streaming from memory: sum of a 1 GiB array {rf['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s; "
+            f"sum |a - b| over two 1 GiB arrays {rf['stream_absdiff']['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s "
+            f"({rf['stream_absdiff']['bytes_per_s'] / 1e9:.1f} GB/s). In-cache roofline = "
+            f"{roof / 1e9:.2f} G/s (the best of these in-cache kernels). Memory is not the limit: the kernel "
+            "streams each row from memory once per tile, not once per pair."
+        )
         o.append("")
-        o.append("| data | n | d | abs-diff-adds n(n-1)/2 x d | kernel s (median) | achieved G/s | "
-                 "fraction of in-cache roofline | tree_wasserstein s | G/s over the whole call |")
+        o.append(
+            "| data | n | d | abs-diff-adds n(n-1)/2 x d | kernel s (median) | achieved G/s | "
+            "fraction of in-cache roofline | tree_wasserstein s | G/s over the whole call |"
+        )
         o.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for name, d in rec["datasets"].items():
+        for _name, d in rec["datasets"].items():
             h = d["full"]["hdtwd"]
             ops = pairs(d["full"]["n"]) * h["d"]
             k = h["median_kernel_s"]
-            o.append(f"| {d['label']} | {d['full']['n']} | {h['d']} | {ops:.3g} | {fmt_s(k)} | "
-                     f"{ops / k / 1e9:.2f} | {ops / k / roof:.2f} | {fmt_s(h['median_s'])} | "
-                     f"{ops / h['median_s'] / 1e9:.2f} |")
+            o.append(
+                f"| {d['label']} | {d['full']['n']} | {h['d']} | {ops:.3g} | {fmt_s(k)} | "
+                f"{ops / k / 1e9:.2f} | {ops / k / roof:.2f} | {fmt_s(h['median_s'])} | "
+                f"{ops / h['median_s'] / 1e9:.2f} |"
+            )
         o.append("")
 
     if "memory" in rec:
         mm = rec["memory"]
         o.append("### Memory: `hdtwd distance` under `/usr/bin/time -v`")
         o.append("")
-        o.append(f"Data: {mm['data']}; tree: {mm['tree']}. Peak RSS = \"Maximum resident set size\" "
-                 "(MB = 10^6 bytes); goal < 4 GB.")
+        o.append(
+            f'Data: {mm["data"]}; tree: {mm["tree"]}. Peak RSS = "Maximum resident set size" '
+            "(MB = 10^6 bytes); goal < 4 GB."
+        )
         o.append("")
         o.append("| run | n | wall s | peak RSS MB | < 4 GB | note |")
         o.append("|---|---:|---:|---:|---|---|")
         b = mm["blocked"]
         ck = b["check"]
-        o.append(f"| all pairs, `-o D.h5` (blocked) | {b['n']} | {b['wall_s']:.1f} | {b['max_rss_MB']:.0f} | "
-                 f"{'yes' if b['max_rss_MB'] < 4000 else 'NO'} | output {b['output_bytes'] / 1e9:.2f} GB; "
-                 f"{ck['rows_checked']} rows vs in-process: max rel diff {ck['max_rel_diff']:.2g} |")
+        o.append(
+            f"| all pairs, `-o D.h5` (blocked) | {b['n']} | {b['wall_s']:.1f} | {b['max_rss_MB']:.0f} | "
+            f"{'yes' if b['max_rss_MB'] < 4000 else 'NO'} | output {b['output_bytes'] / 1e9:.2f} GB; "
+            f"{ck['rows_checked']} rows vs in-process: max rel diff {ck['max_rel_diff']:.2g} |"
+        )
         p = mm["knn_probe"]
-        o.append(f"| `--knn 15 -o G.npz` (probe) | {p['n']} | {p['wall_s']:.1f} | {p['max_rss_MB']:.0f} | "
-                 f"{'yes' if p['max_rss_MB'] < 4000 else 'NO'} | x (n/{p['n']})^2 -> est. "
-                 f"{mm['knn_estimate_s'] / 60:.0f} min for n = {mm['knn_target_n']} |")
+        o.append(
+            f"| `--knn 15 -o G.npz` (probe) | {p['n']} | {p['wall_s']:.1f} | {p['max_rss_MB']:.0f} | "
+            f"{'yes' if p['max_rss_MB'] < 4000 else 'NO'} | x (n/{p['n']})^2 -> est. "
+            f"{mm['knn_estimate_s'] / 60:.0f} min for n = {mm['knn_target_n']} |"
+        )
         k = mm["knn"]
-        note = (f"graph {k['graph']['shape'][0]} x {k['graph']['shape'][1]}, nnz {k['graph']['nnz']}")
+        note = f"graph {k['graph']['shape'][0]} x {k['graph']['shape'][1]}, nnz {k['graph']['nnz']}"
         if "knn_extrapolated_s" in mm:
-            note += (f"; **extrapolated** to n = {mm['knn_target_n']}: ~{mm['knn_extrapolated_s'] / 60:.0f} min "
-                     f"(x (n/{k['n']})^2)")
-        o.append(f"| `--knn 15 -o G.npz` | {k['n']} | {k['wall_s']:.1f} | {k['max_rss_MB']:.0f} | "
-                 f"{'yes' if k['max_rss_MB'] < 4000 else 'NO'} | {note} |")
+            note += (
+                f"; **extrapolated** to n = {mm['knn_target_n']}: ~{mm['knn_extrapolated_s'] / 60:.0f} min "
+                f"(x (n/{k['n']})^2)"
+            )
+        o.append(
+            f"| `--knn 15 -o G.npz` | {k['n']} | {k['wall_s']:.1f} | {k['max_rss_MB']:.0f} | "
+            f"{'yes' if k['max_rss_MB'] < 4000 else 'NO'} | {note} |"
+        )
         if "knn_partial" in mm:
             q = mm["knn_partial"]
             lin = mm["knn_rss_linear_MB"]
-            o.append(f"| `--knn 15 -o G.npz`, **partial**: SIGINT after {q['time_limit_s']} s or at "
-                     f"{q['rss_cap_MB'] / 1e3:.1f} GB RSS | {q['n']} | {q['wall_s']:.0f} | "
-                     f"{'>= ' if q['stopped_by'] == 'memory cap' else ''}{q['max_rss_MB']:.0f} | "
-                     f"{'yes' if q['max_rss_MB'] < 4000 else 'NO'} | stopped by {q['stopped_by']}; peak so far "
-                     f"(reading, tree vectors, first neighbour blocks). Linear fit of the two complete kNN runs: "
-                     f"{lin['slope_MB_per_sample'] * 1000:.0f} MB per 1000 samples, predicts "
-                     f"{lin['predicted_MB'] / 1e3:.1f} GB at n = {q['n']} |")
+            o.append(
+                f"| `--knn 15 -o G.npz`, **partial**: SIGINT after {q['time_limit_s']} s or at "
+                f"{q['rss_cap_MB'] / 1e3:.1f} GB RSS | {q['n']} | {q['wall_s']:.0f} | "
+                f"{'>= ' if q['stopped_by'] == 'memory cap' else ''}{q['max_rss_MB']:.0f} | "
+                f"{'yes' if q['max_rss_MB'] < 4000 else 'NO'} | stopped by {q['stopped_by']}; peak so far "
+                f"(reading, tree vectors, first neighbour blocks). Linear fit of the two complete kNN runs: "
+                f"{lin['slope_MB_per_sample'] * 1000:.0f} MB per 1000 samples, predicts "
+                f"{lin['predicted_MB'] / 1e3:.1f} GB at n = {q['n']} |"
+            )
         o.append("")
 
     o.append("### Striped UniFrac")
@@ -927,15 +1057,19 @@ def render(rec: dict[str, Any]) -> str:
     o.append("")
     o.append("```bash")
     o.append("python benchmarks/bench_pairwise.py --gate /tmp/hdtwd-go-bench5   # all parts, then this section")
-    o.append("python benchmarks/bench_pairwise.py --parts zeisel --no-results      # one part; records in "
-             "~/.cache/hdtwd-bench/pairwise/")
+    o.append(
+        "python benchmarks/bench_pairwise.py --parts zeisel --no-results      # one part; records in "
+        "~/.cache/hdtwd-bench/pairwise/"
+    )
     o.append("python benchmarks/bench_pairwise.py --render                         # re-render from the records")
     if "memory" in rec:
         for key in ("blocked", "knn_probe", "knn"):
             o.append("/usr/bin/time -v " + " ".join(_short(c) for c in rec["memory"][key]["cmd"]))
         if "knn_partial" in rec["memory"]:
-            o.append(" ".join(_short(c) for c in rec["memory"]["knn_partial"]["cmd"])
-                     + "   # partial, VmHWM polled by the script")
+            o.append(
+                " ".join(_short(c) for c in rec["memory"]["knn_partial"]["cmd"])
+                + "   # partial, VmHWM polled by the script"
+            )
     o.append("pip install unifrac")
     o.append("```")
     o.append("")
@@ -950,7 +1084,7 @@ def _short(c: str) -> str:
     c = str(c)
     home = str(Path.home())
     if c.startswith(home):
-        c = "~" + c[len(home):]
+        c = "~" + c[len(home) :]
     if c.endswith("/hdtwd"):
         c = "hdtwd"
     return c
@@ -967,35 +1101,49 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
         return ", ".join(fmt_s(x["s"]) for x in r["runs"])
 
     hd = b["hdtwd"]
-    out.append(f"| {nlab} | **hdtwd** `tree_wasserstein` | {fmt_s(hd['median_s'])} | {runs(hd)} | 1.00 | - | "
-               f"{hd['max_background_cores']:.2f} |")
-    out.append(f"| {nlab} | · of which kernel `pairwise_l1(Y)` | {fmt_s(hd['median_kernel_s'])} | "
-               f"{', '.join(fmt_s(x['kernel_s']) for x in hd['runs'])} | {hd['median_kernel_s'] / h:.2f} | | |")
+    out.append(
+        f"| {nlab} | **hdtwd** `tree_wasserstein` | {fmt_s(hd['median_s'])} | {runs(hd)} | 1.00 | - | "
+        f"{hd['max_background_cores']:.2f} |"
+    )
+    out.append(
+        f"| {nlab} | · of which kernel `pairwise_l1(Y)` | {fmt_s(hd['median_kernel_s'])} | "
+        f"{', '.join(fmt_s(x['kernel_s']) for x in hd['runs'])} | {hd['median_kernel_s'] / h:.2f} | | |"
+    )
     if "scipy" in b:
         s = b["scipy"]
         a = s["agreement"]["max_rel_diff"]
-        out.append(f"| {nlab} | scipy `pdist(Y, 'cityblock')` | {fmt_s(s['median_pdist_s'])} | "
-                   f"{', '.join(fmt_s(x['pdist_s']) for x in s['runs'])} | {s['median_pdist_s'] / h:.2f} | "
-                   f"{a:.2g} | {s['max_background_cores']:.2f} |")
-        out.append(f"| {nlab} | scipy `twd_vectors` + `pdist` | {fmt_s(s['median_s'])} | {runs(s)} | "
-                   f"{s['median_s'] / h:.2f} | {a:.2g} | {s['max_background_cores']:.2f} |")
+        out.append(
+            f"| {nlab} | scipy `pdist(Y, 'cityblock')` | {fmt_s(s['median_pdist_s'])} | "
+            f"{', '.join(fmt_s(x['pdist_s']) for x in s['runs'])} | {s['median_pdist_s'] / h:.2f} | "
+            f"{a:.2g} | {s['max_background_cores']:.2f} |"
+        )
+        out.append(
+            f"| {nlab} | scipy `twd_vectors` + `pdist` | {fmt_s(s['median_s'])} | {runs(s)} | "
+            f"{s['median_s'] / h:.2f} | {a:.2g} | {s['max_background_cores']:.2f} |"
+        )
     for eng in ("default", "numba"):
         k = f"skbio_{eng}"
         if k in b:
             s = b[k]
             lab = "default engine" if eng == "default" else "`engine='numba'`"
             if s.get("skipped"):
-                out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | not run (probe estimate over "
-                           "the budget) | | | | |")
+                out.append(
+                    f"| {nlab} | scikit-bio weighted UniFrac, {lab} | not run (probe estimate over "
+                    "the budget) | | | | |"
+                )
                 continue
             if s.get("stopped"):
                 done = ", ".join(fmt_s(x["s"]) for x in s["runs"])
-                out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | > {s['cap_s']:.0f} (run stopped "
-                           f"after {s['stopped_after_s']:.0f} s) | {done} | > {s['cap_s'] / h:.0f} | | |")
+                out.append(
+                    f"| {nlab} | scikit-bio weighted UniFrac, {lab} | > {s['cap_s']:.0f} (run stopped "
+                    f"after {s['stopped_after_s']:.0f} s) | {done} | > {s['cap_s'] / h:.0f} | | |"
+                )
                 continue
-            out.append(f"| {nlab} | scikit-bio weighted UniFrac, {lab} | {fmt_s(s['median_s'])} | {runs(s)} | "
-                       f"{s['median_s'] / h:.2f} | {s['agreement']['max_rel_diff']:.2g} | "
-                       f"{s['max_background_cores']:.2f} |")
+            out.append(
+                f"| {nlab} | scikit-bio weighted UniFrac, {lab} | {fmt_s(s['median_s'])} | {runs(s)} | "
+                f"{s['median_s'] / h:.2f} | {s['agreement']['max_rel_diff']:.2g} | "
+                f"{s['max_background_cores']:.2f} |"
+            )
     return out
 
 
@@ -1007,9 +1155,15 @@ def versions() -> dict[str, Any]:
 
     import hdtwd_cli
 
-    return {"python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-            "numba": numba.__version__, "numba_threads": numba.config.NUMBA_NUM_THREADS,
-            "skbio": skbio.__version__, "hdtwd": getattr(hdtwd_cli, "__version__", "?")}
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "numba": numba.__version__,
+        "numba_threads": numba.config.NUMBA_NUM_THREADS,
+        "skbio": skbio.__version__,
+        "hdtwd": getattr(hdtwd_cli, "__version__", "?"),
+    }
 
 
 def wait_gate(path: str, max_wait_s: float) -> dict[str, Any]:
@@ -1032,30 +1186,49 @@ def unifrac_summary(log_path: Path) -> str:
     coll = [ln.strip() for ln in lines if ln.strip().startswith(("Collecting", "Downloading"))]
     err = [ln.strip() for ln in lines if "Error" in ln and "Traceback" not in ln]
     rc = next((ln for ln in reversed(lines) if ln.startswith("rc=")), "rc=?")
-    return (f"One attempt, {when}: `pip install unifrac` failed ({rc}). pip fetched "
-            + ", ".join(f"`{c}`" for c in coll if c.startswith("Downloading")) +
-            "; building the dependency `iow` (an sdist) stopped at \"Getting requirements to build wheel\" with "
-            + (f"`{err[-1]}`" if err else "an error") +
-            ", so unifrac's own C++ extension (which needs the Striped UniFrac library `libssu`, shipped "
-            "through conda/bioconda) was never reached. Nothing was installed; Striped UniFrac is not timed.")
+    return (
+        f"One attempt, {when}: `pip install unifrac` failed ({rc}). pip fetched "
+        + ", ".join(f"`{c}`" for c in coll if c.startswith("Downloading"))
+        + '; building the dependency `iow` (an sdist) stopped at "Getting requirements to build wheel" with '
+        + (f"`{err[-1]}`" if err else "an error")
+        + ", so unifrac's own C++ extension (which needs the Striped UniFrac library `libssu`, shipped "
+        "through conda/bioconda) was never reached. Nothing was installed; Striped UniFrac is not timed."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Issue 5: pairwise distance step benchmark.")
     ap.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
-    ap.add_argument("--small", type=int, default=None, help="debug: only this many samples per data set "
-                    "(and small memory runs); records are tagged and never rendered")
+    ap.add_argument(
+        "--small",
+        type=int,
+        default=None,
+        help="debug: only this many samples per data set "
+        "(and small memory runs); records are tagged and never rendered",
+    )
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--max-wait", type=float, default=900.0, help="wait up to this long for an idle machine before each run")
+    ap.add_argument(
+        "--max-wait", type=float, default=900.0, help="wait up to this long for an idle machine before each run"
+    )
     ap.add_argument("--max-tries", type=int, default=3, help="calls per timed run while other processes disturb it")
-    ap.add_argument("--skbio-budget", type=float, default=600.0, help="seconds one scikit-bio run may take on a full set")
+    ap.add_argument(
+        "--skbio-budget", type=float, default=600.0, help="seconds one scikit-bio run may take on a full set"
+    )
     ap.add_argument("--mem-n", type=int, default=30000)
     ap.add_argument("--knn-n", type=int, default=100000)
-    ap.add_argument("--knn-limit", type=float, default=2400.0, help="run --knn at --knn-n only if estimated below this (s)")
+    ap.add_argument(
+        "--knn-limit", type=float, default=2400.0, help="run --knn at --knn-n only if estimated below this (s)"
+    )
     ap.add_argument("--knn-fallback-n", type=int, default=30000)
-    ap.add_argument("--knn-partial-s", type=int, default=240, help="then also run --knn-n for this long (peak RSS); 0: skip")
-    ap.add_argument("--knn-partial-cap-GB", type=float, default=12.0,
-                    help="stop the partial run once its RSS passes this (or 60%% of MemAvailable)")
+    ap.add_argument(
+        "--knn-partial-s", type=int, default=240, help="then also run --knn-n for this long (peak RSS); 0: skip"
+    )
+    ap.add_argument(
+        "--knn-partial-cap-GB",
+        type=float,
+        default=12.0,
+        help="stop the partial run once its RSS passes this (or 60%% of MemAvailable)",
+    )
     ap.add_argument("--gate", default=None, help="wait for this file before timing (poll every 30 s)")
     ap.add_argument("--gate-max-wait", type=float, default=6000.0)
     ap.add_argument("--unifrac-log", default="/tmp/bench5/unifrac_pip.log")
@@ -1083,8 +1256,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.render:
         gate = wait_gate(args.gate, args.gate_max_wait) if args.gate else None
         for part in args.parts:
-            rec: dict[str, Any] = {"part": part, "tag": tag, "machine": harness.machine_facts(), "versions": versions(),
-                                   "args": vars(args), "gate": gate, "loadavg_start": os.getloadavg()}
+            rec: dict[str, Any] = {
+                "part": part,
+                "tag": tag,
+                "machine": harness.machine_facts(),
+                "versions": versions(),
+                "args": vars(args),
+                "gate": gate,
+                "loadavg_start": os.getloadavg(),
+            }
             log(f"=== part {part} ({tag}); load average {rec['loadavg_start']}")
             if part == "roofline":
                 rec["result"] = roofline(args)
@@ -1135,13 +1315,16 @@ def merge(wd: Path, tag: str, args) -> dict[str, Any]:
             merged["datasets"][part] = rec["result"]
         g = rec.get("gate")
         if g and not g["present"]:
-            merged["notes"].append(f"part {part}: the go file {g['gate']} did not appear within "
-                                   f"{g['waited_s'] / 60:.0f} min; run anyway at load average "
-                                   f"{', '.join(f'{x:.2f}' for x in g['loadavg'])}.")
+            merged["notes"].append(
+                f"part {part}: the go file {g['gate']} did not appear within "
+                f"{g['waited_s'] / 60:.0f} min; run anyway at load average "
+                f"{', '.join(f'{x:.2f}' for x in g['loadavg'])}."
+            )
         merged["notes"].append(
             f"part {part}: started {rec['machine']['date_utc']}, load average at start "
             f"{', '.join(f'{x:.2f}' for x in rec['loadavg_start'])}, at end "
-            f"{', '.join(f'{x:.2f}' for x in rec['loadavg_end'])}.")
+            f"{', '.join(f'{x:.2f}' for x in rec['loadavg_end'])}."
+        )
     if "machine" not in merged:
         raise SystemExit(f"no {tag} records under {wd}")
     if len(commits) > 1:

@@ -32,7 +32,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
 WD = harness.work_dir("scale-issue13")
 HEADING = "## Issue 13: approximate neighbours and Dask"
@@ -52,8 +52,9 @@ def synth(n: int, m: int = 2000, seed: int = 0) -> Path:
     rng = np.random.default_rng(seed)
     background = rng.dirichlet(np.full(m, 0.5))
     lineage = rng.dirichlet(np.full(m, 0.05), size=10)
-    types = np.stack([0.3 * background + 0.4 * lineage[t // 10] + 0.3 * rng.dirichlet(np.full(m, 0.05))
-                      for t in range(100)])
+    types = np.stack(
+        [0.3 * background + 0.4 * lineage[t // 10] + 0.3 * rng.dirichlet(np.full(m, 0.05)) for t in range(100)]
+    )
     cell_type = rng.integers(0, 100, size=n)
     umis = rng.integers(150, 451, size=n)
     blocks = []
@@ -74,8 +75,9 @@ def recall(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def part_recall() -> dict[str, Any]:
-    import hdtwd_cli as hd
     from sets import load_set
+
+    import hdtwd_cli as hd
 
     out: dict[str, Any] = {}
     for name in ("cbmc", "zeisel"):
@@ -87,16 +89,38 @@ def part_recall() -> dict[str, Any]:
         t = time.perf_counter()
         ap = dv.knn(16, "nndescent", seed=0)
         ta = time.perf_counter() - t
-        out[name] = {"n": int(X.shape[0]), "m": int(X.shape[1]), "recall": recall(ex.indices[:, 1:], ap.indices[:, 1:]),
-                     "exact_s": te, "nndescent_s": ta}
+        out[name] = {
+            "n": int(X.shape[0]),
+            "m": int(X.shape[1]),
+            "recall": recall(ex.indices[:, 1:], ap.indices[:, 1:]),
+            "exact_s": te,
+            "nndescent_s": ta,
+        }
         print(name, out[name], flush=True)
     # 100,000 x 2,000: the CLI's graph against exact neighbours of 1,000 sampled rows on the same tree
     data = synth(100_000)
     tree, graph = WD / "T100k.h5", WD / "G100k_rec.npz"
     import subprocess
 
-    subprocess.run([sys.executable, "-m", "hdtwd_cli", "distance", str(data), "--knn", "16", "--knn-method",
-                    "nndescent", "--save-tree", str(tree), "-o", str(graph), "-q"], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hdtwd_cli",
+            "distance",
+            str(data),
+            "--knn",
+            "16",
+            "--knn-method",
+            "nndescent",
+            "--save-tree",
+            str(tree),
+            "-o",
+            str(graph),
+            "-q",
+        ],
+        check=True,
+    )
     X = sp.load_npz(data).tocsr()
     G = sp.load_npz(graph).tocsr()
     rng = np.random.default_rng(1)
@@ -117,8 +141,19 @@ def part_big(sizes: list[int], tag: str = "", extra: list[str] | None = None) ->
     out: dict[str, Any] = {}
     for n in sizes:
         data = synth(n)
-        cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-o",
-               str(WD / f"G{n}{tag}.npz"), "-q", *(extra or [])]
+        cmd = [
+            harness.require_tools(),
+            "distance",
+            str(data),
+            "--knn",
+            "15",
+            "--knn-method",
+            "nndescent",
+            "-o",
+            str(WD / f"G{n}{tag}.npz"),
+            "-q",
+            *(extra or []),
+        ]
         harness.wait_quiet(120)
         rec = harness.run_timed_once(cmd, WD / f"big_{n}{tag}.log")
         rec["n"] = n
@@ -130,8 +165,9 @@ def part_big(sizes: list[int], tag: str = "", extra: list[str] | None = None) ->
 def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
     """recall@14 of the 'big' run's graph (``G<n><tag>.npz``, --knn 15) on 1,000 sampled rows, exact by brute
     force (cached with ``partition_probe.py``'s, the same rows and tree)."""
-    import hdtwd_cli as hd
     from partition_probe import exact_rows
+
+    import hdtwd_cli as hd
 
     cache = harness.work_dir("recall-issue28") / f"exact_{n}_14.npy"
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
@@ -191,9 +227,17 @@ def _vm_hwm_mb() -> float:
 def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
     import distributed
 
-    with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50, env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}) as c, \
-            distributed.Client(c) as client:
+    with (
+        distributed.LocalCluster(
+            n_workers=n_workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=50,
+            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+        ) as c,
+        distributed.Client(c) as client,
+    ):
         client.run(lambda: __import__("hdtwd_cli.twd._kernels"))  # numba loaded before the clock starts
         with distributed.get_task_stream(client) as ts:
             t = time.perf_counter()
@@ -206,12 +250,21 @@ def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
         payload = sum(r.get("nbytes", 0) for r in ts.data if "hdtwd-data" in str(r["key"]))
     x = dv.base.x
     payload_bytes = int(x.data.nbytes + x.indices.nbytes + x.indptr.nbytes) if sp.issparse(x) else int(x.nbytes)
-    return {"workers": n_workers, "wall_s": wall, "worker_peak_MB": sorted(peaks.values()), "tasks": len(tasks),
-            "compute_s": float(np.sum(compute)), "task_compute_median_s": float(np.median(compute)) if compute else None,
-            "transfer_s": float(np.sum(transfer)), "payload_bytes": payload_bytes,
-            "bytes_moved": payload_bytes * n_workers + int(g.indices.nbytes + g.distances.nbytes),
-            "overhead_per_task_s": (wall * n_workers - float(np.sum(compute))) / max(1, len(tasks)),
-            "indices": g.indices, "distances": g.distances, "payload_recorded": payload}
+    return {
+        "workers": n_workers,
+        "wall_s": wall,
+        "worker_peak_MB": sorted(peaks.values()),
+        "tasks": len(tasks),
+        "compute_s": float(np.sum(compute)),
+        "task_compute_median_s": float(np.median(compute)) if compute else None,
+        "transfer_s": float(np.sum(transfer)),
+        "payload_bytes": payload_bytes,
+        "bytes_moved": payload_bytes * n_workers + int(g.indices.nbytes + g.distances.nbytes),
+        "overhead_per_task_s": (wall * n_workers - float(np.sum(compute))) / max(1, len(tasks)),
+        "indices": g.indices,
+        "distances": g.distances,
+        "payload_recorded": payload,
+    }
 
 
 def part_dask(n: int, workers: list[int], single: bool) -> dict[str, Any]:
@@ -274,12 +327,14 @@ def projection(d: dict[str, Any]) -> list[str]:
             cols.append(f"{total / 3600:.1f} h" if total > 3600 else f"{total / 60:.0f} min")
         rows.append(f"| 10^{int(np.log10(cells))} | " + " | ".join(cols) + " |")
     rows.append("")
-    rows.append(f"Assumptions: the measured single-core rate of the exact search ({rate / 1e9:.2f} G abs-diff-adds/s per "
-                f"core, n^2 d / 2 with d = {dim} tree nodes of 2,000 genes: one task per pair of 2,048-row blocks, "
-                f"each distance computed once), the measured scheduler overhead per task ({over * 1e3:.0f} ms), "
-                "the sparse input shipped once to every worker over 10 GbE (1.25 GB/s) with at most 64 transfers at "
-                "once, perfect load balance. The exact search is n^2: at 10^7 cells use nndescent on each machine "
-                "instead (its cost grows as about n log n).")
+    rows.append(
+        f"Assumptions: the measured single-core rate of the exact search ({rate / 1e9:.2f} G abs-diff-adds/s per "
+        f"core, n^2 d / 2 with d = {dim} tree nodes of 2,000 genes: one task per pair of 2,048-row blocks, "
+        f"each distance computed once), the measured scheduler overhead per task ({over * 1e3:.0f} ms), "
+        "the sparse input shipped once to every worker over 10 GbE (1.25 GB/s) with at most 64 transfers at "
+        "once, perfect load balance. The exact search is n^2: at 10^7 cells use nndescent on each machine "
+        "instead (its cost grows as about n log n)."
+    )
     return rows
 
 
@@ -336,18 +391,28 @@ def _dask_table(dk: dict[str, Any]) -> list[str]:
     o = [f"### Dask: exact `--knn 16` on {dk['n']:,} x {dk['m']:,} ({dk['dim']} tree nodes)", ""]
     if "single_process_s" in dk:
         o += [f"Single process (numba, {dk['single_process_threads']} threads): {dk['single_process_s']:.1f} s.", ""]
-    o += ["| LocalCluster | wall | ratio to 1 worker | per-worker peak RSS | tasks | compute (sum) | overhead / task "
-          "| bytes moved | same bits |", "|---|---|---|---|---|---|---|---|---|"]
+    o += [
+        "| LocalCluster | wall | ratio to 1 worker | per-worker peak RSS | tasks | compute (sum) | overhead / task "
+        "| bytes moved | same bits |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     w1 = dk["workers1"]["wall_s"]
     for key in ("workers1", "workers2"):
         r = dk.get(key)
         if not r:
             continue
-        same = ("(the reference)" if r["same_bits"] is None else r["same_bits"] if "compared_with" not in r
-                else f"{r['same_bits']} (vs {r['compared_with']})")
-        o.append(f"| {r['workers']} worker(s) x 1 thread | {r['wall_s']:.1f} s | {w1 / r['wall_s']:.2f}x | "
-                 f"{', '.join(f'{v:.0f}' for v in r['worker_peak_MB'])} MB | {r['tasks']} | {r['compute_s']:.1f} s | "
-                 f"{r['overhead_per_task_s'] * 1e3:.0f} ms | {r['bytes_moved'] / 1e6:.1f} MB | {same} |")
+        same = (
+            "(the reference)"
+            if r["same_bits"] is None
+            else r["same_bits"]
+            if "compared_with" not in r
+            else f"{r['same_bits']} (vs {r['compared_with']})"
+        )
+        o.append(
+            f"| {r['workers']} worker(s) x 1 thread | {r['wall_s']:.1f} s | {w1 / r['wall_s']:.2f}x | "
+            f"{', '.join(f'{v:.0f}' for v in r['worker_peak_MB'])} MB | {r['tasks']} | {r['compute_s']:.1f} s | "
+            f"{r['overhead_per_task_s'] * 1e3:.0f} ms | {r['bytes_moved'] / 1e6:.1f} MB | {same} |"
+        )
     return o + [""]
 
 
@@ -355,31 +420,46 @@ def markdown() -> str:
     o = [HEADING, "", harness.machine_line(), ""]
     rec = _load("recall")
     if rec:
-        o += ["### Recall of `--knn-method nndescent` (exact distances, approximate sets)", "",
-              "| data | samples x features | recall@15 | exact search | nndescent (incl. ~40 s numba compile) |",
-              "|---|---|---|---|---|"]
+        o += [
+            "### Recall of `--knn-method nndescent` (exact distances, approximate sets)",
+            "",
+            "| data | samples x features | recall@15 | exact search | nndescent (incl. ~40 s numba compile) |",
+            "|---|---|---|---|---|",
+        ]
         for name, r in rec.items():
             ex = f"{r['exact_s']:.1f} s" if "exact_s" in r else "(1,000 sampled rows)"
             nd = f"{r['nndescent_s']:.1f} s" if "nndescent_s" in r else "see below"
             o.append(f"| {name} | {r['n']:,} x {r['m']:,} | {r['recall']:.4f} | {ex} | {nd} |")
         rb = _load("recallbig")
         if rb:
-            o.append(f"| synth{rb['n'] // 1000}k (partitioned search; --knn 15, so recall@14) | {rb['n']:,} x 2,000 | {rb['recall']:.4f} | "
-                     "(1,000 sampled rows) | see below |")
+            o.append(
+                f"| synth{rb['n'] // 1000}k (partitioned search; --knn 15, so recall@14) | {rb['n']:,} x 2,000 | {rb['recall']:.4f} | "
+                "(1,000 sampled rows) | see below |"
+            )
         o.append("")
     big = _load("big")
     if big:
-        o += ["### `hdtwd distance SYNTH.npz --knn 15 --knn-method nndescent` (whole process, /usr/bin/time -v)", "",
-              "| samples x features | wall | peak RSS | CPU |", "|---|---|---|---|"]
+        o += [
+            "### `hdtwd distance SYNTH.npz --knn 15 --knn-method nndescent` (whole process, /usr/bin/time -v)",
+            "",
+            "| samples x features | wall | peak RSS | CPU |",
+            "|---|---|---|---|",
+        ]
         for n, r in sorted(big.items(), key=lambda kv: int(kv[0])):
             wall = f"{r['wall_s']:.0f} s" + (f" ({r['wall_s'] / 60:.1f} min)" if r["wall_s"] > 600 else "")
-            o.append(f"| {int(n):,} x 2,000 (UMI-like, 10.6 % non-zero) | {wall} | {r['max_rss_MB'] / 1000:.2f} GB | "
-                     f"{r['user_s'] + r['sys_s']:.0f} s |")
+            o.append(
+                f"| {int(n):,} x 2,000 (UMI-like, 10.6 % non-zero) | {wall} | {r['max_rss_MB'] / 1000:.2f} GB | "
+                f"{r['user_s'] + r['sys_s']:.0f} s |"
+            )
         o.append("")
     st = _load("stages")
     if st:
-        o += [f"### Where the time goes: {st['n']:,} x 2,000, `--knn 15`, in one process ({st['dim']} tree-vector columns)",
-              "", "| stage | seconds |", "|---|---|"]
+        o += [
+            f"### Where the time goes: {st['n']:,} x 2,000, `--knn 15`, in one process ({st['dim']} tree-vector columns)",
+            "",
+            "| stage | seconds |",
+            "|---|---|",
+        ]
         o += [f"| {k} | {v:.1f} |" for k, v in st.items() if k not in ("n", "dim")]
         o.append(f"| total | {sum(v for k, v in st.items() if k not in ('n', 'dim')):.1f} |")
         o.append("")
@@ -406,11 +486,17 @@ def main() -> None:
     ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
     args = ap.parse_args()
     for part in args.parts:
-        res = (part_recall() if part == "recall" else
-               part_big([int(s) for s in args.sizes.split(",")]) if part == "big" else
-               part_stages(int(args.sizes.split(",")[0])) if part == "stages" else
-               part_recall_big(int(args.sizes.split(",")[-1])) if part == "recallbig" else
-               part_dask(args.dask_n, [int(w) for w in args.dask_workers.split(",")], not args.no_single))
+        res = (
+            part_recall()
+            if part == "recall"
+            else part_big([int(s) for s in args.sizes.split(",")])
+            if part == "big"
+            else part_stages(int(args.sizes.split(",")[0]))
+            if part == "stages"
+            else part_recall_big(int(args.sizes.split(",")[-1]))
+            if part == "recallbig"
+            else part_dask(args.dask_n, [int(w) for w in args.dask_workers.split(",")], not args.no_single)
+        )
         if part == "dask":
             continue  # written by part_dask after every run
         if part == "big":  # sizes accumulate: one run per size

@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from bench_classify import PAPER, get  # noqa: E402
+import harness
+from bench_classify import PAPER, get
 
-from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET, TREE_METHODS  # noqa: E402
-from hdtwd_cli.tree._denoise import is_count_data  # noqa: E402
-from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise  # noqa: E402
-from hdtwd_cli.tree._params import resolve_params  # noqa: E402
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET, TREE_METHODS
+from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise
+from hdtwd_cli.tree._denoise import is_count_data
+from hdtwd_cli.tree._params import resolve_params
 
 WORKDIR = "table1-issue26"
 MST_MAX_FEATURES = 10000
@@ -51,8 +51,14 @@ def run(name: str) -> dict:
     eps, K = PAPER.get(name, (None, None))
     paper, _ = resolve_params("paper", eps=eps, scales=K)
     rows: dict[str, dict] = {}
-    report = {"set": name, "shape": list(X.shape), "classes": int(len(np.unique(y))), "rows": rows,
-              "machine": harness.machine_line(), "commit": harness.git_commit()}
+    report = {
+        "set": name,
+        "shape": list(X.shape),
+        "classes": int(len(np.unique(y))),
+        "rows": rows,
+        "machine": harness.machine_line(),
+        "commit": harness.git_commit(),
+    }
     plan = [("hdtwd defaults", "hdtwd", defaults), ("hdtwd --preset paper", "hdtwd", paper)]
     plan += [(m, m, defaults) for m in TREE_METHODS]
     plan += [(b, b, defaults) for b in BASE if not (b.startswith("tfidf") and not is_count_data(X))]
@@ -67,7 +73,9 @@ def run(name: str) -> dict:
         res = evaluate(X, names, y, [method], [params.eps], [params.scales], params)
         s = summarise(res, {})["methods"][method]
         rows[label] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "seconds": time.time() - t}
-        print(f"{name} {label}: {s['mean']:.1f} ± {s['std']:.1f} in {time.time() - t:.0f} s", file=sys.stderr, flush=True)
+        print(
+            f"{name} {label}: {s['mean']:.1f} ± {s['std']:.1f} in {time.time() - t:.0f} s", file=sys.stderr, flush=True
+        )
         cache.write_text(json.dumps(report))  # after every row: a stopped run keeps what it measured
     if "exact OT" not in done:
         rows.update(exact_ot_rows(X, names, y, defaults, OT_BUDGETS.get(name, OT_BUDGET)))
@@ -88,24 +96,44 @@ def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
         return {"exact OT": {"skipped": str(e), "budget": budget}}
     used, of = sum(r.size for r in chosen), sum(te.size for _, te in splits)
     t = time.time()
-    s = summarise(evaluate(X, names, y, ["ot"], [defaults.eps], [defaults.scales], defaults, ot_budget=budget),
-                  {})["methods"]["ot"]
-    out = {"exact OT": {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "seconds": time.time() - t,
-                        "budget": budget, "test_rows": used, "test_rows_of": of}}
+    s = summarise(evaluate(X, names, y, ["ot"], [defaults.eps], [defaults.scales], defaults, ot_budget=budget), {})[
+        "methods"
+    ]["ot"]
+    out = {
+        "exact OT": {
+            "mean": s["mean"],
+            "std": s["std"],
+            "best_k": s["best_k"],
+            "seconds": time.time() - t,
+            "budget": budget,
+            "test_rows": used,
+            "test_rows_of": of,
+        }
+    }
     t = time.time()
-    acc = [_hdtwd_accuracies(X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults,
-                             DEFAULT_K)[defaults.scales] for (tr, te), r in zip(splits, chosen)]
+    acc = [
+        _hdtwd_accuracies(X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults, DEFAULT_K)[
+            defaults.scales
+        ]
+        for (tr, te), r in zip(splits, chosen)
+    ]
     mean, std = harness.best_k(acc)
     out["hdtwd defaults, OT rows"] = {"mean": mean, "std": std, "seconds": time.time() - t, "test_rows": used}
-    print(f"exact OT {out['exact OT']['mean']:.1f}, hdtwd {mean:.1f} on {used} of {of} test rows "
-          f"({out['exact OT']['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    print(
+        f"exact OT {out['exact OT']['mean']:.1f}, hdtwd {mean:.1f} on {used} of {of} test rows "
+        f"({out['exact OT']['seconds']:.0f} s)",
+        file=sys.stderr,
+        flush=True,
+    )
     return out
 
 
 def markdown(reports: list[dict]) -> str:
     labels = list(dict.fromkeys(k for r in reports for k in r["rows"]))
-    lines = ["| method | " + " | ".join(f"{r['set']} ({r['shape'][0]:,} x {r['shape'][1]:,})" for r in reports) + " |",
-             "|---|" + "---|" * len(reports)]
+    lines = [
+        "| method | " + " | ".join(f"{r['set']} ({r['shape'][0]:,} x {r['shape'][1]:,})" for r in reports) + " |",
+        "|---|" + "---|" * len(reports),
+    ]
     for lab in labels:
         cells = []
         for r in reports:
@@ -118,9 +146,14 @@ def markdown(reports: list[dict]) -> str:
                 rows_note = f", {v['test_rows']} rows" if "test_rows" in v else ""
                 cells.append(f"{v['mean']:.1f} ± {v['std']:.1f} ({v['seconds']:.0f} s{rows_note})")
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
-    lines.append("| hdtwd defaults - best competitor tree | " + " | ".join(
-        f"{r['rows']['hdtwd defaults']['mean'] - max(r['rows'][m]['mean'] for m in TREE_METHODS if 'mean' in r['rows'].get(m, {})):+.1f}"
-        for r in reports) + " |")
+    lines.append(
+        "| hdtwd defaults - best competitor tree | "
+        + " | ".join(
+            f"{r['rows']['hdtwd defaults']['mean'] - max(r['rows'][m]['mean'] for m in TREE_METHODS if 'mean' in r['rows'].get(m, {})):+.1f}"
+            for r in reports
+        )
+        + " |"
+    )
     return "\n".join(lines)
 
 

@@ -24,12 +24,12 @@ import numpy as np
 from scipy.stats import pearsonr
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
+import harness
 
-from hdtwd_cli.twd._distance import tree_wasserstein  # noqa: E402
-from hdtwd_cli.tree._learn import learn_tree  # noqa: E402
-from hdtwd_cli.tree._params import resolve_params  # noqa: E402
-from hdtwd_cli.evaluate._synthetic import gaussian_tree_samples, tree_twd  # noqa: E402
+from hdtwd_cli.evaluate._synthetic import gaussian_tree_samples, tree_twd
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._params import resolve_params
+from hdtwd_cli.twd._distance import tree_wasserstein
 
 PRESETS = ("paper", "default")
 TEST_SEEDS = range(5)
@@ -58,21 +58,28 @@ def main() -> None:
         five = r[: len(TEST_SEEDS)]
         # the test's statistic: the mean of 5 seeds, over all disjoint groups of 5 seeds
         groups = r[: len(r) // 5 * 5].reshape(-1, 5).mean(axis=1)
-        rows.append(f"| {p} | {r.mean():.3f} | {r.std(ddof=1):.3f} | {r.min():.3f} | {q[0]:.3f} | {q[1]:.3f} | "
-                    f"{q[2]:.3f} | {groups.min():.3f} | {', '.join(f'{v:.3f}' for v in five)} |")
-    table = ("| preset | mean r | std | min | 1 % | 5 % | median | lowest mean of 5 seeds | seeds 0-4 |\n"
-             "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+        rows.append(
+            f"| {p} | {r.mean():.3f} | {r.std(ddof=1):.3f} | {r.min():.3f} | {q[0]:.3f} | {q[1]:.3f} | "
+            f"{q[2]:.3f} | {groups.min():.3f} | {', '.join(f'{v:.3f}' for v in five)} |"
+        )
+    table = (
+        "| preset | mean r | std | min | 1 % | 5 % | median | lowest mean of 5 seeds | seeds 0-4 |\n"
+        "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
+    )
     print(table)
     print(f"{a.seeds} seeds x {len(PRESETS)} presets in {time.time() - t0:.0f} s")
     if a.json:
         a.json.write_text(json.dumps({p: rs[p].tolist() for p in PRESETS}))
     if a.write:
-        section = ("## Issue 24: the App. E toy over many draws\n\n" + harness.machine_line() + "\n\n"
-                   f"`python benchmarks/bench_toy.py --seeds {a.seeds}`: Pearson r between hdtwd's TWD and the "
-                   "true tree's TWD (1,000 samples of N(5, pinv(L)) drawn along the tree's edges, all pairs), "
-                   "one draw per seed.\n\n" + table + "\n")
-        harness.write_section(harness.REPO / "benchmarks" / "RESULTS.md", section,
-                              "## Issue 24: the App. E toy over many draws")
+        section = (
+            "## Issue 24: the App. E toy over many draws\n\n" + harness.machine_line() + "\n\n"
+            f"`python benchmarks/bench_toy.py --seeds {a.seeds}`: Pearson r between hdtwd's TWD and the "
+            "true tree's TWD (1,000 samples of N(5, pinv(L)) drawn along the tree's edges, all pairs), "
+            "one draw per seed.\n\n" + table + "\n"
+        )
+        harness.write_section(
+            harness.REPO / "benchmarks" / "RESULTS.md", section, "## Issue 24: the App. E toy over many draws"
+        )
 
 
 if __name__ == "__main__":

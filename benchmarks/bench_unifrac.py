@@ -52,14 +52,14 @@ from hdtwd_cli._runtime.simd import prefer_wide_vectors
 
 prefer_wide_vectors()  # the in-process kernels (roofline part) compiled as `hdtwd` compiles them
 
-import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
+import numpy as np
+import scipy.sparse as sp
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import cpu_kind  # noqa: E402
-import datasets  # noqa: E402
-import harness  # noqa: E402
+import cpu_kind
+import datasets
+import harness
 
 WD = harness.work_dir("unifrac-issue14")
 HEADING = "## Issue 14: end to end, against Striped UniFrac"
@@ -130,14 +130,21 @@ def part_prepare() -> dict[str, Any]:
             X = sp.csr_matrix(X)
             sp.save_npz(p, X)
         else:
-            X = np.asarray(datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts").X, dtype=np.float64)
+            X = np.asarray(
+                datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts").X, dtype=np.float64
+            )
             np.save(p, X)
         tree = WD / f"{name}.nwk"
-        r = _run(HDTWD + ["distance", str(p), "-o", str(WD / f"{name}_D_default.npy"), "--newick", str(tree), "-q"],
-                 WD / f"{name}_prepare.log")
+        r = _run(
+            HDTWD + ["distance", str(p), "-o", str(WD / f"{name}_D_default.npy"), "--newick", str(tree), "-q"],
+            WD / f"{name}_prepare.log",
+        )
         cols = [f"f{j}" for j in range(X.shape[1])]
-        t = biom.Table(sp.csr_matrix(X).T.tocsr() if sp.issparse(X) else X.T, observation_ids=cols,
-                       sample_ids=[f"s{i}" for i in range(X.shape[0])])
+        t = biom.Table(
+            sp.csr_matrix(X).T.tocsr() if sp.issparse(X) else X.T,
+            observation_ids=cols,
+            sample_ids=[f"s{i}" for i in range(X.shape[0])],
+        )
         with biom_open(str(WD / f"{name}.biom"), "w") as fh:
             t.to_hdf5(fh, "hdtwd benchmark")
         rec[name] = {"shape": list(X.shape), "nnz": int(sp.csr_matrix(X).nnz), "learn_run": r}
@@ -162,19 +169,49 @@ def _agreement(D: np.ndarray, E: np.ndarray) -> float:
 
 
 def part_distance(reps: int = 3) -> dict[str, Any]:
-    rec: dict[str, Any] = {"ssu": subprocess.run(["dpkg-query", "-W", "unifrac-tools"], capture_output=True,
-                                                  text=True).stdout.strip()}
+    rec: dict[str, Any] = {
+        "ssu": subprocess.run(["dpkg-query", "-W", "unifrac-tools"], capture_output=True, text=True).stdout.strip()
+    }
     for name, (_, vs_ssu) in WORKLOADS.items():
         if not vs_ssu or name not in ONLY:
             continue
         tree, biomf = WD / f"{name}.nwk", WD / f"{name}.biom"
         tools = {
-            **{_tool(k): HDTWD + ["distance", str(data_path(name)), "--tree", str(tree), "-o",
-                                  str(WD / f"D_{_tool(k)}.npy"), "-q"] for k in CPUS},
-            "ssu_fp64": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp64", "-o",
-                         str(WD / "D_ssu64.h5"), "--format", "hdf5_fp64", "--pcoa", "0"],
-            "ssu_fp32": ["ssu", "-i", str(biomf), "-t", str(tree), "-m", "weighted_unnormalized_fp32", "-o",
-                         str(WD / "D_ssu32.h5"), "--format", "hdf5_fp32", "--pcoa", "0"],
+            **{
+                _tool(k): HDTWD
+                + ["distance", str(data_path(name)), "--tree", str(tree), "-o", str(WD / f"D_{_tool(k)}.npy"), "-q"]
+                for k in CPUS
+            },
+            "ssu_fp64": [
+                "ssu",
+                "-i",
+                str(biomf),
+                "-t",
+                str(tree),
+                "-m",
+                "weighted_unnormalized_fp64",
+                "-o",
+                str(WD / "D_ssu64.h5"),
+                "--format",
+                "hdf5_fp64",
+                "--pcoa",
+                "0",
+            ],
+            "ssu_fp32": [
+                "ssu",
+                "-i",
+                str(biomf),
+                "-t",
+                str(tree),
+                "-m",
+                "weighted_unnormalized_fp32",
+                "-o",
+                str(WD / "D_ssu32.h5"),
+                "--format",
+                "hdf5_fp32",
+                "--pcoa",
+                "0",
+            ],
         }
         envs = {_tool(k): cpu_kind.env_for(k) for k in CPUS}
         for k in CPUS:  # each kind's machine code compiled / cached before the clock
@@ -184,17 +221,22 @@ def part_distance(reps: int = 3) -> dict[str, Any]:
             for tool, cmd in tools.items():  # in turns: a slow spell hits every tool
                 runs[tool].append(_run(cmd, WD / f"{name}_{tool}_{rep}.log", envs.get(tool)))
         D = np.load(WD / "D_hdtwd.npy")
-        agree = {"ssu_fp64": _agreement(D, _ssu_matrix(WD / "D_ssu64.h5")),
-                 "ssu_fp32": _agreement(D, _ssu_matrix(WD / "D_ssu32.h5"))}
+        agree = {
+            "ssu_fp64": _agreement(D, _ssu_matrix(WD / "D_ssu64.h5")),
+            "ssu_fp32": _agreement(D, _ssu_matrix(WD / "D_ssu32.h5")),
+        }
         for k in CPUS[1:]:  # the same bits on every kind (the kernels' determinism contract)
             agree[_tool(k)] = float(np.abs(np.load(WD / f"D_{_tool(k)}.npy") - D).max())
         out = {}
         for tool, rs in runs.items():
-            out[tool] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
-                         "max_rss_MB": max(r["max_rss_MB"] for r in rs),
-                         "cpu_s": statistics.median(r["user_s"] + r["sys_s"] for r in rs),
-                         "background_cores": max(r["background_cores"] for r in rs),
-                         "max_rel_diff_vs_hdtwd": agree.get(tool)}
+            out[tool] = {
+                "wall_s": [r["wall_s"] for r in rs],
+                "median_s": statistics.median(r["wall_s"] for r in rs),
+                "max_rss_MB": max(r["max_rss_MB"] for r in rs),
+                "cpu_s": statistics.median(r["user_s"] + r["sys_s"] for r in rs),
+                "background_cores": max(r["background_cores"] for r in rs),
+                "max_rel_diff_vs_hdtwd": agree.get(tool),
+            }
         rec[name] = {**out, "agreement": agree}
         print(name, {t: round(v["median_s"], 2) for t, v in out.items()}, agree, file=sys.stderr, flush=True)
     return rec
@@ -209,21 +251,33 @@ def part_e2e(reps: int = 3) -> dict[str, Any]:
         runs: dict[str, list[dict[str, Any]]] = {k: [] for k in CPUS}
         for i in range(n_runs):
             for k in CPUS:  # in turns
-                runs[k].append(_run(HDTWD + ["distance", str(data_path(name)), "-o", str(WD / f"D_e2e_{k}.npy"), "-q"],
-                                    WD / f"{name}_e2e_{k}_{i}.log", cpu_kind.env_for(k)))
+                runs[k].append(
+                    _run(
+                        HDTWD + ["distance", str(data_path(name)), "-o", str(WD / f"D_e2e_{k}.npy"), "-q"],
+                        WD / f"{name}_e2e_{k}_{i}.log",
+                        cpu_kind.env_for(k),
+                    )
+                )
         D0 = np.load(WD / f"{name}_D_default.npy")
         by_cpu = {}
         for k, rs in runs.items():
             D = np.load(WD / f"D_e2e_{k}.npy")
-            by_cpu[k] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
-                         "max_rss_MB": max(r["max_rss_MB"] for r in rs),
-                         "background_cores": max(r["background_cores"] for r in rs),
-                         "same_as_prepare": bool(np.array_equal(D, D0)),
-                         "max_abs_diff_vs_prepare": float(np.abs(D - D0).max()),
-                         "max_rel_diff_vs_prepare": _agreement(D0, D)}
+            by_cpu[k] = {
+                "wall_s": [r["wall_s"] for r in rs],
+                "median_s": statistics.median(r["wall_s"] for r in rs),
+                "max_rss_MB": max(r["max_rss_MB"] for r in rs),
+                "background_cores": max(r["background_cores"] for r in rs),
+                "same_as_prepare": bool(np.array_equal(D, D0)),
+                "max_abs_diff_vs_prepare": float(np.abs(D - D0).max()),
+                "max_rel_diff_vs_prepare": _agreement(D0, D),
+            }
         rec[name] = {**by_cpu[CPUS[0]], "by_cpu": by_cpu}
-        print(name, {k: (round(v["median_s"], 2), v["max_abs_diff_vs_prepare"]) for k, v in by_cpu.items()},
-              file=sys.stderr, flush=True)
+        print(
+            name,
+            {k: (round(v["median_s"], 2), v["max_abs_diff_vs_prepare"]) for k, v in by_cpu.items()},
+            file=sys.stderr,
+            flush=True,
+        )
     return rec
 
 
@@ -231,13 +285,19 @@ def part_stages() -> dict[str, Any]:
     rec: dict[str, Any] = {}
     for name in WORKLOADS:
         out = WD / "D_stages.npy"
-        cmd = [sys.executable, str(HERE / "bench_end_to_end.py"), "--stages-only", str(data_path(name)),
-               "--stages-out", str(out)]
+        cmd = [
+            sys.executable,
+            str(HERE / "bench_end_to_end.py"),
+            "--stages-only",
+            str(data_path(name)),
+            "--stages-out",
+            str(out),
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=harness.REPO)
         if proc.returncode:
             raise RuntimeError(proc.stderr[-3000:])
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("STAGES_JSON ")][-1]
-        rec[name] = json.loads(line[len("STAGES_JSON "):])
+        rec[name] = json.loads(line[len("STAGES_JSON ") :])
         print(name, f"{rec[name]['total_s']:.1f} s", file=sys.stderr, flush=True)
     return rec
 
@@ -245,12 +305,17 @@ def part_stages() -> dict[str, Any]:
 def part_startup(reps: int = 5) -> dict[str, Any]:
     sample = harness.REPO / "sample_data" / "produce.csv"
     out = {}
-    for key, cmd in (("version", ["hdtwd", "--version"]),
-                     ("produce", ["hdtwd", "distance", str(sample), "-o", str(WD / "D_produce.npy"), "-q"])):
+    for key, cmd in (
+        ("version", ["hdtwd", "--version"]),
+        ("produce", ["hdtwd", "distance", str(sample), "-o", str(WD / "D_produce.npy"), "-q"]),
+    ):
         exe = shutil.which("hdtwd") or str(Path(sys.executable).parent / "hdtwd")
         rs = [_run([exe] + cmd[1:], WD / f"startup_{key}_{i}.log") for i in range(reps)]
-        out[key] = {"wall_s": [r["wall_s"] for r in rs], "median_s": statistics.median(r["wall_s"] for r in rs),
-                    "max_rss_MB": statistics.median(r["max_rss_MB"] for r in rs)}
+        out[key] = {
+            "wall_s": [r["wall_s"] for r in rs],
+            "median_s": statistics.median(r["wall_s"] for r in rs),
+            "max_rss_MB": statistics.median(r["max_rss_MB"] for r in rs),
+        }
     print(out, file=sys.stderr)
     return out
 
@@ -260,9 +325,9 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
     import numba
 
     import hdtwd_cli as hd
-    from hdtwd_cli.twd._pruned import l1_distances_pruned
-    from hdtwd_cli.twd._distance import _panels, pruned_share
     from hdtwd_cli.io import read_tree_file
+    from hdtwd_cli.twd._distance import _panels, pruned_share
+    from hdtwd_cli.twd._pruned import l1_distances_pruned
 
     X = sp.load_npz(data_path("corpus24k")).tocsr()
     dv = hd.distance_vectors(X, tree=read_tree_file(str(WD / "corpus24k.nwk")))
@@ -278,7 +343,7 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
         times.append(time.perf_counter() - t)
     # terms executed: per pair of blocks (J >= I) rows x rows x |shared nodes| (diagonal pairs: about half)
     nb = P.sizes.size
-    supp = [P.supp[P.supp_ptr[b]:P.supp_ptr[b + 1]] for b in range(nb)]
+    supp = [P.supp[P.supp_ptr[b] : P.supp_ptr[b + 1]] for b in range(nb)]
     rows = np.minimum(P.R, P.n - np.arange(nb) * P.R)
     terms, shared, passes = 0.0, 0, 0
     for i in range(nb):
@@ -301,15 +366,33 @@ def part_roofline(reps: int = 3) -> dict[str, Any]:
     del Ys
     med = statistics.median(times)
     dense_terms = tv.n * (tv.n - 1) / 2 * tv.dim
-    return {"n": tv.n, "dim": tv.dim, "threads": numba.get_num_threads(), "share": pruned_share(tv), "panels_s": t_panels,
-            "panels_MB": P.nbytes / 1e6, "kernel_s": times, "kernel_median_s": med, "terms": terms,
-            "dense_terms": dense_terms, "G_terms_per_s": terms / med / 1e9, "ceiling_G_per_s": ceiling / 1e9,
-            "fraction_of_ceiling": terms / med / ceiling, "dense_equivalent_G_per_s": dense_terms / med / 1e9,
-            "nodes_per_pass": shared / max(1, passes)}
+    return {
+        "n": tv.n,
+        "dim": tv.dim,
+        "threads": numba.get_num_threads(),
+        "share": pruned_share(tv),
+        "panels_s": t_panels,
+        "panels_MB": P.nbytes / 1e6,
+        "kernel_s": times,
+        "kernel_median_s": med,
+        "terms": terms,
+        "dense_terms": dense_terms,
+        "G_terms_per_s": terms / med / 1e9,
+        "ceiling_G_per_s": ceiling / 1e9,
+        "fraction_of_ceiling": terms / med / ceiling,
+        "dense_equivalent_G_per_s": dense_terms / med / 1e9,
+        "nodes_per_pass": shared / max(1, passes),
+    }
 
 
-PARTS = {"prepare": part_prepare, "distance": part_distance, "e2e": part_e2e, "stages": part_stages,
-         "startup": part_startup, "roofline": part_roofline}
+PARTS = {
+    "prepare": part_prepare,
+    "distance": part_distance,
+    "e2e": part_e2e,
+    "stages": part_stages,
+    "startup": part_startup,
+    "roofline": part_roofline,
+}
 
 
 def landmark_switch() -> list[str]:
@@ -322,21 +405,34 @@ def landmark_switch() -> list[str]:
             continue
         cfg = json.loads(p.read_text())["configs"]
         ex = cfg.get("defaults")
-        for key, label in (("defaults", "exact operator (today's default at 4,000 genes)"),
-                           ("landmarks500", "500 random landmarks"), ("landmarks1000", "1,000 random landmarks"),
-                           ("kmeans1000", "1,000 k-means landmarks"), ("landmarks2000", "2,000 random landmarks")):
+        for key, label in (
+            ("defaults", "exact operator (today's default at 4,000 genes)"),
+            ("landmarks500", "500 random landmarks"),
+            ("landmarks1000", "1,000 random landmarks"),
+            ("kmeans1000", "1,000 k-means landmarks"),
+            ("landmarks2000", "2,000 random landmarks"),
+        ):
             c = cfg.get(key)
             if c and ex:
                 rows.append(f"| {name} | {label} | {c['mean']:.1f} ± {c['std']:.1f} | {c['mean'] - ex['mean']:+.1f} |")
     if not rows:
         return []
-    return ["### The exact/landmark switch (kNN accuracy, 5 splits, `bench_classify.py --configs ...`)", "",
-            "| labels | operator | accuracy | vs exact |", "|---|---|---|---|"] + rows + [""]
+    return (
+        [
+            "### The exact/landmark switch (kNN accuracy, 5 splits, `bench_classify.py --configs ...`)",
+            "",
+            "| labels | operator | accuracy | vs exact |",
+            "|---|---|---|---|",
+        ]
+        + rows
+        + [""]
+    )
 
 
 def markdown() -> str:
-    return render(_load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"),
-                  _load("roofline"))
+    return render(
+        _load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"), _load("roofline")
+    )
 
 
 NOTES = """### Reading these figures: what is met, what is not
@@ -405,17 +501,30 @@ The previous session's three runs (ea1866e-5ba5b77, GEMM probe 101-123): distanc
 def render_cpus(prep: dict, dist: dict, e2e: dict) -> str:
     """The per-CPU table (issue 24): hdtwd on each kind's code paths against the same ssu runs."""
     facts = next((p["facts"] for p in (dist, e2e) if p.get("facts")), None)
-    kinds = [k for k in cpu_kind.KINDS if any(_tool(k) in dist.get(n, {}) for n in WORKLOADS)
-             or any(k in e2e.get(n, {}).get("by_cpu", {}) for n in WORKLOADS)]
-    o = [HEADING_CPUS, "", harness.machine_line(facts), "",
-         "Each hdtwd run on the code paths of one CPU kind: `native` = this machine's own (AVX-512), `avx2` = "
-         f"{cpu_kind.describe('avx2')} (`benchmarks/cpu_kind.py`), set for that process only. Distance step: "
-         "medians of 3 runs, every tool in turns (ssu is the same binary for both; ratio = ssu fp64 / hdtwd), "
-         "each kind's machine code compiled once before the clock. End to end: the tree learned too, "
-         "defaults, medians of 3 (corpora: 1 run), kinds in turns.", "",
-         "| workload | " + " | ".join(f"distance step {k} (ratio)" for k in kinds) + " | ssu fp64 | "
-         + " | ".join(f"end to end {k}" for k in kinds) + " | same matrix on both kinds |",
-         "|---|" + "---|" * (2 * len(kinds) + 2)]
+    kinds = [
+        k
+        for k in cpu_kind.KINDS
+        if any(_tool(k) in dist.get(n, {}) for n in WORKLOADS)
+        or any(k in e2e.get(n, {}).get("by_cpu", {}) for n in WORKLOADS)
+    ]
+    o = [
+        HEADING_CPUS,
+        "",
+        harness.machine_line(facts),
+        "",
+        "Each hdtwd run on the code paths of one CPU kind: `native` = this machine's own (AVX-512), `avx2` = "
+        f"{cpu_kind.describe('avx2')} (`benchmarks/cpu_kind.py`), set for that process only. Distance step: "
+        "medians of 3 runs, every tool in turns (ssu is the same binary for both; ratio = ssu fp64 / hdtwd), "
+        "each kind's machine code compiled once before the clock. End to end: the tree learned too, "
+        "defaults, medians of 3 (corpora: 1 run), kinds in turns.",
+        "",
+        "| workload | "
+        + " | ".join(f"distance step {k} (ratio)" for k in kinds)
+        + " | ssu fp64 | "
+        + " | ".join(f"end to end {k}" for k in kinds)
+        + " | same matrix on both kinds |",
+        "|---|" + "---|" * (2 * len(kinds) + 2),
+    ]
     for name, (label, _) in WORKLOADS.items():
         d, e = dist.get(name, {}), e2e.get(name, {})
         if not d and not e:
@@ -438,8 +547,10 @@ def render_cpus(prep: dict, dist: dict, e2e: dict) -> str:
             if agree is not None:
                 parts.append("step: " + ("identical" if agree == 0 else f"max |diff| {agree:.1e}"))
             if r is not None:
-                parts.append("end to end: " + ("identical" if r["same_as_prepare"] else
-                                               f"max rel. diff {r['max_rel_diff_vs_prepare']:.1e}"))
+                parts.append(
+                    "end to end: "
+                    + ("identical" if r["same_as_prepare"] else f"max rel. diff {r['max_rel_diff_vs_prepare']:.1e}")
+                )
             same.append("; ".join(parts) or "-")
         cells.append(" / ".join(same) or "-")
         o.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -451,39 +562,55 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
     facts = next((p["facts"] for p in (dist, e2e, stages, start, roof) if p.get("facts")), None)
     o = [HEADING, "", harness.machine_line(facts), ""]  # the run's date and commit, not the rendering's
     if dist:
-        o += [f"### Distance step on a given tree, whole process vs whole process ({dist.get('ssu', 'ssu')})", "",
-              "Medians of 3 runs in turns under `/usr/bin/time -v`; both tools use both cores; each reads its "
-              "own format (hdtwd: `.npy` / `.npz`, ssu: BIOM) and writes the full float64 (fp32: float32) "
-              "matrix; hdtwd's modules byte-compiled first, as `pip install` leaves them. "
-              "Ratio = ssu time / hdtwd time.", "",
-              "| workload | hdtwd | ssu fp64 | ratio | ssu fp32 | ratio | peak RSS hdtwd / ssu fp64 | "
-              "max rel. diff vs hdtwd (fp64 / fp32) |", "|---|---|---|---|---|---|---|---|"]
+        o += [
+            f"### Distance step on a given tree, whole process vs whole process ({dist.get('ssu', 'ssu')})",
+            "",
+            "Medians of 3 runs in turns under `/usr/bin/time -v`; both tools use both cores; each reads its "
+            "own format (hdtwd: `.npy` / `.npz`, ssu: BIOM) and writes the full float64 (fp32: float32) "
+            "matrix; hdtwd's modules byte-compiled first, as `pip install` leaves them. "
+            "Ratio = ssu time / hdtwd time.",
+            "",
+            "| workload | hdtwd | ssu fp64 | ratio | ssu fp32 | ratio | peak RSS hdtwd / ssu fp64 | "
+            "max rel. diff vs hdtwd (fp64 / fp32) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for name, (label, _) in WORKLOADS.items():
             r = dist.get(name)
             if not r:
                 continue
             h, s64, s32 = r["hdtwd"], r["ssu_fp64"], r["ssu_fp32"]
-            o.append(f"| {label} | {h['median_s']:.2f} s | {s64['median_s']:.2f} s | {s64['median_s'] / h['median_s']:.1f}x "
-                     f"| {s32['median_s']:.2f} s | {s32['median_s'] / h['median_s']:.1f}x | "
-                     f"{h['max_rss_MB']:.0f} / {s64['max_rss_MB']:.0f} MB | "
-                     f"{s64['max_rel_diff_vs_hdtwd']:.1e} / {s32['max_rel_diff_vs_hdtwd']:.1e} |")
+            o.append(
+                f"| {label} | {h['median_s']:.2f} s | {s64['median_s']:.2f} s | {s64['median_s'] / h['median_s']:.1f}x "
+                f"| {s32['median_s']:.2f} s | {s32['median_s'] / h['median_s']:.1f}x | "
+                f"{h['max_rss_MB']:.0f} / {s64['max_rss_MB']:.0f} MB | "
+                f"{s64['max_rel_diff_vs_hdtwd']:.1e} / {s32['max_rel_diff_vs_hdtwd']:.1e} |"
+            )
         o.append("")
     if e2e:
-        o += ["### End to end with the defaults (`hdtwd distance DATA -o D.npy -q`, the tree learned too)", "",
-              "| workload | wall (runs) | peak RSS | ssu fp64 distance step alone |", "|---|---|---|---|"]
+        o += [
+            "### End to end with the defaults (`hdtwd distance DATA -o D.npy -q`, the tree learned too)",
+            "",
+            "| workload | wall (runs) | peak RSS | ssu fp64 distance step alone |",
+            "|---|---|---|---|",
+        ]
         for name, (label, _) in WORKLOADS.items():
             r = e2e.get(name)
             if not r:
                 continue
             s = dist.get(name, {}).get("ssu_fp64", {}).get("median_s")
-            o.append(f"| {label} | {r['median_s']:.1f} s ({', '.join(f'{w:.1f}' for w in r['wall_s'])}) | "
-                     f"{r['max_rss_MB'] / 1000:.2f} GB | {f'{s:.1f} s' if s else '-'} |")
+            o.append(
+                f"| {label} | {r['median_s']:.1f} s ({', '.join(f'{w:.1f}' for w in r['wall_s'])}) | "
+                f"{r['max_rss_MB'] / 1000:.2f} GB | {f'{s:.1f} s' if s else '-'} |"
+            )
         o.append("")
     o += landmark_switch()
     if start:
-        o += [f"Start-up: `hdtwd --version` {start['version']['median_s']:.2f} s "
-              f"({start['version']['max_rss_MB']:.0f} MB); `hdtwd distance sample_data/produce.csv -o D.npy` "
-              f"{start['produce']['median_s']:.2f} s (medians of 5).", ""]
+        o += [
+            f"Start-up: `hdtwd --version` {start['version']['median_s']:.2f} s "
+            f"({start['version']['max_rss_MB']:.0f} MB); `hdtwd distance sample_data/produce.csv -o D.npy` "
+            f"{start['produce']['median_s']:.2f} s (medians of 5).",
+            "",
+        ]
     if stages:
         o += ["### Where the time goes (one process, stages timed; nested calls indented)", ""]
         for name, (label, _) in WORKLOADS.items():
@@ -495,20 +622,26 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
                 if row["s"] < 0.005 and row["depth"] > 0:
                     continue
                 pk = row.get("peak_MB")
-                o.append(f"| {'· ' * row['depth']}{row['stage']} | {row['s']:.2f} | "
-                         f"{'' if pk is None or pk != pk else f'{pk:.0f}'} |")
+                o.append(
+                    f"| {'· ' * row['depth']}{row['stage']} | {row['s']:.2f} | "
+                    f"{'' if pk is None or pk != pk else f'{pk:.0f}'} |"
+                )
             o.append("")
     if roof:
-        o += ["### The kernel on the sparse corpus", "",
-              f"{roof['n']:,} documents, {roof['dim']:,} tree nodes, {roof['threads']} threads: the block-pair "
-              f"pruned kernel visits {roof['share']:.1%} of the nodes per pair of 32-row blocks (those with mass in both; sampled). "
-              f"Kernel {roof['kernel_median_s']:.2f} s (median of 3; panels {roof['panels_s']:.2f} s, "
-              f"{roof['panels_MB']:.0f} MB), {roof['terms'] / 1e9:.1f} G executed abs-diff-adds: "
-              f"{roof['G_terms_per_s']:.1f} G/s = {roof['fraction_of_ceiling']:.0%} of the rate of the dense tiled "
-              f"kernel, the same micro-kernel on full 256-node passes ({roof['ceiling_G_per_s']:.1f} G/s on 1,024 of "
-              "the same documents, same run). The shared nodes of a pair of blocks fall into many passes, "
-              f"{roof['nodes_per_pass']:.0f} per 256-node pass on average: short inner loops are what costs. "
-              f"Dense-equivalent rate (n(n-1)/2 x d terms / time): {roof['dense_equivalent_G_per_s']:.1f} G/s.", ""]
+        o += [
+            "### The kernel on the sparse corpus",
+            "",
+            f"{roof['n']:,} documents, {roof['dim']:,} tree nodes, {roof['threads']} threads: the block-pair "
+            f"pruned kernel visits {roof['share']:.1%} of the nodes per pair of 32-row blocks (those with mass in both; sampled). "
+            f"Kernel {roof['kernel_median_s']:.2f} s (median of 3; panels {roof['panels_s']:.2f} s, "
+            f"{roof['panels_MB']:.0f} MB), {roof['terms'] / 1e9:.1f} G executed abs-diff-adds: "
+            f"{roof['G_terms_per_s']:.1f} G/s = {roof['fraction_of_ceiling']:.0%} of the rate of the dense tiled "
+            f"kernel, the same micro-kernel on full 256-node passes ({roof['ceiling_G_per_s']:.1f} G/s on 1,024 of "
+            "the same documents, same run). The shared nodes of a pair of blocks fall into many passes, "
+            f"{roof['nodes_per_pass']:.0f} per 256-node pass on average: short inner loops are what costs. "
+            f"Dense-equivalent rate (n(n-1)/2 x d terms / time): {roof['dense_equivalent_G_per_s']:.1f} G/s.",
+            "",
+        ]
     o.append(NOTES)
     return "\n".join(o)
 
@@ -517,8 +650,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("parts", nargs="*", help=", ".join(PARTS))
     ap.add_argument("--only", default=",".join(WORKLOADS), help="distance / e2e: only these workloads")
-    ap.add_argument("--cpus", default="native", help="distance / e2e: hdtwd on these CPU kinds' code paths "
-                    f"({', '.join(cpu_kind.KINDS)}; the first is the reference)")
+    ap.add_argument(
+        "--cpus",
+        default="native",
+        help="distance / e2e: hdtwd on these CPU kinds' code paths "
+        f"({', '.join(cpu_kind.KINDS)}; the first is the reference)",
+    )
     ap.add_argument("--workdir", default="unifrac-issue14", help="folder of the records under the cache")
     ap.add_argument("--markdown", action="store_true")
     ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")

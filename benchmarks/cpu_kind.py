@@ -51,8 +51,9 @@ def _numpy_avx512_targets() -> str:
         from numpy.core._multiarray_umath import __cpu_dispatch__
     from numpy._core._multiarray_umath import __cpu_features__
 
-    return " ".join(t for t in __cpu_dispatch__
-                    if (t.startswith("AVX512") or t == "X86_V4") and __cpu_features__.get(t, False))
+    return " ".join(
+        t for t in __cpu_dispatch__ if (t.startswith("AVX512") or t == "X86_V4") and __cpu_features__.get(t, False)
+    )
 
 
 def env_for(kind: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -78,8 +79,10 @@ def describe(kind: str) -> str:
     if kind == "native":
         return "the host's own code paths"
     e = env_for("avx2", {})
-    return (f"AVX2 paths: NUMBA_CPU_NAME={e['NUMBA_CPU_NAME']}, numba features without avx512*, "
-            f"OPENBLAS_CORETYPE={e['OPENBLAS_CORETYPE']}, NPY_DISABLE_CPU_FEATURES='{e.get('NPY_DISABLE_CPU_FEATURES', '')}'")
+    return (
+        f"AVX2 paths: NUMBA_CPU_NAME={e['NUMBA_CPU_NAME']}, numba features without avx512*, "
+        f"OPENBLAS_CORETYPE={e['OPENBLAS_CORETYPE']}, NPY_DISABLE_CPU_FEATURES='{e.get('NPY_DISABLE_CPU_FEATURES', '')}'"
+    )
 
 
 def main(argv: list[str]) -> int:

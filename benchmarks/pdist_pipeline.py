@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 from scipy.spatial.distance import pdist, squareform
@@ -61,8 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         np.save(args.output, D, allow_pickle=False)
     total = time.perf_counter() - t_all
     print(f"pdist_pipeline: stage total {total:.4f}", file=sys.stderr, flush=True)
-    print(f"pdist_pipeline: n={D.shape[0]} features={md.X.shape[1]} tree_nodes={T.n_nodes} "
-          f"embedding_dim={Y.shape[1]}", file=sys.stderr, flush=True)
+    print(
+        f"pdist_pipeline: n={D.shape[0]} features={md.X.shape[1]} tree_nodes={T.n_nodes} embedding_dim={Y.shape[1]}",
+        file=sys.stderr,
+        flush=True,
+    )
     return 0
 
 

@@ -1,7 +1,7 @@
 """Issue 28: where NN-descent loses recall, and what a neighbours-of-neighbours round gives back.
 
 On the UMI-like synthetic cells of ``bench_scale.synth`` (planted hierarchy, 2,000 genes), the
-approximate search of ``--knn-method nndescent`` (``search.approximate_neighbours``) is run
+approximate search of ``--knn-method nndescent`` (``search.approximate_neighbors``) is run
 unpartitioned and with partitions forced (``search.SEARCH_BYTES`` lowered so that a partition holds
 ``--part`` of the samples, as 536,000 of 1,000,000 do at the default budget of uint16 vectors), each with and without
 one :func:`search.refine` round; recall@k of 1,000 sampled rows against their exact neighbours
@@ -22,12 +22,12 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from bench_scale import recall, synth  # noqa: E402
+import harness
+from bench_scale import recall, synth
+from partition_probe import exact_rows
 
-import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli.knn import _search as search  # noqa: E402
-from partition_probe import exact_rows  # noqa: E402
+import hdtwd_cli as hd
+from hdtwd_cli.knn import _search as search
 
 
 def main() -> None:
@@ -37,15 +37,26 @@ def main() -> None:
     ap.add_argument("--part", type=float, default=0.54, help="fraction of the samples per forced partition")
     ap.add_argument("--modes", default="whole,partitioned", help="whole (the default budget) and/or partitioned")
     ap.add_argument("--hops", default="4,14", help="refine variants: neighbours whose lists are added ('' none)")
-    ap.add_argument("--search-bytes", type=float, default=None,
-                    help="the 'whole' mode's search.SEARCH_BYTES (default: the library's, 4 GiB)")
+    ap.add_argument(
+        "--search-bytes",
+        type=float,
+        default=None,
+        help="the 'whole' mode's search.SEARCH_BYTES (default: the library's, 4 GiB)",
+    )
     args = ap.parse_args()
     n, k = args.n, args.k
     X = sp.load_npz(synth(n)).tocsr()
     t = time.perf_counter()
     tv = hd.distance_vectors(X, hd.learn_tree(X)).base
-    out: dict = {"n": n, "k": k, "part": args.part, "search_bytes": args.search_bytes, "tree_s": time.perf_counter() - t,
-                 "machine": harness.machine_line(), "commit": harness.git_commit()}
+    out: dict = {
+        "n": n,
+        "k": k,
+        "part": args.part,
+        "search_bytes": args.search_bytes,
+        "tree_s": time.perf_counter() - t,
+        "machine": harness.machine_line(),
+        "commit": harness.git_commit(),
+    }
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
     t = time.perf_counter()
     exact = exact_rows(tv, rows, k)
@@ -57,7 +68,7 @@ def main() -> None:
     for label in args.modes.split(","):
         search.SEARCH_BYTES = budgets[label]
         t = time.perf_counter()
-        idx, _ = search.approximate_neighbours(tv, k, seed=0)
+        idx, _ = search.approximate_neighbors(tv, k, seed=0)
         res = {"recall": recall(exact, idx[rows]), "search_s": time.perf_counter() - t}
         for hops in [int(h) for h in args.hops.split(",") if h]:
             t = time.perf_counter()

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import harness  # noqa: E402
-from sets import load_set  # noqa: E402
+import harness
+from sets import load_set
 
-import hdtwd_cli as hd  # noqa: E402
-from hdtwd_cli.knn import _nndescent as _nndescent  # noqa: E402
+import hdtwd_cli as hd
+from hdtwd_cli.knn import _nndescent as _nndescent
 
 
 def recall(a: np.ndarray, b: np.ndarray) -> float:

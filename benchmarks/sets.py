@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-
 from datasets import load
 
 __all__ = ["SETS", "TEXT_DIR", "load_set", "write_set_h5ad"]
@@ -35,11 +34,18 @@ def load_set(name: str) -> tuple[np.ndarray | sp.csr_matrix, list[str], dict[str
 
         a = sc.datasets.pbmc68k_reduced()
         X = a.raw.X.toarray() if sp.issparse(a.raw.X) else np.asarray(a.raw.X)
-        return np.asarray(X, dtype=np.float64), list(a.raw.var_names), {"pbmc": np.asarray(a.obs["bulk_labels"]).astype(str)}
+        return (
+            np.asarray(X, dtype=np.float64),
+            list(a.raw.var_names),
+            {"pbmc": np.asarray(a.obs["bulk_labels"]).astype(str)},
+        )
     if name == "zeisel":
         z48, z7 = load("zeisel48"), load("zeisel7")
-        return z48.X, list(z48.feature_names), {"zeisel48": np.asarray(z48.labels).astype(str),
-                                                "zeisel7": np.asarray(z7.labels).astype(str)}
+        return (
+            z48.X,
+            list(z48.feature_names),
+            {"zeisel48": np.asarray(z48.labels).astype(str), "zeisel7": np.asarray(z7.labels).astype(str)},
+        )
     d = load(name)
     return d.X, list(d.feature_names), {name: np.asarray(d.labels).astype(str)}
 

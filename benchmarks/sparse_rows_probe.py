@@ -24,10 +24,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from bench_pairwise import make_corpus, random_tree  # noqa: E402
+from bench_pairwise import make_corpus, random_tree
 
-from hdtwd_cli.twd._kernels import l1_distances  # noqa: E402
-from hdtwd_cli.twd._distance import twd_vectors  # noqa: E402
+from hdtwd_cli.twd._distance import twd_vectors
+from hdtwd_cli.twd._kernels import l1_distances
 
 
 @njit(parallel=True, cache=True)
@@ -60,8 +60,10 @@ def main() -> None:
     T = random_tree(24000)
     Y = twd_vectors(T, X, None, "float64")[0]
     Ysp = sp.csr_matrix(Y)
-    print(f"{n} documents: TWD vectors {Y.shape[1]} of {T.n_nodes} nodes kept (zero weight or zero mass dropped); "
-          f"density {Ysp.nnz / Y.size:.4f}, {Ysp.nnz / n:.0f} non-zeros per row (x: {X.nnz / n:.0f})")
+    print(
+        f"{n} documents: TWD vectors {Y.shape[1]} of {T.n_nodes} nodes kept (zero weight or zero mass dropped); "
+        f"density {Ysp.nnz / Y.size:.4f}, {Ysp.nnz / n:.0f} non-zeros per row (x: {X.nnz / n:.0f})"
+    )
     out = np.zeros((n, n))
     sparse_l1(Ysp.indptr[:3], Ysp.indices, Ysp.data, Y.shape[1], np.zeros((2, 2)))
     l1_distances(Y[:20])
@@ -72,8 +74,10 @@ def main() -> None:
         t = time.perf_counter()
         sparse_l1(Ysp.indptr, Ysp.indices, Ysp.data, Y.shape[1], out)
         ts = time.perf_counter() - t
-        print(f"dense {td:.2f} s, sparse {ts:.2f} s, dense/sparse {td / ts:.2f}, "
-              f"max rel diff {np.abs(D - out).max() / D.max():.1e}")
+        print(
+            f"dense {td:.2f} s, sparse {ts:.2f} s, dense/sparse {td / ts:.2f}, "
+            f"max rel diff {np.abs(D - out).max() / D.max():.1e}"
+        )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ DOCS = Path(__file__).resolve().parent
 sys.path.insert(0, str(DOCS.parent))
 os.environ.setdefault("MPLBACKEND", "Agg")
 
-import hdtwd_cli  # noqa: E402
-from hdtwd_cli.cli._manpage import cli_reference  # noqa: E402
+import hdtwd_cli
+from hdtwd_cli.cli._manpage import cli_reference
 
 project = "hdtwd"
 author = "the hdtwd developers"

@@ -38,8 +38,20 @@ from hdtwd_cli.errors import (
 #: ``import hdtwd_cli`` and ``hdtwd --version`` do not pay for numba, scipy and anndata.
 _LAZY = {
     **dict.fromkeys(
-        ("DistanceVectors", "FeatureEmbedding", "KnnGraph", "classify", "decode_tree", "distance_vectors",
-         "distances", "embed", "knn_graph", "learn_tree", "neighbors", "tree_vectors"),
+        (
+            "DistanceVectors",
+            "FeatureEmbedding",
+            "KnnGraph",
+            "classify",
+            "decode_tree",
+            "distance_vectors",
+            "distances",
+            "embed",
+            "knn_graph",
+            "learn_tree",
+            "neighbors",
+            "tree_vectors",
+        ),
         "hdtwd_cli._api",
     ),
     "TreeParams": "hdtwd_cli.tree._params",

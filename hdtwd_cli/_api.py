@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from hdtwd_cli._version import __version__
 from hdtwd_cli._defaults import OT_BUDGET, OT_METHODS
 from hdtwd_cli._runtime.memory import available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._runtime.sparse import sp
+from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import (
     HdtwdError,
     HdtwdWarning,
@@ -67,7 +67,7 @@ from hdtwd_cli.knn._graph import (
     umap_connectivities,
     with_self,
 )
-from hdtwd_cli.knn._search import choose_method, neighbours
+from hdtwd_cli.knn._search import choose_method, search_neighbors
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding
 from hdtwd_cli.tree._learn import (
@@ -204,21 +204,33 @@ def learn_tree(
     return _learn(Xm, _names(feature_names, Xm.shape[1]), params, feature_embedding, check_memory, progress)
 
 
-def _learn(Xt: np.ndarray | sp.csr_matrix, names: list[str], params: TreeParams,
-           feature_embedding: tuple[np.ndarray, Sequence[str]] | None, check_memory: bool,
-           progress: Reporter | bool | None) -> Tree:
+def _learn(
+    Xt: np.ndarray | sp.csr_matrix,
+    names: list[str],
+    params: TreeParams,
+    feature_embedding: tuple[np.ndarray, Sequence[str]] | None,
+    check_memory: bool,
+    progress: Reporter | bool | None,
+) -> Tree:
     """:func:`learn_tree` on data already checked and transformed by ``params.transform``."""
     _data_errors(lambda: check_histograms(Xt))
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
     have = available_memory() if check_memory else None
-    return _data_errors(lambda: learn_trees(Xt, names, params, [params.scales], _reporter(progress), None, have,
-                                            vectors)[params.scales])
+    return _data_errors(
+        lambda: learn_trees(Xt, names, params, [params.scales], _reporter(progress), None, have, vectors)[params.scales]
+    )
 
 
 def _tree_for(
-    X: np.ndarray | sp.csr_matrix, names: list[str], tree: Tree | None, params: TreeParams | None,
-    feature_embedding: tuple[np.ndarray, Sequence[str]] | None, unseen: str, transform: str | None,
-    more_names: Sequence[str], progress: Reporter | bool | None,
+    X: np.ndarray | sp.csr_matrix,
+    names: list[str],
+    tree: Tree | None,
+    params: TreeParams | None,
+    feature_embedding: tuple[np.ndarray, Sequence[str]] | None,
+    unseen: str,
+    transform: str | None,
+    more_names: Sequence[str],
+    progress: Reporter | bool | None,
 ) -> tuple[Tree, str, dict[str, Any], np.ndarray | sp.csr_matrix]:
     """The tree to use (learned from ``X`` or the given one), its data transform, a record, and
     ``X`` transformed (once)."""
@@ -227,15 +239,17 @@ def _tree_for(
     if tree is None:
         if unseen != "error":
             raise ParameterError("applies to a stored tree only ({b})", "unseen", b="tree")
-        params = (params or TreeParams())
+        params = params or TreeParams()
         if transform is not None:
             params = params.replace(transform=transform)
         Xt = apply_transform(X, params.transform)
         T = _learn(Xt, names, params, feature_embedding, True, progress)
         return T, params.transform, {"tree_source": "learned", "params": dict(T.metadata)}, Xt
     if params is not None or feature_embedding is not None:
-        raise ParameterError("{arg} only applies when the tree is learned (tree=None)",
-                             "params" if params is not None else "feature_embedding")
+        raise ParameterError(
+            "{arg} only applies when the tree is learned (tree=None)",
+            "params" if params is not None else "feature_embedding",
+        )
     stored = str(tree.metadata.get("transform", "none"))
     if transform is not None and transform != stored:
         raise ParameterError(f"is {transform!r} but the tree was learned with {stored!r}", "transform")
@@ -246,8 +260,11 @@ def _tree_for(
 
 def _check_k(n_neighbors: int, n: int) -> None:
     if not (int(n_neighbors) == n_neighbors and 2 <= n_neighbors <= n):
-        raise ParameterError(f"must be an integer between 2 and the number of samples ({n}), counting the "
-                             f"sample itself as scanpy does; got {n_neighbors}", "n_neighbors")
+        raise ParameterError(
+            f"must be an integer between 2 and the number of samples ({n}), counting the "
+            f"sample itself as scanpy does; got {n_neighbors}",
+            "n_neighbors",
+        )
 
 
 @dataclass
@@ -315,7 +332,8 @@ class DistanceVectors:
                 raise ResourceError(
                     f"the {rows} x {cols} distance matrix needs about {human_bytes(need)} but {human_bytes(have)} "
                     "are available; write it in blocks (DistanceVectors.blocks; CLI: -o FILE.h5) or keep only each "
-                    "sample's nearest neighbours (knn_graph; CLI: --knn K)")
+                    "sample's nearest neighbours (knn_graph; CLI: --knn K)"
+                )
         with self.progress.stage(f"tree-Wasserstein distances ({rows} x {cols})"):
             return tree_distances(self.base, self.queries, self.dtype, out=out)
 
@@ -327,15 +345,27 @@ class DistanceVectors:
         """Row blocks ``(start, D[start:start + block])``: memory of one block beyond the vectors."""
         return tree_distance_blocks(self.base, self.queries, block or self.block_rows(), self.dtype)
 
-    def to_zarr(self, path: str, row_names: Sequence[str] | None = None, col_names: Sequence[str] | None = None,
-                meta: dict | None = None, client: Any = None) -> None:
+    def to_zarr(
+        self,
+        path: str,
+        row_names: Sequence[str] | None = None,
+        col_names: Sequence[str] | None = None,
+        meta: dict | None = None,
+        client: Any = None,
+    ) -> None:
         """Write the (cross) distance matrix as a chunked Zarr store, by the workers of ``client``
         (a ``dask.distributed.Client``) when given; the same bits either way (:mod:`hdtwd_cli.knn._dask`)."""
         from hdtwd_cli.knn._dask import write_zarr
 
         rows, cols = self.shape
-        write_zarr(path, self, [f"s{i}" for i in range(rows)] if row_names is None else list(row_names),
-                   [f"s{i}" for i in range(cols)] if col_names is None else list(col_names), meta or {}, client)
+        write_zarr(
+            path,
+            self,
+            [f"s{i}" for i in range(rows)] if row_names is None else list(row_names),
+            [f"s{i}" for i in range(cols)] if col_names is None else list(col_names),
+            meta or {},
+            client,
+        )
 
     def vectors_for_obsm(self, store: bool | None = None) -> np.ndarray | None:
         """The TWD vectors to store as ``obsm["X_hdtwd"]``: always (``True``), never (``False``), or
@@ -344,15 +374,19 @@ class DistanceVectors:
         if store is None:
             store = size <= VECTORS_MAX_BYTES
             if not store:
-                warnings.warn(f"the TWD vectors ({human_bytes(size)}) are not stored in obsm['X_hdtwd'] (above "
-                              f"{human_bytes(VECTORS_MAX_BYTES)}); store_vectors=True (CLI: --store-vectors) stores them",
-                              HdtwdWarning, stacklevel=3)
+                warnings.warn(
+                    f"the TWD vectors ({human_bytes(size)}) are not stored in obsm['X_hdtwd'] (above "
+                    f"{human_bytes(VECTORS_MAX_BYTES)}); store_vectors=True (CLI: --store-vectors) stores them",
+                    HdtwdWarning,
+                    stacklevel=3,
+                )
         return self.base.rows() if store else None
 
     def knn(self, n_neighbors: int, method: str = "exact", seed: int = 0, client: Any = None) -> KnnGraph:
         """The kNN graph without an n x n matrix (vectors computed per row block: memory O(n k)).
 
-        ``method``: ``exact``, ``nndescent`` (approximate candidates, exact distances) or ``auto``
+        ``method``: ``exact``, ``nndescent`` (hdtwd's NN-descent: approximate candidates, exact
+        distances), ``pynndescent`` (pynndescent's candidates, the same exact re-ranking) or ``auto``
         (:mod:`hdtwd_cli.knn._search`); ``client``: a ``dask.distributed.Client`` that runs either search
         as tasks (:mod:`hdtwd_cli.knn._dask`), with the same bits.
         """
@@ -360,9 +394,10 @@ class DistanceVectors:
             raise ParameterError("a kNN graph is of one set of samples: give no {arg}", "reference")
         _check_k(n_neighbors, self.base.n)
         chosen = choose_method(method, self.base.n)
-        with self.progress.stage(f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})",
-                                 self.base.n) as adv:
-            idx, dist = neighbours(self.base, n_neighbors - 1, chosen, seed, adv, client, self.progress.info)
+        with self.progress.stage(
+            f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})", self.base.n
+        ) as adv:
+            idx, dist = search_neighbors(self.base, n_neighbors - 1, chosen, seed, adv, client, self.progress.info)
         idx, dist = with_self(idx, dist)
         return KnnGraph(idx, dist, dict(self.record, n_neighbors=int(n_neighbors), knn_method=chosen, seed=int(seed)))
 
@@ -468,10 +503,19 @@ def distances(
     >>> D.shape, bool(np.allclose(D, D.T)), float(D.trace())
     ((40, 40), True, 0.0)
     """
-    return distance_vectors(X, tree, reference, feature_names=feature_names,
-                            reference_feature_names=reference_feature_names, params=params,
-                            feature_embedding=feature_embedding, transform=transform, unseen=unseen, dtype=dtype,
-                            progress=progress).matrix()
+    return distance_vectors(
+        X,
+        tree,
+        reference,
+        feature_names=feature_names,
+        reference_feature_names=reference_feature_names,
+        params=params,
+        feature_embedding=feature_embedding,
+        transform=transform,
+        unseen=unseen,
+        dtype=dtype,
+        progress=progress,
+    ).matrix()
 
 
 def tree_vectors(
@@ -520,16 +564,24 @@ def knn_graph(
 
     ``n_neighbors`` counts the sample itself, as scanpy's does: ``n_neighbors - 1`` other samples.
     ``method``: ``exact``, ``nndescent`` (NN-descent candidates re-ranked by the exact TWD: the
-    distances are exact, the neighbour set approximate) or ``auto`` (NN-descent above
+    distances are exact, the neighbour set approximate), ``pynndescent`` (pynndescent's candidates,
+    the same re-ranking; needs the package and the tree vectors in memory) or ``auto`` (NN-descent above
     :data:`hdtwd_cli.knn._search.AUTO_NNDESCENT_ABOVE` samples); ``seed`` makes NN-descent
     deterministic; ``client`` (a ``dask.distributed.Client``) runs the exact search on a cluster.
     """
-    return distance_vectors(X, tree, feature_names=feature_names, params=params, feature_embedding=feature_embedding,
-                            unseen=unseen, n_neighbors=n_neighbors, progress=progress).knn(n_neighbors, method, seed,
-                                                                                           client)
+    return distance_vectors(
+        X,
+        tree,
+        feature_names=feature_names,
+        params=params,
+        feature_embedding=feature_embedding,
+        unseen=unseen,
+        n_neighbors=n_neighbors,
+        progress=progress,
+    ).knn(n_neighbors, method, seed, client)
 
 
-def _adata_matrix(adata: "anndata.AnnData", layer: str | None, use_raw: bool | None) -> tuple[Any, list[str], str]:
+def _adata_matrix(adata: anndata.AnnData, layer: str | None, use_raw: bool | None) -> tuple[Any, list[str], str]:
     """The matrix ``neighbors`` reads: ``layers[layer]``, ``raw.X`` or ``X`` (see :func:`neighbors`)."""
     if layer is not None and use_raw:
         raise ParameterError("{arg} and {b} exclude each other", "layer", b="use_raw")
@@ -549,7 +601,7 @@ def _adata_matrix(adata: "anndata.AnnData", layer: str | None, use_raw: bool | N
 
 
 def neighbors(
-    adata: "anndata.AnnData",
+    adata: anndata.AnnData,
     n_neighbors: int = 15,
     *,
     tree: Tree | None = None,
@@ -565,7 +617,7 @@ def neighbors(
     seed: int = 0,
     client: Any = None,
     progress: Reporter | bool | None = None,
-) -> "anndata.AnnData | None":
+) -> anndata.AnnData | None:
     """The TWD kNN graph of the cells, written into ``adata`` exactly as ``sc.pp.neighbors`` writes its graph.
 
     Afterwards ``sc.tl.umap``, ``sc.tl.leiden``, ``sc.tl.paga``, ``sc.tl.diffmap`` ... run on the
@@ -622,24 +674,37 @@ def neighbors(
     X, names, source = _adata_matrix(ad, layer, use_raw)
     if X is None:
         raise ParameterError("adata has no X", "adata")
-    dv = distance_vectors(X, tree, feature_names=names, params=params, feature_embedding=feature_embedding,
-                          unseen=unseen, n_neighbors=n_neighbors, progress=progress)
+    dv = distance_vectors(
+        X,
+        tree,
+        feature_names=names,
+        params=params,
+        feature_embedding=feature_embedding,
+        unseen=unseen,
+        n_neighbors=n_neighbors,
+        progress=progress,
+    )
     graph = dv.knn(n_neighbors, method, seed, client)
     write_graph(ad, graph, key_added, dv.vectors_for_obsm(store_vectors), dict(graph.params, input=source))
     return ad if copy else None
 
 
-def write_graph(adata: "anndata.AnnData", graph: KnnGraph, key_added: str | None, vectors: np.ndarray | None,
-                record: dict[str, Any]) -> None:
+def write_graph(
+    adata: anndata.AnnData, graph: KnnGraph, key_added: str | None, vectors: np.ndarray | None, record: dict[str, Any]
+) -> None:
     """Put ``graph`` into ``adata`` in ``sc.pp.neighbors``' layout (see :func:`neighbors`)."""
     key, dkey, ckey = scanpy_keys(key_added)
     if vectors is not None:
         adata.obsm["X_hdtwd"] = vectors
     adata.obsp[dkey] = graph.distance_matrix()
     adata.obsp[ckey] = graph.connectivities()
-    adata.uns[key] = scanpy_neighbors_uns(key_added, graph.n_neighbors, int(record.get("seed", 0)),
-                                          use_rep="X_hdtwd" if vectors is not None else None,
-                                          extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)})
+    adata.uns[key] = scanpy_neighbors_uns(
+        key_added,
+        graph.n_neighbors,
+        int(record.get("seed", 0)),
+        use_rep="X_hdtwd" if vectors is not None else None,
+        extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)},
+    )
 
 
 def classify(
@@ -720,13 +785,38 @@ def classify(
     if ks[-1] > n_train:
         raise ParameterError(f"the largest {{arg}} ({ks[-1]}) exceeds the {n_train} training samples per split", "k")
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
-    results = _data_errors(lambda: evaluate(apply_transform(Xm, base.transform), names, y, chosen, eps_grid,
-                                            scales_grid, base, ks, splits, test_size, seed, progress=progress,
-                                            embedding=vectors, ot_budget=ot_budget))
-    return summarise(results, {
-        "n_samples": Xm.shape[0], "n_features": Xm.shape[1], "n_classes": int(len(np.unique(y))), "splits": splits,
-        "test_size": test_size, "seed": seed, "k": ks, "hdtwd_version": __version__, "transform": base.transform,
-    })
+    results = _data_errors(
+        lambda: evaluate(
+            apply_transform(Xm, base.transform),
+            names,
+            y,
+            chosen,
+            eps_grid,
+            scales_grid,
+            base,
+            ks,
+            splits,
+            test_size,
+            seed,
+            progress=progress,
+            embedding=vectors,
+            ot_budget=ot_budget,
+        )
+    )
+    return summarise(
+        results,
+        {
+            "n_samples": Xm.shape[0],
+            "n_features": Xm.shape[1],
+            "n_classes": int(len(np.unique(y))),
+            "splits": splits,
+            "test_size": test_size,
+            "seed": seed,
+            "k": ks,
+            "hdtwd_version": __version__,
+            "transform": base.transform,
+        },
+    )
 
 
 def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
@@ -737,12 +827,20 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
     beside tf-idf, documents' word counts only tf-idf."""
     counts = is_count_data(X)
     cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
-    chosen = list(methods) if methods else ["hdtwd", "cosine", "euclidean", "l1"] + (
-        ["tfidf-l1", "tfidf-cosine"] if counts else []) + (["pca"] if cooccur else [])
+    chosen = (
+        list(methods)
+        if methods
+        else ["hdtwd", "cosine", "euclidean", "l1"]
+        + (["tfidf-l1", "tfidf-cosine"] if counts else [])
+        + (["pca"] if cooccur else [])
+    )
     unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES + TREE_METHODS + OT_METHODS]
     if unknown:
-        raise ParameterError(f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, "
-                             f"{', '.join(BASELINES + TREE_METHODS + OT_METHODS)}", "methods")
+        raise ParameterError(
+            f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, "
+            f"{', '.join(BASELINES + TREE_METHODS + OT_METHODS)}",
+            "methods",
+        )
     if set(chosen) & set(OT_METHODS):
         try:
             require_pot()
@@ -776,8 +874,16 @@ class FeatureEmbedding:
         s = self.space
         weights = None if s.weights is None else [s.weights[n] for n in s.names + s.unplaced]
         record = {**self.params.as_dict(), "feature_source": s.source, "latent_energy": s.shared, **(extra or {})}
-        write_embedding(target, self.embedding, self.operator, s.names, s.unplaced, record,
-                        {"hdtwd_version": __version__, **(meta or {})}, weights)
+        write_embedding(
+            target,
+            self.embedding,
+            self.operator,
+            s.names,
+            s.unplaced,
+            record,
+            {"hdtwd_version": __version__, **(meta or {})},
+            weights,
+        )
 
     def stored(self) -> Any:
         """What :func:`hdtwd_cli.io.read_embedding` would read back from :meth:`write`'s file (an
@@ -813,13 +919,23 @@ def embed(
     vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
     space = _data_errors(lambda: feature_space(Xm, names, params, vectors))
     if len(space.names) < 2:
-        raise InputError("fewer than two features can be placed (non-zero columns, or vectors in the feature "
-                         "embedding): nothing to embed")
+        raise InputError(
+            "fewer than two features can be placed (non-zero columns, or vectors in the feature "
+            "embedding): nothing to embed"
+        )
     F = space.matrix
     if check_memory:
         have = available_memory()
-        need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None, params, have, None,
-                                 ("diffusion", "embedding"), store_embedding=True)
+        need = check_tree_memory(
+            F.shape[0],
+            F.shape[1],
+            F.nnz if sp.issparse(F) else None,
+            params,
+            have,
+            None,
+            ("diffusion", "embedding"),
+            store_embedding=True,
+        )
         rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {have / 1e9:.1f} GB available)")
     op, emb = _data_errors(lambda: _embed_stages(F, params, rep))
     place(space, op, rep)
@@ -858,15 +974,26 @@ def decode_tree(
     tree = decode_from_embedding(emb, stored.feature_names, rep, rule, weights, tie_ranks=n_landmarks == 0)
     dropped = list(stored.diffusion.get("dropped", []))
     fw = stored.diffusion.get("feature_weights")
-    space = FeatureSpace(None, stored.feature_names, dropped,  # type: ignore[arg-type]
-                         None if fw is None else dict(zip(stored.feature_names + dropped, np.asarray(fw).tolist())),
-                         str(stored.params.get("feature_source", "data")),
-                         float(stored.params.get("latent_energy", 1.0)))
+    space = FeatureSpace(
+        None,
+        stored.feature_names,
+        dropped,
+        None if fw is None else dict(zip(stored.feature_names + dropped, np.asarray(fw).tolist())),
+        str(stored.params.get("feature_source", "data")),
+        float(stored.params.get("latent_energy", 1.0)),
+    )
     lam = stored.params.get("leaf_length")  # absent: the automatic rule, from the stored energy
     tree = finish_tree(tree, space, TreeParams(leaf_length=None if lam is None else float(lam)))
     meta = {**stored.params, **tree.metadata}
-    meta.update({"linkage": rule, "edge_weights": weights, "eps_used": stored.diffusion.get("eps"),
-                 "sigma": stored.diffusion.get("sigma"), "unplaced_features": len(dropped),
-                 "mean_leaf_depth": tree.metadata["mean_leaf_depth"]})
+    meta.update(
+        {
+            "linkage": rule,
+            "edge_weights": weights,
+            "eps_used": stored.diffusion.get("eps"),
+            "sigma": stored.diffusion.get("sigma"),
+            "unplaced_features": len(dropped),
+            "mean_leaf_depth": tree.metadata["mean_leaf_depth"],
+        }
+    )
     tree.metadata.update(meta)
     return tree

@@ -9,9 +9,28 @@ from __future__ import annotations
 
 from typing import Any, Literal, get_args
 
-__all__ = ["Metric", "Bandwidth", "METRICS", "BANDWIDTHS", "PRESETS", "TRANSFORMS", "DEFAULT_EPS", "DEFAULT_SCALES",
-           "WEIGHTINGS", "FEATURE_SPACES", "LANDMARK_METHODS", "AUTO_LANDMARKS_ABOVE", "DEFAULT_LANDMARKS",
-           "LINKAGES", "EDGE_WEIGHTS", "DEFAULT_K", "BASELINES", "TREE_METHODS", "OT_METHODS", "OT_BUDGET"]
+__all__ = [
+    "Metric",
+    "Bandwidth",
+    "METRICS",
+    "BANDWIDTHS",
+    "PRESETS",
+    "TRANSFORMS",
+    "DEFAULT_EPS",
+    "DEFAULT_SCALES",
+    "WEIGHTINGS",
+    "FEATURE_SPACES",
+    "LANDMARK_METHODS",
+    "AUTO_LANDMARKS_ABOVE",
+    "DEFAULT_LANDMARKS",
+    "LINKAGES",
+    "EDGE_WEIGHTS",
+    "DEFAULT_K",
+    "BASELINES",
+    "TREE_METHODS",
+    "OT_METHODS",
+    "OT_BUDGET",
+]
 
 Metric = Literal["cosine", "euclidean"]
 Bandwidth = Literal["median", "knn"]
@@ -22,14 +41,40 @@ BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
 #: Eq. 5, with the paper's default grid point c = 1, K = 7); ``default`` is the library default,
 #: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
 PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "single", "bandwidth": "median",
-              "edge_weights": "midpoint", "transform": "none", "landmark_eps": None,
-              "feature_space": "data", "feature_dims": 100, "weighting": "none", "leaf_length": 0.0, "min_df": 1,
-              "max_features": 0, "denoise": 0},
-    "default": {"eps": 1.0, "scales": 7, "metric": "cosine", "linkage": "complete", "bandwidth": "knn",
-                "edge_weights": "lca", "transform": "none", "landmark_eps": 0.1,
-                "feature_space": "auto", "feature_dims": 100, "weighting": "idf", "leaf_length": None, "min_df": 1,
-                "max_features": 20000, "denoise": 0},
+    "paper": {
+        "eps": 1.0,
+        "scales": 7,
+        "metric": "cosine",
+        "linkage": "single",
+        "bandwidth": "median",
+        "edge_weights": "midpoint",
+        "transform": "none",
+        "landmark_eps": None,
+        "feature_space": "data",
+        "feature_dims": 100,
+        "weighting": "none",
+        "leaf_length": 0.0,
+        "min_df": 1,
+        "max_features": 0,
+        "denoise": 0,
+    },
+    "default": {
+        "eps": 1.0,
+        "scales": 7,
+        "metric": "cosine",
+        "linkage": "complete",
+        "bandwidth": "knn",
+        "edge_weights": "lca",
+        "transform": "none",
+        "landmark_eps": 0.1,
+        "feature_space": "auto",
+        "feature_dims": 100,
+        "weighting": "idf",
+        "leaf_length": None,
+        "min_df": 1,
+        "max_features": 20000,
+        "denoise": 0,
+    },
 }
 #: Element-wise transforms of the data (:func:`hdtwd_cli.pipeline.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")

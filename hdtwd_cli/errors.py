@@ -30,8 +30,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["HdtwdError", "InputError", "ParameterError", "OutputError", "ResourceError", "ClusterError",
-           "HdtwdWarning", "Terminated"]
+__all__ = [
+    "HdtwdError",
+    "InputError",
+    "ParameterError",
+    "OutputError",
+    "ResourceError",
+    "ClusterError",
+    "HdtwdWarning",
+    "Terminated",
+]
 
 
 class HdtwdWarning(UserWarning):
@@ -103,7 +111,19 @@ class ResourceError(HdtwdError):
     exit_code = 4
 
 
-_RECEIVED: list[int] = []  # signals turned into Terminated (the command line's handler appends)
+_RECEIVED: list[int] = []  # signals turned into Terminated, in the order they arrived
+
+
+def terminated_by(signum: int) -> Terminated:
+    """Record that the termination signal ``signum`` arrived (:func:`check_terminated` re-raises it
+    later) and return the exception the signal handler raises."""
+    _RECEIVED.append(signum)
+    return Terminated(signum)
+
+
+def termination_received() -> bool:
+    """Whether a termination signal has arrived in this process."""
+    return bool(_RECEIVED)
 
 
 def check_terminated() -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,11 +34,13 @@ def _npy(tmp: Path, name: str, arr: np.ndarray) -> Path:
 
 def _genomes(tmp: Path) -> Path:
     from test_formats import write_10x_h5_genomes
+
     return Path(write_10x_h5_genomes(str(tmp / "multiple_genomes.h5")))
 
 
 def _tree(tmp: Path) -> Path:
     from conftest import run_hdtwd
+
     t = tmp / "T.h5"
     run_hdtwd("distance", SAMPLE / "produce.csv", "--save-tree", t, "-o", tmp / "ignore.npy")
     (tmp / "ignore.npy").unlink()
@@ -50,7 +52,6 @@ def _truncated(tmp: Path) -> Path:
     p = tmp / "cut.h5ad"
     p.write_bytes(data[: len(data) // 3])
     return p
-
 
 
 def _tree_edit(tmp: Path, node: int, parent: int) -> Path:
@@ -80,6 +81,7 @@ def _denoiser_edit(tmp: Path) -> Path:
 
 def _truncated_embedding(tmp: Path) -> Path:
     from conftest import run_hdtwd
+
     e = tmp / "E.h5"
     run_hdtwd("embed", SAMPLE / "produce.csv", "-o", e)
     data = e.read_bytes()
@@ -119,14 +121,19 @@ def _ten_x(tmp: Path, drop: str | None = None) -> Path:
 
 def _npy_variant(tmp: Path, name: str, kind: str) -> Path:
     X = np.array([[1, 2, 0, 3], [0, 3, 1, 1], [2, 2, 2, 0], [1, 0, 4, 1]], dtype=np.float64)
-    arr = {"f16": X.astype(np.float16), "be": X.astype(">f8"), "fortran": np.asfortranarray(X),
-           "big-int": (X * 2**54).astype(np.int64)}[kind]
+    arr = {
+        "f16": X.astype(np.float16),
+        "be": X.astype(">f8"),
+        "fortran": np.asfortranarray(X),
+        "big-int": (X * 2**54).astype(np.int64),
+    }[kind]
     p = tmp / name
     np.save(p, arr)
     return p
 
 
 Case = tuple[str, str, Callable[[Path], list], int, str]
+
 
 def _scaled_h5ad(t):
     import anndata
@@ -139,206 +146,640 @@ def _scaled_h5ad(t):
 
 
 CASES: list[Case] = [
-    ("negative", "a negative value", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,-2\n3,4\n"), "-o", t / "D.npy"],
-     2, "negative values"),
-    ("nan", "a NaN in a .npy", lambda t: ["distance", _npy(t, "x.npy", np.array([[1.0, np.nan], [1, 2]])), "-o", t / "D.npy"],
-     2, "NaN or infinite"),
-    ("inf", "'inf' in a CSV", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,inf\n3,4\n"), "-o", t / "D.npy"],
-     2, "NaN or infinite"),
-    ("na-text", "'NA' in a CSV", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,NA\n3,4\n"), "-o", t / "D.npy"],
-     2, "'NA' is not a number"),
-    ("zero-row", "an all-zero sample", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n0,0,0\n4,5,6\n"), "-o", t / "D.npy"],
-     2, "row 1 sums to zero"),
-    ("zero-col", "an all-zero feature column (a leaf hung from the root; -v says so)",
-     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,0,3\n2,0,1\n4,0,6\n"), "-o", t / "D.npy", "-v"], 0,
-     "1 feature(s) without a vector hang from the root"),
-    ("one-sample", "one sample", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n"), "-o", t / "D.npy"],
-     2, "median distance is 0"),
-    ("one-feature", "one feature", lambda t: ["distance", _w(t, "x.csv", "a\n1\n2\n"), "-o", t / "D.npy"],
-     2, "fewer than two features can be placed"),
-    ("text-cell", "a word among the numbers", lambda t: ["distance", _w(t, "x.csv", "a,b\n1,2\n3,four\n"), "-o", t / "D.npy"],
-     2, "line 3, column 2: 'four' is not a number"),
-    ("ragged", "a ragged CSV", lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n4,5\n"), "-o", t / "D.npy"],
-     2, "line 3 has 2 fields, expected 3"),
+    (
+        "negative",
+        "a negative value",
+        lambda t: ["distance", _w(t, "x.csv", "a,b\n1,-2\n3,4\n"), "-o", t / "D.npy"],
+        2,
+        "negative values",
+    ),
+    (
+        "nan",
+        "a NaN in a .npy",
+        lambda t: ["distance", _npy(t, "x.npy", np.array([[1.0, np.nan], [1, 2]])), "-o", t / "D.npy"],
+        2,
+        "NaN or infinite",
+    ),
+    (
+        "inf",
+        "'inf' in a CSV",
+        lambda t: ["distance", _w(t, "x.csv", "a,b\n1,inf\n3,4\n"), "-o", t / "D.npy"],
+        2,
+        "NaN or infinite",
+    ),
+    (
+        "na-text",
+        "'NA' in a CSV",
+        lambda t: ["distance", _w(t, "x.csv", "a,b\n1,NA\n3,4\n"), "-o", t / "D.npy"],
+        2,
+        "'NA' is not a number",
+    ),
+    (
+        "zero-row",
+        "an all-zero sample",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n0,0,0\n4,5,6\n"), "-o", t / "D.npy"],
+        2,
+        "row 1 sums to zero",
+    ),
+    (
+        "zero-col",
+        "an all-zero feature column (a leaf hung from the root; -v says so)",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,0,3\n2,0,1\n4,0,6\n"), "-o", t / "D.npy", "-v"],
+        0,
+        "1 feature(s) without a vector hang from the root",
+    ),
+    (
+        "one-sample",
+        "one sample",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n"), "-o", t / "D.npy"],
+        2,
+        "median distance is 0",
+    ),
+    (
+        "one-feature",
+        "one feature",
+        lambda t: ["distance", _w(t, "x.csv", "a\n1\n2\n"), "-o", t / "D.npy"],
+        2,
+        "fewer than two features can be placed",
+    ),
+    (
+        "text-cell",
+        "a word among the numbers",
+        lambda t: ["distance", _w(t, "x.csv", "a,b\n1,2\n3,four\n"), "-o", t / "D.npy"],
+        2,
+        "line 3, column 2: 'four' is not a number",
+    ),
+    (
+        "ragged",
+        "a ragged CSV",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\n4,5\n"), "-o", t / "D.npy"],
+        2,
+        "line 3 has 2 fields, expected 3",
+    ),
     ("empty", "an empty file", lambda t: ["distance", _w(t, "x.csv", ""), "-o", t / "D.npy"], 2, "file is empty"),
-    ("header-only", "a header and no rows", lambda t: ["distance", _w(t, "x.csv", "a,b\n"), "-o", t / "D.npy"],
-     2, "no data rows"),
-    ("truncated-h5ad", "a truncated .h5ad", lambda t: ["distance", _truncated(t), "-o", t / "D.npy"],
-     2, "not an HDF5 file"),
-    ("text-h5ad", "a text file named .h5ad", lambda t: ["distance", _w(t, "x.h5ad", OK_CSV), "-o", t / "D.npy"],
-     2, "not an HDF5 file"),
-    ("no-layer", "an .h5ad without the requested layer",
-     lambda t: ["distance", SAMPLE / "cells.h5ad", "--layer", "counts", "-o", t / "D.npy"], 2, "no layer 'counts'"),
-    ("no-raw", "--use-raw on an .h5ad without .raw",
-     lambda t: ["distance", SAMPLE / "cells.h5ad", "--use-raw", "-o", t / "D.npy"], 2, "AnnData has no .raw"),
-    ("no-obs", "classify with a missing obs column",
-     lambda t: ["classify", SAMPLE / "cells.h5ad", "--labels", "obs:tissue"], 2, "obs has no column 'tissue'"),
-    ("tree-mismatch", "a tree whose features do not match the data",
-     lambda t: ["distance", SAMPLE / "cells.h5ad", "--tree", _tree(t), "-o", t / "D.npy"], 2, "are not the tree's leaf names"),
-    ("labels-count", "a labels file with the wrong count",
-     lambda t: ["classify", SAMPLE / "produce.csv", "--labels", _w(t, "y.txt", "a\nb\n")], 2, "2 labels for 100 samples"),
-    ("labels-blank", "a blank line inside the labels file",
-     lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\n\nb\n"), "--k", "1"], 2, "empty label on line 2"),
+    (
+        "header-only",
+        "a header and no rows",
+        lambda t: ["distance", _w(t, "x.csv", "a,b\n"), "-o", t / "D.npy"],
+        2,
+        "no data rows",
+    ),
+    (
+        "truncated-h5ad",
+        "a truncated .h5ad",
+        lambda t: ["distance", _truncated(t), "-o", t / "D.npy"],
+        2,
+        "not an HDF5 file",
+    ),
+    (
+        "text-h5ad",
+        "a text file named .h5ad",
+        lambda t: ["distance", _w(t, "x.h5ad", OK_CSV), "-o", t / "D.npy"],
+        2,
+        "not an HDF5 file",
+    ),
+    (
+        "no-layer",
+        "an .h5ad without the requested layer",
+        lambda t: ["distance", SAMPLE / "cells.h5ad", "--layer", "counts", "-o", t / "D.npy"],
+        2,
+        "no layer 'counts'",
+    ),
+    (
+        "no-raw",
+        "--use-raw on an .h5ad without .raw",
+        lambda t: ["distance", SAMPLE / "cells.h5ad", "--use-raw", "-o", t / "D.npy"],
+        2,
+        "AnnData has no .raw",
+    ),
+    (
+        "no-obs",
+        "classify with a missing obs column",
+        lambda t: ["classify", SAMPLE / "cells.h5ad", "--labels", "obs:tissue"],
+        2,
+        "obs has no column 'tissue'",
+    ),
+    (
+        "tree-mismatch",
+        "a tree whose features do not match the data",
+        lambda t: ["distance", SAMPLE / "cells.h5ad", "--tree", _tree(t), "-o", t / "D.npy"],
+        2,
+        "are not the tree's leaf names",
+    ),
+    (
+        "labels-count",
+        "a labels file with the wrong count",
+        lambda t: ["classify", SAMPLE / "produce.csv", "--labels", _w(t, "y.txt", "a\nb\n")],
+        2,
+        "2 labels for 100 samples",
+    ),
+    (
+        "labels-blank",
+        "a blank line inside the labels file",
+        lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\n\nb\n"), "--k", "1"],
+        2,
+        "empty label on line 2",
+    ),
     ("directory", "a directory as input", lambda t: ["distance", t, "-o", t / "D.npy"], 2, "is a directory"),
-    ("missing", "a path that does not exist", lambda t: ["distance", t / "nope.csv", "-o", t / "D.npy"], 2, "no such file"),
-    ("unwritable", "an output where nothing can be written",
-     lambda t: ["distance", SAMPLE / "produce.csv", "-o", "/proc/hdtwd-D.npy"], 3, "cannot write"),
-    ("no-dir", "an output in a missing directory",
-     lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "no" / "D.npy"], 3, "does not exist"),
-    ("out-is-in", "the output path equal to the input",
-     lambda t: ["distance", _w(t, "x.csv", OK_CSV), "-o", t / "x.csv"], 3, "output would overwrite the input"),
-    ("unknown-in", "an unknown input extension", lambda t: ["distance", _w(t, "x.xlsx", OK_CSV), "-o", t / "D.npy"],
-     2, "unknown file type '.xlsx'"),
-    ("unknown-out", "an unknown output extension", lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.txt"],
-     3, "unknown output type '.txt'"),
-    ("dup-names", "duplicate feature names (warned, made unique)",
-     lambda t: ["distance", _w(t, "x.csv", "g,g,h\n1,2,3\n2,1,1\n0,4,1\n"), "-o", t / "D.npy"], 0,
-     "1 duplicate feature names made unique"),
-    ("huge", "counts too large for float32 (and near float64's limit)",
-     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1e300,2e300,1e299\n3e300,1e300,5e299\n1e300,1e300,1e300\n"),
-                "-o", t / "D.npy", "--dtype", "float32"], 0, ""),
-    ("overflow", "values whose row sum overflows float64",
-     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1e308,1.7e308,1\n1,2,5\n3,1,1\n"), "-o", t / "D.npy"], 2,
-     "row 0 sums to infinity"),
-    ("integers", "an integer matrix", lambda t: ["distance", _npy(t, "x.npy", np.array([[1, 2, 0], [0, 3, 1], [2, 2, 2]])),
-                                              "-o", t / "D.npy"], 0, ""),
-    ("pickle", "a .npy of Python objects", lambda t: ["distance", _npy(t, "x.npy", np.array([[1, "a"]], dtype=object)),
-                                                    "-o", t / "D.npy"], 2, "Python objects"),
-    ("3d", "a 3-D array", lambda t: ["distance", _npy(t, "x.npy", np.ones((2, 2, 2))), "-o", t / "D.npy"], 2,
-     "expected a 2-D matrix"),
-    ("bad-mtx", "a malformed Matrix Market file", lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket nonsense\n1 2\n"),
-                                                           "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
-    ("bad-newick", "a malformed Newick tree", lambda t: ["distance", SAMPLE / "produce.csv", "--tree",
-                                                       _w(t, "t.nwk", "(apple:1,orange:2"), "-o", t / "D.npy"], 2,
-     "missing the closing ';'"),
-    ("dup-newick", "a Newick tree with a repeated leaf", lambda t: ["distance", SAMPLE / "produce.csv", "--tree",
-                                                                  _w(t, "t.nwk", "(apple:1,apple:2);"), "-o", t / "D.npy"],
-     2, "occurs more than once"),
-    ("emb-as-tree", "an embedding file given as a tree", lambda t: ["decode-tree", _tree(t), "-o", t / "T2.h5"], 2,
-     "expected an hdtwd 'hdtwd-embedding' file, found an 'hdtwd-tree' file"),
-    ("eps-zero", "--eps 0", lambda t: ["distance", SAMPLE / "produce.csv", "--eps", "0", "-o", t / "D.npy"], 2,
-     "--eps (the kernel scale multiplier) must be positive"),
-    ("k-too-big", "classify with k larger than the training set",
-     lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"], 2,
-     "exceeds the 2 training samples"),
-    ("ot-budget", "classify --methods ot with a budget too small for 20 test rows per split",
-     lambda t: ["classify", SAMPLE / "produce.csv", "--labels", SAMPLE / "produce_labels.txt", "--methods", "hdtwd,ot",
-                "--ot-budget", "3000", "--json", t / "r.json"], 2, "--ot-budget 8178 fits them"),
-    ("bad-option", "a misspelt option value", lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy",
-                                                       "--linkage", "ward"], 2, "Invalid value for '--linkage'"),
+    (
+        "missing",
+        "a path that does not exist",
+        lambda t: ["distance", t / "nope.csv", "-o", t / "D.npy"],
+        2,
+        "no such file",
+    ),
+    (
+        "unwritable",
+        "an output where nothing can be written",
+        lambda t: ["distance", SAMPLE / "produce.csv", "-o", "/proc/hdtwd-D.npy"],
+        3,
+        "cannot write",
+    ),
+    (
+        "no-dir",
+        "an output in a missing directory",
+        lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "no" / "D.npy"],
+        3,
+        "does not exist",
+    ),
+    (
+        "out-is-in",
+        "the output path equal to the input",
+        lambda t: ["distance", _w(t, "x.csv", OK_CSV), "-o", t / "x.csv"],
+        3,
+        "output would overwrite the input",
+    ),
+    (
+        "unknown-in",
+        "an unknown input extension",
+        lambda t: ["distance", _w(t, "x.xlsx", OK_CSV), "-o", t / "D.npy"],
+        2,
+        "unknown file type '.xlsx'",
+    ),
+    (
+        "unknown-out",
+        "an unknown output extension",
+        lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.txt"],
+        3,
+        "unknown output type '.txt'",
+    ),
+    (
+        "dup-names",
+        "duplicate feature names (warned, made unique)",
+        lambda t: ["distance", _w(t, "x.csv", "g,g,h\n1,2,3\n2,1,1\n0,4,1\n"), "-o", t / "D.npy"],
+        0,
+        "1 duplicate feature names made unique",
+    ),
+    (
+        "huge",
+        "counts too large for float32 (and near float64's limit)",
+        lambda t: [
+            "distance",
+            _w(t, "x.csv", "a,b,c\n1e300,2e300,1e299\n3e300,1e300,5e299\n1e300,1e300,1e300\n"),
+            "-o",
+            t / "D.npy",
+            "--dtype",
+            "float32",
+        ],
+        0,
+        "",
+    ),
+    (
+        "overflow",
+        "values whose row sum overflows float64",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1e308,1.7e308,1\n1,2,5\n3,1,1\n"), "-o", t / "D.npy"],
+        2,
+        "row 0 sums to infinity",
+    ),
+    (
+        "integers",
+        "an integer matrix",
+        lambda t: ["distance", _npy(t, "x.npy", np.array([[1, 2, 0], [0, 3, 1], [2, 2, 2]])), "-o", t / "D.npy"],
+        0,
+        "",
+    ),
+    (
+        "pickle",
+        "a .npy of Python objects",
+        lambda t: ["distance", _npy(t, "x.npy", np.array([[1, "a"]], dtype=object)), "-o", t / "D.npy"],
+        2,
+        "Python objects",
+    ),
+    (
+        "3d",
+        "a 3-D array",
+        lambda t: ["distance", _npy(t, "x.npy", np.ones((2, 2, 2))), "-o", t / "D.npy"],
+        2,
+        "expected a 2-D matrix",
+    ),
+    (
+        "bad-mtx",
+        "a malformed Matrix Market file",
+        lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket nonsense\n1 2\n"), "-o", t / "D.npy"],
+        2,
+        "not a readable Matrix Market file",
+    ),
+    (
+        "bad-newick",
+        "a malformed Newick tree",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:1,orange:2"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "missing the closing ';'",
+    ),
+    (
+        "dup-newick",
+        "a Newick tree with a repeated leaf",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:1,apple:2);"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "occurs more than once",
+    ),
+    (
+        "emb-as-tree",
+        "an embedding file given as a tree",
+        lambda t: ["decode-tree", _tree(t), "-o", t / "T2.h5"],
+        2,
+        "expected an hdtwd 'hdtwd-embedding' file, found an 'hdtwd-tree' file",
+    ),
+    (
+        "eps-zero",
+        "--eps 0",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--eps", "0", "-o", t / "D.npy"],
+        2,
+        "--eps (the kernel scale multiplier) must be positive",
+    ),
+    (
+        "k-too-big",
+        "classify with k larger than the training set",
+        lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"],
+        2,
+        "exceeds the 2 training samples",
+    ),
+    (
+        "ot-budget",
+        "classify --methods ot with a budget too small for 20 test rows per split",
+        lambda t: [
+            "classify",
+            SAMPLE / "produce.csv",
+            "--labels",
+            SAMPLE / "produce_labels.txt",
+            "--methods",
+            "hdtwd,ot",
+            "--ot-budget",
+            "3000",
+            "--json",
+            t / "r.json",
+        ],
+        2,
+        "--ot-budget 8178 fits them",
+    ),
+    (
+        "bad-option",
+        "a misspelt option value",
+        lambda t: ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy", "--linkage", "ward"],
+        2,
+        "Invalid value for '--linkage'",
+    ),
     ("missing-output", "no -o", lambda t: ["distance", SAMPLE / "produce.csv"], 2, "Missing option '--output'"),
-    ("empty-stdin", "'-' with nothing on standard input", lambda t: ["distance", "-", "-o", t / "D.npy"], 2,
-     "standard input is empty"),
-    ("unseen-feature", "a stored tree that lacks a feature of the data",
-     lambda t: ["distance", _w(t, "x.csv", "apple,kiwi\n1,2\n3,1\n"), "--tree", _tree(t), "-o", t / "D.npy"], 2,
-     "--unseen root hangs them from the tree's root"),
-    ("unseen-no-tree", "--unseen without --tree", lambda t: ["distance", SAMPLE / "produce.csv", "--unseen", "root",
-                                                           "-o", t / "D.npy"], 2,
-     "--unseen applies to a stored tree only (--tree)"),
-    ("emb-ragged", "a word2vec file with a short line", lambda t: ["distance", SAMPLE / "produce.csv",
-                                                                 "--feature-embedding",
-                                                                 _w(t, "v.txt", "apple 1 2\nkiwi 3\n"),
-                                                                 "-o", t / "D.npy"], 2,
-     "line 2: 1 values where line 1 has 2"),
-    ("emb-format", "a feature embedding of unknown format", lambda t: ["distance", SAMPLE / "produce.csv",
-                                                                     "--feature-embedding",
-                                                                     _w(t, "v.json", "{}"), "-o", t / "D.npy"], 2,
-     "unknown feature-embedding format"),
-    ("emb-npy-names", "an .npy feature embedding without its names",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--feature-embedding", _npy(t, "v.npy", np.ones((3, 2))),
-                "-o", t / "D.npy"], 2, "needs its names, one per line"),
-    ("tree-with-learning-option", "--leaf-length with --tree",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree(t), "--leaf-length", "2", "-o", t / "D.npy"], 2,
-     "--leaf-length only apply when the tree is learned"),
-    ("tree-denoiser-shape", "a stored tree whose denoiser has one axis row fewer than its leaves",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _denoiser_edit(t), "-o", t / "D.npy"], 2,
-     "invalid tree: the denoiser must have one finite mean and axis row per leaf"),
-    ("knn-beyond-n", "--knn larger than the number of samples",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--knn", "101", "-o", t / "G.npz"], 2,
-     "--knn must be an integer between 2 and the number of samples (100)"),
-    ("knn-method-without-knn", "--knn-method without --knn",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--knn-method", "nndescent", "-o", t / "D.npy"], 2,
-     "--knn-method applies to the kNN graph (--knn)"),
-    ("scheduler-unreachable", "a Dask scheduler address nobody listens on",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.zarr"], 2,
-     "cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
-    ("scheduler-h5", "--scheduler with an in-memory output",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.npy"], 2,
-     "--scheduler runs the kNN search (--knn) or writes all pairs into a Zarr store"),
-    ("neg-h5ad-hint", "an .h5ad with negative (scaled) X and raw counts",
-     lambda t: ["distance", _scaled_h5ad(t), "-o", t / "D.npy"], 2,
-     "the file also holds raw.X (--use-raw)"),
+    (
+        "empty-stdin",
+        "'-' with nothing on standard input",
+        lambda t: ["distance", "-", "-o", t / "D.npy"],
+        2,
+        "standard input is empty",
+    ),
+    (
+        "unseen-feature",
+        "a stored tree that lacks a feature of the data",
+        lambda t: ["distance", _w(t, "x.csv", "apple,kiwi\n1,2\n3,1\n"), "--tree", _tree(t), "-o", t / "D.npy"],
+        2,
+        "--unseen root hangs them from the tree's root",
+    ),
+    (
+        "unseen-no-tree",
+        "--unseen without --tree",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--unseen", "root", "-o", t / "D.npy"],
+        2,
+        "--unseen applies to a stored tree only (--tree)",
+    ),
+    (
+        "emb-ragged",
+        "a word2vec file with a short line",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--feature-embedding",
+            _w(t, "v.txt", "apple 1 2\nkiwi 3\n"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "line 2: 1 values where line 1 has 2",
+    ),
+    (
+        "emb-format",
+        "a feature embedding of unknown format",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--feature-embedding", _w(t, "v.json", "{}"), "-o", t / "D.npy"],
+        2,
+        "unknown feature-embedding format",
+    ),
+    (
+        "emb-npy-names",
+        "an .npy feature embedding without its names",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--feature-embedding",
+            _npy(t, "v.npy", np.ones((3, 2))),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "needs its names, one per line",
+    ),
+    (
+        "tree-with-learning-option",
+        "--leaf-length with --tree",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree(t), "--leaf-length", "2", "-o", t / "D.npy"],
+        2,
+        "--leaf-length only apply when the tree is learned",
+    ),
+    (
+        "tree-denoiser-shape",
+        "a stored tree whose denoiser has one axis row fewer than its leaves",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _denoiser_edit(t), "-o", t / "D.npy"],
+        2,
+        "invalid tree: the denoiser must have one finite mean and axis row per leaf",
+    ),
+    (
+        "knn-beyond-n",
+        "--knn larger than the number of samples",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--knn", "101", "-o", t / "G.npz"],
+        2,
+        "--knn must be an integer between 2 and the number of samples (100)",
+    ),
+    (
+        "knn-method-without-knn",
+        "--knn-method without --knn",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--knn-method", "nndescent", "-o", t / "D.npy"],
+        2,
+        "--knn-method applies to the kNN graph (--knn)",
+    ),
+    (
+        "scheduler-unreachable",
+        "a Dask scheduler address nobody listens on",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.zarr"],
+        2,
+        "cannot reach the Dask scheduler at tcp://127.0.0.1:9",
+    ),
+    (
+        "scheduler-h5",
+        "--scheduler with an in-memory output",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--scheduler", "tcp://127.0.0.1:9", "-o", t / "D.npy"],
+        2,
+        "--scheduler runs the kNN search (--knn) or writes all pairs into a Zarr store",
+    ),
+    (
+        "neg-h5ad-hint",
+        "an .h5ad with negative (scaled) X and raw counts",
+        lambda t: ["distance", _scaled_h5ad(t), "-o", t / "D.npy"],
+        2,
+        "the file also holds raw.X (--use-raw)",
+    ),
     # --- issue 15: trees, embeddings, matrix files and names that real users hand over -----------
-    ("nwk-no-length", "a Newick tree without branch lengths",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple,orange);"), "-o", t / "D.npy"], 2,
-     "leaf 'apple' has no branch length"),
-    ("nwk-negative", "a Newick tree with a negative branch length",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:-2);"), "-o", t / "D.npy"], 2,
-     "edge lengths must be finite and non-negative"),
-    ("nwk-nan", "a Newick tree with a NaN branch length",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:nan);"), "-o", t / "D.npy"], 2,
-     "edge lengths must be finite and non-negative"),
-    ("nwk-empty-tip", "a Newick tree with an empty tip name",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,:2);"), "-o", t / "D.npy"], 2,
-     "leaf 2 has no name"),
-    ("nwk-unbalanced", "a Newick tree with one ')' too many",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,orange:2)):1;"), "-o", t / "D.npy"], 2,
-     "unbalanced ')'"),
-    ("nwk-huge", "a 200 MB single-line file given as a Newick tree",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(" + "a" * (200 << 20)), "-o", t / "D.npy"], 2,
-     "missing the closing ';'"),
-    ("h5-cycle", "an HDF5 tree whose parent array has a cycle",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 9, 2), "-o", t / "D.npy"], 2,
-     "node 9 has parent 2, which does not come after it"),
-    ("h5-parent-range", "an HDF5 tree with a parent index out of range",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 5, 10**6), "-o", t / "D.npy"], 2,
-     "node 5 has parent 1000000, outside the"),
-    ("emb-truncated", "a truncated embedding file",
-     lambda t: ["decode-tree", _truncated_embedding(t), "-o", t / "T.h5"], 2, "not an HDF5 file"),
-    ("h5ad-strings", "an .h5ad whose X holds strings",
-     lambda t: ["distance", _string_h5ad(t), "-o", t / "D.npy"], 2, "non-numeric"),
-    ("mtx-range", "a Matrix Market entry beyond the declared size",
-     lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n3 2 1\n"),
-                "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
-    ("mtx-nnz", "a Matrix Market file with fewer entries than declared",
-     lambda t: ["distance", _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n2 2 1\n"),
-                "-o", t / "D.npy"], 2, "not a readable Matrix Market file"),
-    ("int-2-53", "int64 counts above 2^53 (not exact in float64)",
-     lambda t: ["distance", _npy_variant(t, "x.npy", "big-int"), "-o", t / "D.npy"], 2,
-     "integer values above 2^53"),
-    ("f16", "a float16 .npy (read as float64)",
-     lambda t: ["distance", _npy_variant(t, "x.npy", "f16"), "-o", t / "D.npy", "-q"], 0, ""),
-    ("big-endian", "a big-endian .npy (read as float64)",
-     lambda t: ["distance", _npy_variant(t, "x.npy", "be"), "-o", t / "D.npy", "-q"], 0, ""),
-    ("fortran", "a Fortran-order .npy",
-     lambda t: ["distance", _npy_variant(t, "x.npy", "fortran"), "-o", t / "D.npy", "-q"], 0, ""),
-    ("latin1", "feature names in Latin-1, not UTF-8",
-     lambda t: ["distance", _gz(t, "x.csv", "caf\xe9,b\n1,2\n3,4\n".encode("latin-1")), "-o", t / "D.npy"], 2,
-     "not a readable ','-delimited text file"),
-    ("csv-typo-col1", "a typo in the first column of a table with a full header",
-     lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\nx,1,2\n4,1,1\n"), "-o", t / "D.npy"], 2,
-     "line 3, column 1: 'x' is not a number, but the column holds numbers in 2 of 3 rows"),
-    ("csv-typo-row1", "a typo in the first row of a table without header",
-     lambda t: ["distance", _w(t, "x.csv", "1,2,x,4\n1,2,3,4\n"), "-o", t / "D.npy"], 2,
-     "line 1, column 3: 'x' is not a number"),
-    ("csv-number-name", "a number among the header's names",
-     lambda t: ["distance", _w(t, "x.csv", "a,b,3\n1,2,3\n"), "-o", t / "D.npy"], 2,
-     "'3' is a number among the header's 2 names"),
-    ("gz-not-gzip", "a .csv.gz that is not gzip-compressed",
-     lambda t: ["distance", _w(t, "x.csv.gz", OK_CSV), "-o", t / "D.npy"], 2, "not a readable compressed file"),
-    ("10x-no-barcodes", "a 10x directory without barcodes.tsv.gz",
-     lambda t: ["distance", _ten_x(t, "barcodes.tsv.gz"), "-o", t / "D.npy"], 2,
-     "10x matrix directory without barcodes.tsv[.gz]"),
-    ("var-names-npy", "--var-names on a file that is not 10x",
-     lambda t: ["distance", SAMPLE / "produce.csv", "--var-names", "gene_ids", "-o", t / "D.npy"], 2,
-     "--var-names applies to 10x inputs only"),
-    ("h5-not-10x", "an hdtwd tree .h5 given as the data",
-     lambda t: ["distance", _tree(t), "-o", t / "D.npy"], 2, "not a 10x .h5 file"),
-    ("h5-two-genomes", "a Cell Ranger 2 .h5 with two genomes and no --genome",
-     lambda t: ["distance", _genomes(t), "-o", t / "D.npy"], 2, "choose one with --genome NAME"),
-    ("out-fifo", "an output path that is a FIFO",
-     lambda t: (__import__("os").mkfifo(t / "D.npy"), ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy"])[1], 3,
-     "is not a regular file"),
+    (
+        "nwk-no-length",
+        "a Newick tree without branch lengths",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple,orange);"), "-o", t / "D.npy"],
+        2,
+        "leaf 'apple' has no branch length",
+    ),
+    (
+        "nwk-negative",
+        "a Newick tree with a negative branch length",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:1,orange:-2);"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "edge lengths must be finite and non-negative",
+    ),
+    (
+        "nwk-nan",
+        "a Newick tree with a NaN branch length",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:1,orange:nan);"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "edge lengths must be finite and non-negative",
+    ),
+    (
+        "nwk-empty-tip",
+        "a Newick tree with an empty tip name",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _w(t, "t.nwk", "(apple:1,:2);"), "-o", t / "D.npy"],
+        2,
+        "leaf 2 has no name",
+    ),
+    (
+        "nwk-unbalanced",
+        "a Newick tree with one ')' too many",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:1,orange:2)):1;"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "unbalanced ')'",
+    ),
+    (
+        "nwk-huge",
+        "a 200 MB single-line file given as a Newick tree",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(" + "a" * (200 << 20)),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "missing the closing ';'",
+    ),
+    (
+        "h5-cycle",
+        "an HDF5 tree whose parent array has a cycle",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 9, 2), "-o", t / "D.npy"],
+        2,
+        "node 9 has parent 2, which does not come after it",
+    ),
+    (
+        "h5-parent-range",
+        "an HDF5 tree with a parent index out of range",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _tree_edit(t, 5, 10**6), "-o", t / "D.npy"],
+        2,
+        "node 5 has parent 1000000, outside the",
+    ),
+    (
+        "emb-truncated",
+        "a truncated embedding file",
+        lambda t: ["decode-tree", _truncated_embedding(t), "-o", t / "T.h5"],
+        2,
+        "not an HDF5 file",
+    ),
+    (
+        "h5ad-strings",
+        "an .h5ad whose X holds strings",
+        lambda t: ["distance", _string_h5ad(t), "-o", t / "D.npy"],
+        2,
+        "non-numeric",
+    ),
+    (
+        "mtx-range",
+        "a Matrix Market entry beyond the declared size",
+        lambda t: [
+            "distance",
+            _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 2\n1 1 1\n3 2 1\n"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "not a readable Matrix Market file",
+    ),
+    (
+        "mtx-nnz",
+        "a Matrix Market file with fewer entries than declared",
+        lambda t: [
+            "distance",
+            _w(t, "x.mtx", "%%MatrixMarket matrix coordinate real general\n2 2 5\n1 1 1\n2 2 1\n"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "not a readable Matrix Market file",
+    ),
+    (
+        "int-2-53",
+        "int64 counts above 2^53 (not exact in float64)",
+        lambda t: ["distance", _npy_variant(t, "x.npy", "big-int"), "-o", t / "D.npy"],
+        2,
+        "integer values above 2^53",
+    ),
+    (
+        "f16",
+        "a float16 .npy (read as float64)",
+        lambda t: ["distance", _npy_variant(t, "x.npy", "f16"), "-o", t / "D.npy", "-q"],
+        0,
+        "",
+    ),
+    (
+        "big-endian",
+        "a big-endian .npy (read as float64)",
+        lambda t: ["distance", _npy_variant(t, "x.npy", "be"), "-o", t / "D.npy", "-q"],
+        0,
+        "",
+    ),
+    (
+        "fortran",
+        "a Fortran-order .npy",
+        lambda t: ["distance", _npy_variant(t, "x.npy", "fortran"), "-o", t / "D.npy", "-q"],
+        0,
+        "",
+    ),
+    (
+        "latin1",
+        "feature names in Latin-1, not UTF-8",
+        lambda t: ["distance", _gz(t, "x.csv", "caf\xe9,b\n1,2\n3,4\n".encode("latin-1")), "-o", t / "D.npy"],
+        2,
+        "not a readable ','-delimited text file",
+    ),
+    (
+        "csv-typo-col1",
+        "a typo in the first column of a table with a full header",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,c\n1,2,3\nx,1,2\n4,1,1\n"), "-o", t / "D.npy"],
+        2,
+        "line 3, column 1: 'x' is not a number, but the column holds numbers in 2 of 3 rows",
+    ),
+    (
+        "csv-typo-row1",
+        "a typo in the first row of a table without header",
+        lambda t: ["distance", _w(t, "x.csv", "1,2,x,4\n1,2,3,4\n"), "-o", t / "D.npy"],
+        2,
+        "line 1, column 3: 'x' is not a number",
+    ),
+    (
+        "csv-number-name",
+        "a number among the header's names",
+        lambda t: ["distance", _w(t, "x.csv", "a,b,3\n1,2,3\n"), "-o", t / "D.npy"],
+        2,
+        "'3' is a number among the header's 2 names",
+    ),
+    (
+        "gz-not-gzip",
+        "a .csv.gz that is not gzip-compressed",
+        lambda t: ["distance", _w(t, "x.csv.gz", OK_CSV), "-o", t / "D.npy"],
+        2,
+        "not a readable compressed file",
+    ),
+    (
+        "10x-no-barcodes",
+        "a 10x directory without barcodes.tsv.gz",
+        lambda t: ["distance", _ten_x(t, "barcodes.tsv.gz"), "-o", t / "D.npy"],
+        2,
+        "10x matrix directory without barcodes.tsv[.gz]",
+    ),
+    (
+        "var-names-npy",
+        "--var-names on a file that is not 10x",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--var-names", "gene_ids", "-o", t / "D.npy"],
+        2,
+        "--var-names applies to 10x inputs only",
+    ),
+    (
+        "h5-not-10x",
+        "an hdtwd tree .h5 given as the data",
+        lambda t: ["distance", _tree(t), "-o", t / "D.npy"],
+        2,
+        "not a 10x .h5 file",
+    ),
+    (
+        "h5-two-genomes",
+        "a Cell Ranger 2 .h5 with two genomes and no --genome",
+        lambda t: ["distance", _genomes(t), "-o", t / "D.npy"],
+        2,
+        "choose one with --genome NAME",
+    ),
+    (
+        "out-fifo",
+        "an output path that is a FIFO",
+        lambda t: (__import__("os").mkfifo(t / "D.npy"), ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy"])[1],
+        3,
+        "is not a regular file",
+    ),
 ]
 
 
@@ -347,8 +788,9 @@ def markdown() -> str:
     import tempfile
 
     from conftest import run_hdtwd
+
     lines = ["| what the user did | exit | stderr |", "|---|---|---|"]
-    for cid, what, setup, code, _ in CASES:
+    for _cid, what, setup, _code, _ in CASES:
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             proc = run_hdtwd(*setup(tmp), input=b"", check=False)
@@ -362,14 +804,18 @@ def markdown() -> str:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    print("# What hdtwd says to malformed input\n\nGenerated by `python tests/bad_inputs.py`; every row is "
-          "checked by `tests/test_bad_input.py` through a real subprocess. Exit codes: 0 success (warnings "
-          "only), 2 bad input or usage, 3 output cannot be written. No row leaves an output file behind.\n")
-    print("Names in .csv/.tsv tables: the first row is a header of feature names when every cell of it (the "
-          "corner cell aside) is text; a first row mixing numbers and text is an error naming the cell. The "
-          "first column holds sample names only when it can be nothing else: the header's corner cell is "
-          "empty, or the header has one name fewer than the rows have fields, or every cell of the column is "
-          "text. A first column with numbers in some rows and text in others is an error naming the line, "
-          "the column and the cell, never a silently dropped feature.\n")
+    print(
+        "# What hdtwd says to malformed input\n\nGenerated by `python tests/bad_inputs.py`; every row is "
+        "checked by `tests/test_bad_input.py` through a real subprocess. Exit codes: 0 success (warnings "
+        "only), 2 bad input or usage, 3 output cannot be written. No row leaves an output file behind.\n"
+    )
+    print(
+        "Names in .csv/.tsv tables: the first row is a header of feature names when every cell of it (the "
+        "corner cell aside) is text; a first row mixing numbers and text is an error naming the cell. The "
+        "first column holds sample names only when it can be nothing else: the header's corner cell is "
+        "empty, or the header has one name fewer than the rows have fields, or every cell of the column is "
+        "text. A first column with numbers in some rows and text in others is an error naming the line, "
+        "the column and the cell, never a silently dropped feature.\n"
+    )
     print(markdown())
     _ = shutil, sp

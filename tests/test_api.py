@@ -13,9 +13,9 @@ import h5py
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import REPO, SAMPLE, run_hdtwd
 
 import hdtwd_cli as hd
-from conftest import REPO, SAMPLE, run_hdtwd
 
 sc = pytest.importorskip("scanpy")
 
@@ -29,8 +29,9 @@ def clustered(n_groups=6, per_group=30, genes_per_group=8, seed=0):
     rng = np.random.default_rng(seed)
     X = np.zeros((n_groups * per_group, n_groups * genes_per_group), dtype=np.float32)
     for g in range(n_groups):
-        X[g * per_group:(g + 1) * per_group, g * genes_per_group:(g + 1) * genes_per_group] = \
+        X[g * per_group : (g + 1) * per_group, g * genes_per_group : (g + 1) * genes_per_group] = (
             rng.poisson(4.0, size=(per_group, genes_per_group)) + 1
+        )
     ad = anndata.AnnData(X)
     ad.obs["group"] = np.repeat([f"t{g}" for g in range(n_groups)], per_group)
     return ad
@@ -38,8 +39,17 @@ def clustered(n_groups=6, per_group=30, genes_per_group=8, seed=0):
 
 # ------------------------------------------------------------------ the API's shape
 def test_public_names_and_doctests():
-    assert set(hd.__all__) >= {"TreeParams", "Tree", "learn_tree", "tree_vectors", "distances", "neighbors",
-                               "classify", "HdtwdError", "HdtwdWarning"}
+    assert set(hd.__all__) >= {
+        "TreeParams",
+        "Tree",
+        "learn_tree",
+        "tree_vectors",
+        "distances",
+        "neighbors",
+        "classify",
+        "HdtwdError",
+        "HdtwdWarning",
+    }
     for name in hd.__all__:
         assert getattr(hd, name) is not None
     from hdtwd_cli import _api
@@ -58,10 +68,17 @@ def test_bare_params_are_the_library_default_and_presets_differ():
     assert hd.TreeParams.from_preset("default", eps=2.0).landmark_eps is None  # explicit eps: both paths
 
 
-@pytest.mark.parametrize("bad, argument", [
-    ({"eps": 0.0}, "eps"), ({"scales": -1}, "scales"), ({"linkage": "ward"}, "linkage"),
-    ({"landmarks": 1}, "landmarks"), ({"leaf_length": -1.0}, "leaf_length"), ({"transform": "log"}, "transform"),
-])
+@pytest.mark.parametrize(
+    "bad, argument",
+    [
+        ({"eps": 0.0}, "eps"),
+        ({"scales": -1}, "scales"),
+        ({"linkage": "ward"}, "linkage"),
+        ({"landmarks": 1}, "landmarks"),
+        ({"leaf_length": -1.0}, "leaf_length"),
+        ({"transform": "log"}, "transform"),
+    ],
+)
 def test_invalid_params_raise_a_value_error_naming_the_argument(bad, argument):
     with pytest.raises(ValueError) as e:
         hd.TreeParams(**bad)
@@ -78,7 +95,9 @@ def test_library_errors_name_python_arguments_and_the_cli_words_them_as_flags(tm
     with pytest.raises(hd.ParameterError, match="reference maps both sets onto one given tree: give tree"):
         hd.distances(X, reference=X)
     proc = run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "301", "-o", tmp_path / "g.npz", check=False)
-    assert proc.returncode == 2 and "--knn must be" in proc.stderr.decode() and "n_neighbors" not in proc.stderr.decode()
+    assert (
+        proc.returncode == 2 and "--knn must be" in proc.stderr.decode() and "n_neighbors" not in proc.stderr.decode()
+    )
 
 
 def test_one_warning_category():
@@ -139,8 +158,9 @@ def test_connectivities_equal_umaps_fuzzy_simplicial_set():
         g = hd.knn_graph(cells().X, n_neighbors=k)
         assert np.array_equal(g.indices[:, 0], np.arange(300)) and np.all(g.distances[:, 0] == 0)
         C = g.connectivities()
-        R = fuzzy_simplicial_set(sp.coo_matrix((300, 1)), k, None, None, knn_indices=g.indices,
-                                 knn_dists=g.distances)[0].tocsr()
+        R = fuzzy_simplicial_set(sp.coo_matrix((300, 1)), k, None, None, knn_indices=g.indices, knn_dists=g.distances)[
+            0
+        ].tocsr()
         assert C.dtype == np.float32 == R.dtype
         assert ((C != 0) != (R != 0)).nnz == 0 and abs(C - R).max() <= 1e-6, k
 
@@ -218,8 +238,11 @@ def test_h5ad_from_standard_input_keeps_every_field(tmp_path):
     ad.var["symbol"] = [f"S{j}" for j in range(ad.n_vars)]
     ad.write_h5ad(tmp_path / "in.h5ad")
     with open(tmp_path / "in.h5ad", "rb") as fh:
-        proc = subprocess.run([sys.executable, "-m", "hdtwd_cli", "distance", "-", "--knn", "10", "-o",
-                               str(tmp_path / "G.h5ad")], stdin=fh, capture_output=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "hdtwd_cli", "distance", "-", "--knn", "10", "-o", str(tmp_path / "G.h5ad")],
+            stdin=fh,
+            capture_output=True,
+        )
     assert proc.returncode == 0, proc.stderr.decode()
     out = anndata.read_h5ad(tmp_path / "G.h5ad")
     assert "cell_type" in out.obs and "symbol" in out.var and "counts" in out.layers
@@ -236,8 +259,9 @@ def test_knn_beyond_n_is_refused_before_the_tree_is_learned(tmp_path, monkeypatc
 
     monkeypatch.setattr(api, "learn_trees", never)
     for k in ("300", "301", "1"):
-        res = CliRunner().invoke(cli.app, ["distance", str(SAMPLE / "cells.h5ad"), "--knn", k, "-o",
-                                           str(tmp_path / "g.npz")])
+        res = CliRunner().invoke(
+            cli.app, ["distance", str(SAMPLE / "cells.h5ad"), "--knn", k, "-o", str(tmp_path / "g.npz")]
+        )
         if k == "300":
             assert "AssertionError" in str(res.exception) or "a tree was learned" in res.output
         else:

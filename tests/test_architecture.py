@@ -38,8 +38,12 @@ def _imports() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         tree = ast.parse(path.read_text())
-        skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                for n in ast.walk(node)}
+        skip = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         out: set[str] = set()
         for node in ast.walk(tree):
             if id(node) in skip:
@@ -64,8 +68,13 @@ def _layer(module: str) -> int:
 
 def test_no_module_imports_a_layer_above_its_own():
     graph = _imports()
-    upward = [f"{a} -> {b}" for a, deps in graph.items() if a != "hdtwd_cli" for b in deps
-              if b != "hdtwd_cli" and _layer(b) > _layer(a)]
+    upward = [
+        f"{a} -> {b}"
+        for a, deps in graph.items()
+        if a != "hdtwd_cli"
+        for b in deps
+        if b != "hdtwd_cli" and _layer(b) > _layer(a)
+    ]
     assert not upward, "\n".join(sorted(upward))
 
 
@@ -127,10 +136,22 @@ def test_no_import_circle():
 def test_the_public_surface_is_the_top_level_and_pl_only():
     """Everything under a subpackage is private: its modules start with an underscore, or the
     subpackage itself is private (``_runtime``); the public names are ``hdtwd_cli.__all__``."""
-    public = {_module_name(p) for p in PACKAGE.rglob("*.py")
-              if not any(part.startswith("_") and part != "__init__.py" for part in p.relative_to(PACKAGE).parts)}
-    assert public == {"hdtwd_cli", "hdtwd_cli.errors", "hdtwd_cli.io", "hdtwd_cli.tree", "hdtwd_cli.twd",
-                      "hdtwd_cli.knn", "hdtwd_cli.evaluate", "hdtwd_cli.pl", "hdtwd_cli.cli"}
+    public = {
+        _module_name(p)
+        for p in PACKAGE.rglob("*.py")
+        if not any(part.startswith("_") and part != "__init__.py" for part in p.relative_to(PACKAGE).parts)
+    }
+    assert public == {
+        "hdtwd_cli",
+        "hdtwd_cli.errors",
+        "hdtwd_cli.io",
+        "hdtwd_cli.tree",
+        "hdtwd_cli.twd",
+        "hdtwd_cli.knn",
+        "hdtwd_cli.evaluate",
+        "hdtwd_cli.pl",
+        "hdtwd_cli.cli",
+    }
     for name in hd.__all__:
         assert getattr(hd, name) is not None, name
     assert len(hd.__all__) <= 25
@@ -142,3 +163,20 @@ def test_the_public_surface_is_the_top_level_and_pl_only():
 
     for sub in (hdtwd_cli.tree, hdtwd_cli.twd, hdtwd_cli.knn, hdtwd_cli.evaluate):
         assert not [n for n in vars(sub) if not n.startswith("_")], sub.__name__
+
+
+def test_no_module_imports_another_modules_private_name():
+    """A name another module needs is that module's interface: no ``from x import _name``."""
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")}
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hdtwd_cli"):
+                found += [
+                    f"{_module_name(path)}: {node.module}.{a.name}"
+                    for a in node.names
+                    if a.name.startswith("_")
+                    and not a.name.startswith("__")
+                    and f"{node.module}.{a.name}" not in modules
+                ]
+    assert not found, found

@@ -5,7 +5,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from bad_inputs import CASES
 from conftest import run_hdtwd
 

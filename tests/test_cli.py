@@ -5,7 +5,6 @@ import hashlib
 import h5py
 import numpy as np
 import pytest
-
 from conftest import SAMPLE, run_hdtwd
 
 
@@ -92,10 +91,22 @@ def test_same_input_gives_same_bytes(tmp_path):
     x = SAMPLE / "cells.h5ad"
     digests = []
     for k in range(2):
-        run_hdtwd("distance", x, "-o", tmp_path / f"D{k}.npy", "--save-tree", tmp_path / f"T{k}.h5",
-                  "--newick", tmp_path / f"T{k}.nwk")
-        digests.append([hashlib.sha256((tmp_path / f"{s}{k}.{e}").read_bytes()).hexdigest()
-                        for s, e in (("D", "npy"), ("T", "h5"), ("T", "nwk"))])
+        run_hdtwd(
+            "distance",
+            x,
+            "-o",
+            tmp_path / f"D{k}.npy",
+            "--save-tree",
+            tmp_path / f"T{k}.h5",
+            "--newick",
+            tmp_path / f"T{k}.nwk",
+        )
+        digests.append(
+            [
+                hashlib.sha256((tmp_path / f"{s}{k}.{e}").read_bytes()).hexdigest()
+                for s, e in (("D", "npy"), ("T", "h5"), ("T", "nwk"))
+            ]
+        )
     assert digests[0] == digests[1]
     for k in range(2):
         run_hdtwd("embed", x, "-o", tmp_path / f"E{k}.h5", "--scales", "3")
@@ -120,20 +131,27 @@ def test_tree_missing_features_is_an_error_naming_them(tmp_path):
     assert not out.exists()
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["distance", "missing.csv", "-o", "{tmp}/D.npy"], "no such file"),
-    (["distance", "{tmp}", "-o", "{tmp}/D.npy"], "is a directory"),
-    (["distance", "{sample}/produce.csv", "-o", "{tmp}/D.txt"], "unknown output type"),
-    (["distance", "{sample}/produce.csv", "-o", "{sample}/produce.csv"], "overwrite the input"),
-    (["distance", "{sample}/produce.csv", "-o", "{tmp}/nodir/D.npy"], "does not exist"),
-    (["distance", "{zero}", "-o", "{tmp}/D.npy"], "row 1 sums to zero"),
-    (["distance", "{sample}/cells.h5ad", "--layer", "counts", "-o", "{tmp}/D.npy"], "no layer 'counts'"),
-    (["decode-tree", "{sample}/produce.csv", "-o", "{tmp}/T.h5"], "not an HDF5 file"),
-    (["distance", "{sample}/produce.csv", "--tree", "{sample}/cells.h5ad", "-o", "{tmp}/D.npy"],
-     "unknown tree file type"),
-    (["distance", "{sample}/produce.csv", "--tree", "{notree}", "-o", "{tmp}/D.npy"],
-     "expected an hdtwd 'hdtwd-tree' file"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["distance", "missing.csv", "-o", "{tmp}/D.npy"], "no such file"),
+        (["distance", "{tmp}", "-o", "{tmp}/D.npy"], "is a directory"),
+        (["distance", "{sample}/produce.csv", "-o", "{tmp}/D.txt"], "unknown output type"),
+        (["distance", "{sample}/produce.csv", "-o", "{sample}/produce.csv"], "overwrite the input"),
+        (["distance", "{sample}/produce.csv", "-o", "{tmp}/nodir/D.npy"], "does not exist"),
+        (["distance", "{zero}", "-o", "{tmp}/D.npy"], "row 1 sums to zero"),
+        (["distance", "{sample}/cells.h5ad", "--layer", "counts", "-o", "{tmp}/D.npy"], "no layer 'counts'"),
+        (["decode-tree", "{sample}/produce.csv", "-o", "{tmp}/T.h5"], "not an HDF5 file"),
+        (
+            ["distance", "{sample}/produce.csv", "--tree", "{sample}/cells.h5ad", "-o", "{tmp}/D.npy"],
+            "unknown tree file type",
+        ),
+        (
+            ["distance", "{sample}/produce.csv", "--tree", "{notree}", "-o", "{tmp}/D.npy"],
+            "expected an hdtwd 'hdtwd-tree' file",
+        ),
+    ],
+)
 def test_bad_input_gives_one_line_and_no_output(tmp_path, args, needle):
     zero = tmp_path / "zero.csv"
     zero.write_text("a,b,c\n1,2,3\n0,0,0\n4,5,6\n")
@@ -152,8 +170,17 @@ def test_bad_input_gives_one_line_and_no_output(tmp_path, args, needle):
 
 def test_tree_options_conflict_with_given_tree(tmp_path):
     run_hdtwd("distance", SAMPLE / "produce.csv", "--save-tree", tmp_path / "T.h5", "-o", tmp_path / "D.npy")
-    proc = run_hdtwd("distance", SAMPLE / "produce.csv", "--tree", tmp_path / "T.h5", "--eps", "2",
-                     "-o", tmp_path / "D2.npy", check=False)
+    proc = run_hdtwd(
+        "distance",
+        SAMPLE / "produce.csv",
+        "--tree",
+        tmp_path / "T.h5",
+        "--eps",
+        "2",
+        "-o",
+        tmp_path / "D2.npy",
+        check=False,
+    )
     assert proc.returncode == 2 and "--eps" in proc.stderr.decode()
 
 
@@ -173,10 +200,12 @@ def test_start_up_imports_no_numerical_stack():
     import subprocess
     import sys
 
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\nsys.argv = ['hdtwd', '--version']\n"
-            "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numpy', 'scipy', 'numba', "
-            "'anndata', 'h5py', 'rich') if m in sys.modules))))\n"
-            "main()\n")  # main() ends the process (cli._exit), after the atexit handlers
+    code = (
+        "import atexit, sys\nfrom hdtwd_cli.cli._app import main\nsys.argv = ['hdtwd', '--version']\n"
+        "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numpy', 'scipy', 'numba', "
+        "'anndata', 'h5py', 'rich') if m in sys.modules))))\n"
+        "main()\n"
+    )  # main() ends the process (cli._exit), after the atexit handlers
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.startswith("hdtwd "), r.stdout
     assert r.stderr == "[]", r.stderr
@@ -189,14 +218,17 @@ def test_small_problems_never_load_numba(tmp_path):
     import subprocess
     import sys
 
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
-            "sys.argv = ['hdtwd', 'distance', sys.argv[1], '-o', sys.argv[2], '-q']\n"
-            "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numba', 'llvmlite', "
-            "'scipy.cluster') if m in sys.modules))))\n"
-            "main()\n")
+    code = (
+        "import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
+        "sys.argv = ['hdtwd', 'distance', sys.argv[1], '-o', sys.argv[2], '-q']\n"
+        "atexit.register(lambda: sys.stderr.write(repr(sorted(m for m in ('numba', 'llvmlite', "
+        "'scipy.cluster') if m in sys.modules))))\n"
+        "main()\n"
+    )
     out = tmp_path / "D.npy"
-    r = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "produce.csv"), str(out)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", code, str(SAMPLE / "produce.csv"), str(out)], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and r.stderr == "[]", r.stderr
     D = np.load(out)
     assert D.shape[0] == D.shape[1] > 2 and np.all(np.diag(D) == 0) and np.array_equal(D, D.T) and D.max() > 0
@@ -219,14 +251,20 @@ def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
     tree.feature_weights = None  # Newick holds none
     write_newick_file(str(tmp_path / "T.nwk"), tree)
     mods = "('scipy.sparse', 'h5py', 'rich', 'numba.np.linalg', 'numba')"
-    code = ("import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
-            "sys.argv = ['hdtwd', 'distance', sys.argv[1], '--tree', sys.argv[2], '-o', sys.argv[3], '-q']\n"
-            f"atexit.register(lambda: sys.stderr.write(repr([m for m in {mods} if m in sys.modules])))\n"
-            "main()\n")
+    code = (
+        "import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
+        "sys.argv = ['hdtwd', 'distance', sys.argv[1], '--tree', sys.argv[2], '-o', sys.argv[3], '-q']\n"
+        f"atexit.register(lambda: sys.stderr.write(repr([m for m in {mods} if m in sys.modules])))\n"
+        "main()\n"
+    )
     out = tmp_path / "D.npy"
     for _ in range(2):  # the first run may compile (a cache miss loads numba's registries itself)
-        r = subprocess.run([sys.executable, "-c", code, str(tmp_path / "X.npy"), str(tmp_path / "T.nwk"), str(out)],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path / "X.npy"), str(tmp_path / "T.nwk"), str(out)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stderr
     assert r.stderr == "['numba']", r.stderr
     np.testing.assert_array_equal(np.load(out), distances(X, Tree.read(str(tmp_path / "T.nwk"))))

@@ -13,16 +13,16 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import exact_ot, path_metric, run_hdtwd
+
 from hdtwd_cli._api import classify_methods
-from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
+from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, budget_rows, ot_histograms
+from hdtwd_cli.evaluate._exact_ot import exact_ot as ot_distances
 from hdtwd_cli.evaluate._protocol import ot_test_rows, stratified_splits
-from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, budget_rows, exact_ot as ot_distances, ot_histograms
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree
+from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
 
 
 def _vectors(seed: int, m: int = 14, d: int = 3) -> np.ndarray:
@@ -39,8 +39,13 @@ def _euclid(F: np.ndarray) -> np.ndarray:
 def test_each_tree_is_valid_and_its_twd_is_exact_ot(build):
     F = _vectors(1)
     names = [f"g{j}" for j in range(F.shape[0])]
-    tree = (mst_tree(F, names) if build == "mst" else cluster_tree(F, names, seed=int(build[-1]), branches=3, height=3)
-            if build.startswith("cluster") else quadtree(F, names, seed=int(build[-1])))
+    tree = (
+        mst_tree(F, names)
+        if build == "mst"
+        else cluster_tree(F, names, seed=int(build[-1]), branches=3, height=3)
+        if build.startswith("cluster")
+        else quadtree(F, names, seed=int(build[-1]))
+    )
     tree.validate()
     assert tree.leaf_names == names
     C = path_metric(tree.parent, tree.length, tree.n_leaves)
@@ -64,8 +69,9 @@ def test_quadtree_is_deterministic_per_seed_and_the_seed_matters():
     names = [f"g{j}" for j in range(30)]
     a, b = quadtree(F, names, seed=7), quadtree(F, names, seed=7)
     assert a.parent.tobytes() == b.parent.tobytes() and a.length.tobytes() == b.length.tobytes()
-    metrics = {path_metric(t.parent, t.length, 30).round(12).tobytes() for t in
-               (quadtree(F, names, seed=s) for s in range(4))}
+    metrics = {
+        path_metric(t.parent, t.length, 30).round(12).tobytes() for t in (quadtree(F, names, seed=s) for s in range(4))
+    }
     assert len(metrics) > 1
 
 
@@ -122,8 +128,19 @@ def _two_classes(tmp_path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
 
 def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
     X, _ = _two_classes(tmp_path, 30)
-    run_hdtwd("classify", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--methods",
-              "hdtwd,quadtree,mst,cluster-tree,tswd-5", "--splits", "2", "--json", tmp_path / "r.json", "-q")
+    run_hdtwd(
+        "classify",
+        tmp_path / "x.npy",
+        "--labels",
+        tmp_path / "y.txt",
+        "--methods",
+        "hdtwd,quadtree,mst,cluster-tree,tswd-5",
+        "--splits",
+        "2",
+        "--json",
+        tmp_path / "r.json",
+        "-q",
+    )
     rep = json.loads((tmp_path / "r.json").read_text())
     assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5"]
     for m in ("quadtree", "mst", "cluster-tree", "tswd-5"):
@@ -185,7 +202,7 @@ def test_budget_rows_is_a_seeded_prefix_that_fits():
     assert not np.array_equal(rows, budget_rows(s_test, s_train, budget=3000, seed=[0, 2, 26]))
     assert s_test[rows].sum() * 30 <= 3000
     order = np.random.default_rng([0, 1, 26]).permutation(40)
-    assert set(rows) == set(order[:rows.size]) and s_test[order[:rows.size + 1]].sum() * 30 > 3000
+    assert set(rows) == set(order[: rows.size]) and s_test[order[: rows.size + 1]].sum() * 30 > 3000
     assert budget_rows(s_test, s_train, budget=10**9).size == 40
     assert budget_rows(s_test, s_train, budget=1).size == 0
 
@@ -196,7 +213,9 @@ def test_ot_refuses_before_solving_when_too_few_rows_fit():
     splits = stratified_splits(np.repeat([0, 1], 50), 2, 0.3, 0)
     rows = ot_test_rows(X, splits, 10**9)
     assert [r.size for r in rows] == [30, 30]
-    with pytest.raises(ValueError, match=f"fits only [0-9]+ test rows \\({OT_MIN_TEST_ROWS} needed\\); --ot-budget [0-9]+ fits"):
+    with pytest.raises(
+        ValueError, match=f"fits only [0-9]+ test rows \\({OT_MIN_TEST_ROWS} needed\\); --ot-budget [0-9]+ fits"
+    ):
         ot_test_rows(X, splits, 10**5)
 
 
@@ -207,8 +226,19 @@ def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
     splits = stratified_splits(y, 2, 0.3, 0)  # classify's splits (seed 0): a budget for 21 to 23 of 24 test rows
     budget = max(int(np.sort(nnz[te])[::-1][:21].sum() * nnz[tr].sum()) for tr, te in splits)
     assert budget < min(int(nnz[te].sum() * nnz[tr].sum()) for tr, te in splits)
-    args = ["classify", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--methods", "hdtwd,ot", "--splits", "2",
-            "--ot-budget", str(budget), "-q"]
+    args = [
+        "classify",
+        tmp_path / "x.npy",
+        "--labels",
+        tmp_path / "y.txt",
+        "--methods",
+        "hdtwd,ot",
+        "--splits",
+        "2",
+        "--ot-budget",
+        str(budget),
+        "-q",
+    ]
     run_hdtwd(*args, "--json", tmp_path / "a.json")
     run_hdtwd(*args, "--json", tmp_path / "b.json")
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()

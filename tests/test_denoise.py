@@ -12,18 +12,17 @@ import warnings
 
 import numpy as np
 import pytest
-
 from conftest import exact_ot, path_metric, run_hdtwd
+
 from hdtwd_cli._api import classify_methods, distances
-from hdtwd_cli.tree._denoise import Denoiser, denoise, fit_denoiser
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.tree._features import idf_weights
-from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree
-from hdtwd_cli.tree._learn import extend_tree, learn_tree
 from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.tree._denoise import Denoiser, denoise, fit_denoiser
+from hdtwd_cli.tree._features import idf_weights
+from hdtwd_cli.tree._learn import extend_tree, learn_tree
+from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
 
 
 def _counts(seed: int = 0, n: int = 50, m: int = 14):
@@ -78,6 +77,7 @@ def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
         assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
     # the tree is the one learned from the denoised rows
     from hdtwd_cli.tree._denoise import denoise as _den
+
     T2 = learn_tree(_den(X[:40], fit_denoiser(X[:40], 3)), names, TreeParams(weighting="none"))
     assert T2.parent.tolist() == tree.parent.tolist() and T2.leaf_names == tree.leaf_names
     # and it is a different distance from the undenoised one on the same tree
@@ -93,7 +93,9 @@ def test_denoiser_is_stored_with_the_tree_and_applied_by_tree(tmp_path):
     back = Tree.read(str(path))
     assert back.denoiser is not None and back.denoiser.log_counts
     np.testing.assert_array_equal(back.denoiser.axes, tree.denoiser.axes)
-    np.testing.assert_array_equal(distances(X, feature_names=names, tree=back), distances(X, feature_names=names, tree=tree))
+    np.testing.assert_array_equal(
+        distances(X, feature_names=names, tree=back), distances(X, feature_names=names, tree=tree)
+    )
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         tree.write(str(tmp_path / "t.nwk"))
@@ -107,8 +109,9 @@ def test_denoiser_is_stored_with_the_tree_and_applied_by_tree(tmp_path):
     assert D1.tobytes() == D2.tobytes()
     D0 = distances(X)
     assert not np.allclose(D1, D0)  # the option reached the library
-    bad = run_hdtwd("distance", data, "--tree", tmp_path / "c.h5", "--denoise", "3", "-o", tmp_path / "D3.npy",
-                    check=False)
+    bad = run_hdtwd(
+        "distance", data, "--tree", tmp_path / "c.h5", "--denoise", "3", "-o", tmp_path / "D3.npy", check=False
+    )
     assert bad.returncode != 0 and b"--denoise" in bad.stderr and not (tmp_path / "D3.npy").exists()
 
 

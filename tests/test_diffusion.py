@@ -118,8 +118,8 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     """The Gram kernel takes the CSR's index arrays as they are (no int64 copies), and the sparse
     ``_column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
     a diagonal matrix: the same bits as that product's Gram, for real values too."""
-    from hdtwd_cli.tree._kernels import column_gram_csr
     from hdtwd_cli.tree._diffusion import _column_gram, column_scale
+    from hdtwd_cli.tree._kernels import column_gram_csr
 
     rng = np.random.default_rng(8)
     X = sp.random(500, 120, density=0.1, random_state=rng, format="csr") * 37.0
@@ -150,9 +150,15 @@ def test_column_absmax_is_numpy_s_for_any_part_count(parts):
     X.eliminate_zeros()  # a column with no value
     X.data[::7] = 0.0  # explicit zeros
     assert X[:, 13].nnz == 0
-    dup = sp.csr_matrix((np.r_[X.data, 2.5, 3.0], np.r_[X.indices, 4, 4], np.r_[X.indptr[:-1], X.indptr[-1] + 2]),
-                        shape=X.shape)  # row 299 holds column 4 twice: 5.5 once summed
-    for M in (X, dup, X.astype(np.float32), sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr), shape=X.shape)):
+    dup = sp.csr_matrix(
+        (np.r_[X.data, 2.5, 3.0], np.r_[X.indices, 4, 4], np.r_[X.indptr[:-1], X.indptr[-1] + 2]), shape=X.shape
+    )  # row 299 holds column 4 twice: 5.5 once summed
+    for M in (
+        X,
+        dup,
+        X.astype(np.float32),
+        sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr), shape=X.shape),
+    ):
         want = np.abs(M.toarray()).max(axis=0)
         got = column_absmax_csr(M, parts)
         assert got.dtype == np.float64 and np.array_equal(got, want.astype(np.float64))
@@ -172,7 +178,9 @@ def test_column_presence_is_the_nonzero_pattern_of_the_columns():
         assert np.array_equal(B.toarray(), (X.toarray()[:, cols] != 0).astype(float))
 
 
-@pytest.mark.parametrize("m", [40, 1450, 1500])  # NumPy below SMALL_WORK entries, the compiled pass above (23 and 24 tiles of 64)
+@pytest.mark.parametrize(
+    "m", [40, 1450, 1500]
+)  # NumPy below SMALL_WORK entries, the compiled pass above (23 and 24 tiles of 64)
 def test_sqrt_densities_are_the_bits_of_sqrt_of_the_densities(m):
     # psi: the float32 product S^t, then scaling, clipping and root in float64, rounded once
     from hdtwd_cli.tree._diffusion import POWER_DTYPE, _scaled, _symmetric_power, diffusion_sqrt_densities
@@ -203,8 +211,9 @@ def test_float32_power_keeps_log_a_within_the_stated_tolerance():
     K = 5
     g = tree_mod.hd_lca_products(op, [K])[0][K]
     psi = np.stack([np.sqrt(diffusion_densities(op, 2.0**-k)[0]) for k in range(K + 1)])
-    ref = tree_mod.hd_lca_product(HyperbolicEmbedding(psi=psi, heights=scale_heights(K), negative_mass=np.zeros(K + 1)),
-                                  dtype=np.float64)
+    ref = tree_mod.hd_lca_product(
+        HyperbolicEmbedding(psi=psi, heights=scale_heights(K), negative_mass=np.zeros(K + 1)), dtype=np.float64
+    )
     err = np.abs(np.log(g) - np.log(ref)).max() * 0.5 / (K + 1)
     assert 0 < err < 2e-5
 

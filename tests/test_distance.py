@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import exact_ot, path_metric
-from hdtwd_cli.twd._distance import normalize_rows, pairwise_l1, tree_wasserstein
-from hdtwd_cli.tree._params import TreeParams
+
 from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import normalize_rows, pairwise_l1, tree_wasserstein
 
 
 def random_case(seed):
@@ -16,10 +16,13 @@ def random_case(seed):
     m = int(rng.integers(4, 11))
     n = int(rng.integers(6, 14))
     X = rng.poisson(2.0, size=(n, m)).astype(float) * (rng.random((n, m)) < 0.7)
-    X[:, :] += (X.sum(axis=0) == 0)  # no empty feature column
+    X[:, :] += X.sum(axis=0) == 0  # no empty feature column
     X[X.sum(axis=1) == 0, 0] = 1.0  # no empty row
-    tree = learn_tree(X, [f"f{j}" for j in range(m)],
-                      TreeParams.from_preset("paper", eps=float(rng.choice([0.1, 1, 5])), scales=int(rng.integers(0, 8))))
+    tree = learn_tree(
+        X,
+        [f"f{j}" for j in range(m)],
+        TreeParams.from_preset("paper", eps=float(rng.choice([0.1, 1, 5])), scales=int(rng.integers(0, 8))),
+    )
     return X, tree
 
 
@@ -50,25 +53,38 @@ def test_twd_equals_pot_emd2():
 def test_twd_equals_unnormalised_weighted_unifrac():
     skbio = pytest.importorskip("skbio")
     from skbio.diversity import beta_diversity
+
     X, tree = random_case(7)
-    from hdtwd_cli.io._newick import write_newick
     import io
+
+    from hdtwd_cli.io._newick import write_newick
+
     sk_tree = skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
     counts = X.astype(np.int64)  # scikit-bio casts to int64: feed integer counts
-    dm = beta_diversity("weighted_unifrac", counts, ids=[f"s{i}" for i in range(len(X))],
-                        taxa=tree.leaf_names, tree=sk_tree, normalized=False, validate=False)
+    dm = beta_diversity(
+        "weighted_unifrac",
+        counts,
+        ids=[f"s{i}" for i in range(len(X))],
+        taxa=tree.leaf_names,
+        tree=sk_tree,
+        normalized=False,
+        validate=False,
+    )
     D = tree_wasserstein(tree, X)
     assert np.allclose(dm.data, D, rtol=1e-9, atol=0)
 
 
 def test_general_tree_with_multifurcation():
     # root with three children, one internal node with two leaves: hand-computed TWD
-    tree = Tree(parent=np.array([4, 4, 5, 5, 5, -1]), length=np.array([1.0, 2.0, 3.0, 4.0, 0.5, 0.0]),
-                leaf_names=["a", "b", "c", "d"])
+    tree = Tree(
+        parent=np.array([4, 4, 5, 5, 5, -1]),
+        length=np.array([1.0, 2.0, 3.0, 4.0, 0.5, 0.0]),
+        leaf_names=["a", "b", "c", "d"],
+    )
     tree.validate()
     X = np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
     D = tree_wasserstein(tree, X)
-    assert np.isclose(D[0, 1], 3.0)       # a -> b through node 4
+    assert np.isclose(D[0, 1], 3.0)  # a -> b through node 4
     assert np.isclose(D[0, 2], 1 + 0.5 + 3)  # a -> 4 -> root -> c
     assert np.isclose(D[2, 3], 7.0)
     C = path_metric(tree.parent, tree.length, 4)
@@ -93,6 +109,7 @@ def test_cross_distances_match_pairwise():
 
 def test_pairwise_l1_matches_scipy():
     from scipy.spatial.distance import cdist
+
     rng = np.random.default_rng(0)
     Y = rng.random((75, 530))
     D = pairwise_l1(Y)
@@ -114,20 +131,23 @@ def test_kernel_gives_same_bits_when_compiled_and_when_loaded_from_cache(tmp_pat
 
     rng = np.random.default_rng(0)
     np.save(tmp_path / "Y.npy", rng.random((70, 1037)))
-    code = ("import sys, numpy as np; from hdtwd_cli.twd._kernels import l1_distances; "
-            "np.save(sys.argv[2], l1_distances(np.load(sys.argv[1])))")
+    code = (
+        "import sys, numpy as np; from hdtwd_cli.twd._kernels import l1_distances; "
+        "np.save(sys.argv[2], l1_distances(np.load(sys.argv[1])))"
+    )
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
     for i in range(2):  # first run compiles and writes the cache, second loads it
-        subprocess.run([sys.executable, "-c", code, tmp_path / "Y.npy", tmp_path / f"D{i}.npy"],
-                       check=True, env=env)
+        subprocess.run([sys.executable, "-c", code, tmp_path / "Y.npy", tmp_path / f"D{i}.npy"], check=True, env=env)
     assert any((tmp_path / "cache").rglob("*.nbi"))
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D1.npy"))
     # the cached code is loaded without numba's lowering registries (hdtwd_cli._runtime.jit), and a cache
     # miss after such a load still compiles (numba's compiler loads them itself)
-    check = (code + "; assert 'numba.np.linalg' not in sys.modules, 'full refresh on a cache load'"
-             "; from hdtwd_cli.twd._kernels import row_norms; out = np.empty(3)"
-             "; row_norms(np.ones((3, 5), dtype=np.float32), out); assert (out == 5).all()"
-             "; assert 'numba.np.linalg' in sys.modules")
+    check = (
+        code + "; assert 'numba.np.linalg' not in sys.modules, 'full refresh on a cache load'"
+        "; from hdtwd_cli.twd._kernels import row_norms; out = np.empty(3)"
+        "; row_norms(np.ones((3, 5), dtype=np.float32), out); assert (out == 5).all()"
+        "; assert 'numba.np.linalg' in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", check, tmp_path / "Y.npy", tmp_path / "D3.npy"], check=True, env=env)
     assert np.array_equal(np.load(tmp_path / "D0.npy"), np.load(tmp_path / "D3.npy"))
     # and the same bits with LLVM's default vector width (the runs above inherit the full width
@@ -142,13 +162,20 @@ def test_wide_vectors_only_before_numba_and_only_when_unset():
     import subprocess
     import sys
 
-    code = ("import os, sys; {pre}from hdtwd_cli._runtime.simd import prefer_wide_vectors; "
-            "print(prefer_wide_vectors(), os.environ.get('NUMBA_CPU_FEATURES', ''))")
+    code = (
+        "import os, sys; {pre}from hdtwd_cli._runtime.simd import prefer_wide_vectors; "
+        "print(prefer_wide_vectors(), os.environ.get('NUMBA_CPU_FEATURES', ''))"
+    )
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CPU_FEATURES"}
 
     def run(pre="", **extra):
-        out = subprocess.run([sys.executable, "-c", code.format(pre=pre)], check=True, capture_output=True,
-                             text=True, env=dict(env, **extra)).stdout.split(" ", 1)
+        out = subprocess.run(
+            [sys.executable, "-c", code.format(pre=pre)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=dict(env, **extra),
+        ).stdout.split(" ", 1)
         return out[0] == "True", out[1].strip()
 
     done, features = run()
@@ -177,7 +204,7 @@ def test_kernel_edge_shapes_and_bit_identities(shape):
         C = l1_distances(A, A)
         off = ~np.eye(shape[0], dtype=bool)
         assert np.array_equal(C[off], D[off])
-        blocks = np.vstack([l1_distances(A[i:i + 50], A) for i in range(0, shape[0], 50)])
+        blocks = np.vstack([l1_distances(A[i : i + 50], A) for i in range(0, shape[0], 50)])
         assert np.array_equal(blocks, C)
         before = numba.get_num_threads()
         try:
@@ -188,23 +215,29 @@ def test_kernel_edge_shapes_and_bit_identities(shape):
         assert np.array_equal(D1, D)
         # float32 storage: widened exactly, summed in float64
         D32 = l1_distances(A.astype(np.float32))
-        np.testing.assert_allclose(D32, cdist(A.astype(np.float32).astype(np.float64), A.astype(np.float32)
-                                              .astype(np.float64), "cityblock"), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(
+            D32,
+            cdist(A.astype(np.float32).astype(np.float64), A.astype(np.float32).astype(np.float64), "cityblock"),
+            rtol=1e-12,
+            atol=1e-12,
+        )
 
 
 @pytest.mark.parametrize("block", [64, 333, 5000])
 def test_streamed_knn_equals_brute_force(block):
     import scipy.sparse as sp
 
-    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbours, twd_vectors
-
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
     from hdtwd_cli.tree._tree import Tree
+    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors, twd_vectors
 
     rng = np.random.default_rng(2)
     m = 40
-    tree = Tree(parent=random_binary_tree(m, 1), length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
-                leaf_names=[f"f{j}" for j in range(m)])
+    tree = Tree(
+        parent=random_binary_tree(m, 1),
+        length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
+        leaf_names=[f"f{j}" for j in range(m)],
+    )
     counts = rng.poisson(0.4, size=(700, m))
     counts[np.arange(700), np.arange(700) % m] += 1
     Xs = sp.csr_matrix(counts.astype(np.float64))
@@ -213,7 +246,7 @@ def test_streamed_knn_equals_brute_force(block):
     np.fill_diagonal(D, np.inf)
     ref = np.argsort(D, axis=1, kind="stable")[:, :9]
     for src in (TreeVectors(tree, Xs), Y):
-        idx, dist = nearest_neighbours(src, 9, block)
+        idx, dist = nearest_neighbors(src, 9, block)
         assert np.array_equal(idx, ref)
         assert np.array_equal(dist, np.take_along_axis(D, ref, axis=1))
 
@@ -223,21 +256,24 @@ def test_streamed_knn_never_holds_all_vectors():
 
     import scipy.sparse as sp
 
-    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbours
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
     from hdtwd_cli.tree._tree import Tree
+    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors
 
     m, n = 300, 6000
-    tree = Tree(parent=random_binary_tree(m, 0), length=np.r_[np.full(2 * m - 2, 0.5), 0.0],
-                leaf_names=[f"f{j}" for j in range(m)])
+    tree = Tree(
+        parent=random_binary_tree(m, 0),
+        length=np.r_[np.full(2 * m - 2, 0.5), 0.0],
+        leaf_names=[f"f{j}" for j in range(m)],
+    )
     X = sp.random(n, m, density=0.05, random_state=3, format="csr")
     X = X + sp.csr_matrix((np.ones(n), (np.arange(n), np.arange(n) % m)), shape=(n, m))
     src = TreeVectors(tree, X)
     full = n * src.dim * 8
-    nearest_neighbours(src, 5, 256)  # compile
+    nearest_neighbors(src, 5, 256)  # compile
     tracemalloc.start()
     try:
-        nearest_neighbours(src, 5, 256)
+        nearest_neighbors(src, 5, 256)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -266,14 +302,17 @@ def test_picked_rows_and_their_quantised_vectors():
     """TreeVectors.of_rows (rows picked by index in the kernel: any order, repeats) equals the rows'
     slices, and TreeVectors.quantised (fused kernel for CSR input) equals _nndescent.quantise of
     them bit for bit, for float64 and float32 counts, sparse and dense; above the NumPy twins' size."""
-    from hdtwd_cli.twd._kernels import quantise
-    from hdtwd_cli.twd._distance import TreeVectors
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.twd._distance import TreeVectors
+    from hdtwd_cli.twd._kernels import quantise
 
     rng = np.random.default_rng(3)
     m, n = 400, 3000  # 2,600 picked rows x 799 nodes: above _small.SMALL_WORK, the compiled kernels
-    tree = Tree(parent=random_binary_tree(m, 1), length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
-                leaf_names=[f"g{j}" for j in range(m)])
+    tree = Tree(
+        parent=random_binary_tree(m, 1),
+        length=np.r_[rng.uniform(0.1, 1, 2 * m - 2), 0.0],
+        leaf_names=[f"g{j}" for j in range(m)],
+    )
     X = rng.poisson(0.3, size=(n, m)).astype(np.float64)
     X[:, 0] += 1
     pick = np.concatenate([rng.integers(0, n, 2600), [7, 7, 0, n - 1]])
@@ -297,22 +336,26 @@ def _documents(n, m, seed):
     rng = np.random.default_rng(seed)
     p = 1.0 / np.arange(1, m + 1)
     rows = [rng.choice(m, size=int(rng.integers(1, 12)), p=p / p.sum()) for _ in range(n)]
-    X = sp.csr_matrix((np.ones(sum(map(len, rows))), np.concatenate(rows),
-                       np.concatenate([[0], np.cumsum([len(r) for r in rows])])), shape=(n, m))
+    X = sp.csr_matrix(
+        (np.ones(sum(map(len, rows))), np.concatenate(rows), np.concatenate([[0], np.cumsum([len(r) for r in rows])])),
+        shape=(n, m),
+    )
     X.sum_duplicates()
     return X
 
 
-@pytest.mark.parametrize("n,m,dtype", [(1, 300, "float64"), (31, 300, "float64"), (97, 3000, "float64"),
-                                       (70, 3000, "float32"), (65, 520, "float64")])
+@pytest.mark.parametrize(
+    "n,m,dtype",
+    [(1, 300, "float64"), (31, 300, "float64"), (97, 3000, "float64"), (70, 3000, "float32"), (65, 520, "float64")],
+)
 def test_pruned_kernel_gives_the_dense_kernels_bits(n, m, dtype):
     """The block-pair pruned kernel (sparse documents) equals the dense tiled kernel bit for bit:
     all pairs, cross distances, row blocks, one thread or two, float32 storage; and it really prunes."""
     import numba
 
-    from hdtwd_cli.twd._pruned import row_panels
-    from hdtwd_cli.twd._distance import TreeVectors, pruned_share, tree_distance_blocks, tree_distances
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.twd._distance import TreeVectors, pruned_share, tree_distance_blocks, tree_distances
+    from hdtwd_cli.twd._pruned import row_panels
 
     rng = np.random.default_rng(n)
     X = _documents(n, m, seed=m)
@@ -345,8 +388,8 @@ def test_pruned_kernel_gives_the_dense_kernels_bits(n, m, dtype):
 
 
 def test_pruned_kernel_is_chosen_for_documents_only():
-    from hdtwd_cli.twd._distance import TreeVectors, pruned_share
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    from hdtwd_cli.twd._distance import TreeVectors, pruned_share
 
     m = 4000
     parent = random_binary_tree(m, seed=1)
@@ -383,8 +426,8 @@ def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
     exactly the compiled kernels' values - row sums, tree vectors, the L1 kernel, the HD-LCA product,
     and so the learned tree and the distances of the whole pipeline."""
     from hdtwd_cli._runtime import twins as _small
-    from hdtwd_cli.twd._kernels import l1_distances, norms, row_sums
     from hdtwd_cli.twd._distance import TreeVectors
+    from hdtwd_cli.twd._kernels import l1_distances, norms, row_sums
 
     rng = np.random.default_rng(5)
     X = rng.poisson(1.5, size=(60, 40)).astype(float) * (rng.random((60, 40)) < 0.6)
@@ -397,9 +440,19 @@ def test_numpy_twins_of_the_kernels_give_the_same_bits(monkeypatch):
         tree = learn_tree(X, [f"g{j}" for j in range(40)], TreeParams.from_preset("default"))
         tv = TreeVectors(tree, X)
         tvs = TreeVectors(tree, sp.csr_matrix(X), "float32")
-        return [row_sums(X), row_sums(np.asfortranarray(X)), norms(A), l1_distances(A), l1_distances(A, B),
-                l1_distances(A.astype(np.float32), B.astype(np.float32), np.float32), tree.parent, tree.length,
-                tv.rows(), tvs.rows(), tree_wasserstein(tree, X)]
+        return [
+            row_sums(X),
+            row_sums(np.asfortranarray(X)),
+            norms(A),
+            l1_distances(A),
+            l1_distances(A, B),
+            l1_distances(A.astype(np.float32), B.astype(np.float32), np.float32),
+            tree.parent,
+            tree.length,
+            tv.rows(),
+            tvs.rows(),
+            tree_wasserstein(tree, X),
+        ]
 
     small = run()
     monkeypatch.setattr(_small, "SMALL_WORK", 0)

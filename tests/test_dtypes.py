@@ -95,15 +95,18 @@ def _calls(names: list[str], tree: hd.Tree, labels: np.ndarray, landmarks: int) 
 
     def classify(X):
         rep = hd.classify(X, labels, names, methods=["hdtwd", "l1"], k=[1, 3], splits=2, params=params)
-        return tuple(np.array([list(r["per_k"].values()), r["per_split"]], dtype=object).ravel()
-                     for r in (rep["methods"]["hdtwd"], rep["methods"]["l1"]))
+        return tuple(
+            np.array([list(r["per_k"].values()), r["per_split"]], dtype=object).ravel()
+            for r in (rep["methods"]["hdtwd"], rep["methods"]["l1"])
+        )
 
     return {
         "learn_tree": learn,
         "distances (learned)": lambda X: (hd.distances(X, feature_names=names, params=params),),
         "distances (tree)": lambda X: (hd.distances(X, tree=tree, feature_names=names),),
-        "distances (cross)": lambda X: (hd.distances(X[:30], tree=tree, reference=X, feature_names=names,
-                                                     reference_feature_names=names),),
+        "distances (cross)": lambda X: (
+            hd.distances(X[:30], tree=tree, reference=X, feature_names=names, reference_feature_names=names),
+        ),
         "tree_vectors": lambda X: (hd.tree_vectors(tree, X, names),),
         "knn_graph": knn,
         "neighbors": neighbors,
@@ -178,8 +181,9 @@ def test_the_reported_snippet_pbmc68k():
     assert _snapshot(X) == before
 
 
-@pytest.mark.parametrize("params", [{}, {"landmarks": 60}, {"feature_space": "svd", "feature_dims": 20}],
-                         ids=["exact", "landmarks", "svd"])
+@pytest.mark.parametrize(
+    "params", [{}, {"landmarks": 60}, {"feature_space": "svd", "feature_dims": 20}], ids=["exact", "landmarks", "svd"]
+)
 def test_the_tree_is_the_same_bits_with_one_or_two_blas_threads(params):
     """LAPACK's eigensolvers and QR / SVD (and, on AVX2 kernels, products) give other last bits with
     another BLAS thread count; tree learning runs on one BLAS thread (hdtwd_cli._runtime.blas), so the tree

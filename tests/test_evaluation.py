@@ -4,8 +4,8 @@ import json
 
 import numpy as np
 import pytest
-
 from conftest import SAMPLE, run_hdtwd
+
 from hdtwd_cli.evaluate._protocol import knn_predict, stratified_splits
 from hdtwd_cli.tree._params import TreeParams
 
@@ -22,7 +22,9 @@ def test_knn_matches_scikit_learn_when_votes_do_not_tie():
         ours = knn_predict(D, y, ks)
         order = np.argsort(D, axis=1, kind="stable")
         for i, k in enumerate(ks):
-            clf = neighbors.KNeighborsClassifier(n_neighbors=k, metric="precomputed").fit(np.zeros((n_train, n_train)), y)
+            clf = neighbors.KNeighborsClassifier(n_neighbors=k, metric="precomputed").fit(
+                np.zeros((n_train, n_train)), y
+            )
             theirs = clf.predict(D)
             counts = np.array([np.bincount(y[order[r, :k]], minlength=C) for r in range(n_test)])
             top = np.sort(counts, axis=1)
@@ -58,7 +60,7 @@ def test_stratified_splits_are_disjoint_proportional_and_seeded():
 
 def test_singleton_class_falls_back_to_unstratified():
     y = np.array([0] * 10 + [1])
-    for tr, te in stratified_splits(y, 3, 0.3, 0):
+    for _tr, te in stratified_splits(y, 3, 0.3, 0):
         assert len(te) == 3
 
 
@@ -74,9 +76,21 @@ def test_tree_is_learned_from_training_rows_only(monkeypatch):
 
     monkeypatch.setattr(ev, "learn_trees", spy)
     from hdtwd_cli.evaluate._synthetic import planted_counts
+
     X, labels, _ = planted_counts(100, 16, 3, seed=0)
-    res = ev.evaluate(X, [f"g{j}" for j in range(16)], labels, ["hdtwd"], [1.0], [3], TreeParams.from_preset("paper"),
-                      ks=[1, 3], n_splits=2, test_size=0.3, seed=0)
+    res = ev.evaluate(
+        X,
+        [f"g{j}" for j in range(16)],
+        labels,
+        ["hdtwd"],
+        [1.0],
+        [3],
+        TreeParams.from_preset("paper"),
+        ks=[1, 3],
+        n_splits=2,
+        test_size=0.3,
+        seed=0,
+    )
     assert seen == [70, 70]
     # changing the TEST rows of split 0 must not change the tree: same training accuracies path
     assert res[0].acc.shape == (2, 2)
@@ -84,15 +98,16 @@ def test_tree_is_learned_from_training_rows_only(monkeypatch):
 
 def test_classify_cli_json_schema(tmp_path):
     out = tmp_path / "r.json"
-    proc = run_hdtwd("classify", SAMPLE / "cells.h5ad", "--labels", "obs:cell_type", "--splits", "3",
-                     "--k", "1,3,5", "--json", out)
+    proc = run_hdtwd(
+        "classify", SAMPLE / "cells.h5ad", "--labels", "obs:cell_type", "--splits", "3", "--k", "1,3,5", "--json", out
+    )
     table = proc.stdout.decode()
     for name in ("hdtwd", "cosine", "euclidean", "l1"):
         assert name in table
     r = json.loads(out.read_text())
     assert {"n_samples", "n_features", "n_classes", "splits", "test_size", "seed", "k", "methods"} <= set(r)
     assert r["n_samples"] == 300 and r["n_classes"] == 4 and r["k"] == [1, 3, 5] and r["splits"] == 3
-    for name, m in r["methods"].items():
+    for _name, m in r["methods"].items():
         assert set(m) >= {"best_k", "mean", "std", "per_k", "params"}
         assert m["best_k"] in (1, 3, 5) and 0 <= m["mean"] <= 100
         assert m["mean"] == max(m["per_k"].values())
@@ -101,8 +116,24 @@ def test_classify_cli_json_schema(tmp_path):
 
 def test_classify_grid_records_choices_and_labels_file(tmp_path):
     out = tmp_path / "r.json"
-    run_hdtwd("classify", SAMPLE / "cells.h5ad", "--labels", SAMPLE / "cells_labels.txt", "--splits", "2",
-              "--k", "1,3", "--eps", "0.5,2", "--scales", "2,4", "--methods", "hdtwd,cosine", "--json", out)
+    run_hdtwd(
+        "classify",
+        SAMPLE / "cells.h5ad",
+        "--labels",
+        SAMPLE / "cells_labels.txt",
+        "--splits",
+        "2",
+        "--k",
+        "1,3",
+        "--eps",
+        "0.5,2",
+        "--scales",
+        "2,4",
+        "--methods",
+        "hdtwd,cosine",
+        "--json",
+        out,
+    )
     r = json.loads(out.read_text())
     assert set(r["methods"]) == {"hdtwd", "cosine"}
     choices = r["methods"]["hdtwd"]["params"]["choices"]
@@ -111,14 +142,18 @@ def test_classify_grid_records_choices_and_labels_file(tmp_path):
         assert c["eps"] in (0.5, 2.0) and c["scales"] in (2, 4) and len(c["inner_scores"]) == 4
 
 
-@pytest.mark.parametrize("labels, needle", [
-    ("{sample}/cells_labels.txt", "300 labels for 100 samples"),
-    ("obs:cell_type", "obs columns can only be read from .h5ad"),
-    ("{tmp}/missing.txt", "no such labels file"),
-])
+@pytest.mark.parametrize(
+    "labels, needle",
+    [
+        ("{sample}/cells_labels.txt", "300 labels for 100 samples"),
+        ("obs:cell_type", "obs columns can only be read from .h5ad"),
+        ("{tmp}/missing.txt", "no such labels file"),
+    ],
+)
 def test_classify_bad_labels(tmp_path, labels, needle):
-    proc = run_hdtwd("classify", SAMPLE / "produce.csv", "--labels", labels.format(sample=SAMPLE, tmp=tmp_path),
-                     check=False)
+    proc = run_hdtwd(
+        "classify", SAMPLE / "produce.csv", "--labels", labels.format(sample=SAMPLE, tmp=tmp_path), check=False
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 2 and needle in err and "Traceback" not in err
 

@@ -8,17 +8,16 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from conftest import exact_ot, path_metric, run_hdtwd
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+
 from hdtwd_cli.evaluate._protocol import baseline_distances, evaluate, pca_representation
-from hdtwd_cli.tree._features import idf_weights, latent_feature_space
-from hdtwd_cli.io._vectors import read_feature_embedding
-from hdtwd_cli.tree._params import TreeParams, resolve_params
-from hdtwd_cli.twd._distance import align_to_tree
-from hdtwd_cli.tree._learn import extend_tree, learn_tree
 from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.io._vectors import read_feature_embedding
+from hdtwd_cli.tree._features import idf_weights, latent_feature_space
+from hdtwd_cli.tree._learn import extend_tree, learn_tree
+from hdtwd_cli.tree._params import TreeParams, resolve_params
 from hdtwd_cli.tree._tree import attach_at_root, lengthen_leaves, mean_leaf_depth
+from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
 
 
 def tiny_corpus(seed: int = 0, n: int = 60):
@@ -42,8 +41,19 @@ def tiny_corpus(seed: int = 0, n: int = 60):
 
 def test_classify_with_test_rows_made_of_unseen_words_completes(tmp_path):
     X, names, y = tiny_corpus()
-    res = evaluate(X, names, y, ["hdtwd", "l1", "tfidf-l1"], [1.0], [3], resolve_params("default")[0],
-                   ks=[1, 3], n_splits=3, test_size=0.3, seed=0)
+    res = evaluate(
+        X,
+        names,
+        y,
+        ["hdtwd", "l1", "tfidf-l1"],
+        [1.0],
+        [3],
+        resolve_params("default")[0],
+        ks=[1, 3],
+        n_splits=3,
+        test_size=0.3,
+        seed=0,
+    )
     acc = {r.name: r.acc for r in res}
     assert acc["hdtwd"].shape == (3, 2) and np.all(np.isfinite(acc["hdtwd"]))
     assert acc["hdtwd"].mean() > 80  # the shared words still separate the two topics
@@ -87,7 +97,9 @@ def _tree_ot_check(tree, X, rows=(0, 1, 2, 3)):
 def test_attached_and_lengthened_tree_is_still_an_exact_tree_wasserstein_distance():
     X, labels, _ = planted_counts(40, 10, 2, seed=1)
     names = [f"g{j}" for j in range(10)]
-    base = learn_tree(X, names, TreeParams.from_preset("paper", linkage="complete", edge_weights="lca", bandwidth="knn"))
+    base = learn_tree(
+        X, names, TreeParams.from_preset("paper", linkage="complete", edge_weights="lca", bandwidth="knn")
+    )
     tree = lengthen_leaves(attach_at_root(base, ["new1", "new2"], 0.7), 0.3)
     Xn = np.hstack([X, np.random.default_rng(0).poisson(1.0, (40, 2))]).astype(float)
     _tree_ot_check(tree, Xn)
@@ -126,10 +138,18 @@ def test_tfidf_baselines_match_scikit_learn():
     tr, te = np.arange(15, 60), np.arange(15)
     t = TfidfTransformer(smooth_idf=True, norm="l1").fit(X[tr])
     A, B = t.transform(X[te]).toarray(), t.transform(X[tr]).toarray()
-    np.testing.assert_allclose(baseline_distances("tfidf-l1", X[te], X[tr]),
-                               pairwise_distances(A, B, metric="manhattan"), rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(baseline_distances("tfidf-cosine", sp.csr_matrix(X[te]), sp.csr_matrix(X[tr])),
-                               pairwise_distances(A, B, metric="cosine"), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(
+        baseline_distances("tfidf-l1", X[te], X[tr]),
+        pairwise_distances(A, B, metric="manhattan"),
+        rtol=1e-12,
+        atol=1e-14,
+    )
+    np.testing.assert_allclose(
+        baseline_distances("tfidf-cosine", sp.csr_matrix(X[te]), sp.csr_matrix(X[tr])),
+        pairwise_distances(A, B, metric="cosine"),
+        rtol=1e-10,
+        atol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("counts", [True, False])
@@ -146,18 +166,27 @@ def test_pca_baseline_matches_scikit_learn(counts):
     L = np.log1p(X / X.sum(1, keepdims=True) * 1e4) if counts else X
     p = PCA(n_components=10, svd_solver="full").fit(L[tr])
     np.testing.assert_allclose(np.abs(Ztr), np.abs(p.transform(L[tr])), rtol=1e-7, atol=1e-9)
-    np.testing.assert_allclose(pairwise_distances(Zte, Ztr),
-                               pairwise_distances(p.transform(L[te]), p.transform(L[tr])), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(
+        pairwise_distances(Zte, Ztr), pairwise_distances(p.transform(L[te]), p.transform(L[tr])), rtol=1e-7, atol=1e-9
+    )
     # the baseline itself: 50 components (70 features here)
     p50 = PCA(50, svd_solver="full").fit(L[tr])
-    np.testing.assert_allclose(baseline_distances("pca", X[te], X[tr]),
-                               pairwise_distances(p50.transform(L[te]), p50.transform(L[tr])), rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(
+        baseline_distances("pca", X[te], X[tr]),
+        pairwise_distances(p50.transform(L[te]), p50.transform(L[tr])),
+        rtol=1e-7,
+        atol=1e-9,
+    )
     # more features than training rows: the Gram route gives the same distances
     few = np.arange(30, 50)  # 20 training rows, 70 features
     Zte2, Ztr2 = pca_representation(X[te], X[few], n_components=5)
     p5 = PCA(n_components=5, svd_solver="full").fit(L[few])
-    np.testing.assert_allclose(pairwise_distances(Zte2, Ztr2),
-                               pairwise_distances(p5.transform(L[te]), p5.transform(L[few])), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        pairwise_distances(Zte2, Ztr2),
+        pairwise_distances(p5.transform(L[te]), p5.transform(L[few])),
+        rtol=1e-6,
+        atol=1e-8,
+    )
 
 
 def test_latent_feature_space_is_the_truncated_svd_and_deterministic():
@@ -186,8 +215,8 @@ def test_svd_feature_space_falls_back_to_the_data_when_too_small():
 
 
 def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur():
-    from hdtwd_cli.tree._features import never_cooccur_fraction
     from hdtwd_cli.evaluate._synthetic import planted_corpus
+    from hdtwd_cli.tree._features import never_cooccur_fraction
 
     docs, _, _ = planted_corpus(300, 2000, branching=(4, 4), mean_length=30.0, level_weights=(0.6, 0.2, 0.2), seed=0)
     cells, _, _ = planted_counts(300, 200, 4, seed=0)
@@ -207,8 +236,10 @@ def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur
 
 def _write_embeddings(tmp_path, vectors, names):
     txt = tmp_path / "vec.txt"
-    txt.write_text(f"{len(names)} {vectors.shape[1]}\n" + "".join(
-        n + " " + " ".join(repr(float(v)) for v in row) + "\n" for n, row in zip(names, vectors)))
+    txt.write_text(
+        f"{len(names)} {vectors.shape[1]}\n"
+        + "".join(n + " " + " ".join(repr(float(v)) for v in row) + "\n" for n, row in zip(names, vectors))
+    )
     gz = tmp_path / "vec.vec.gz"
     with gzip.open(gz, "wt") as fh:
         fh.write("".join(n + " " + " ".join(repr(float(v)) for v in row) + "\n" for n, row in zip(names, vectors)))
@@ -256,12 +287,15 @@ def test_feature_embedding_files_are_read_alike_and_drive_the_tree(tmp_path):
     assert not np.allclose(np.load(tmp_path / "Ddata.npy"), outs[0])
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("a 1 2\nb 1\n", "line 2: 1 values where line 1 has 2"),
-    ("a 1 x\n", "line 1: not a name followed by numbers"),
-    ("a 1 2\na 3 4\n", "feature 'a' has two vectors"),
-    ("a 1 nan\n", "NaN or infinite"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("a 1 2\nb 1\n", "line 2: 1 values where line 1 has 2"),
+        ("a 1 x\n", "line 1: not a name followed by numbers"),
+        ("a 1 2\na 3 4\n", "feature 'a' has two vectors"),
+        ("a 1 nan\n", "NaN or infinite"),
+    ],
+)
 def test_bad_feature_embedding_is_one_line_error(tmp_path, text, needle):
     X, _, _ = planted_counts(20, 6, 2, seed=8)
     csv = tmp_path / "x.csv"
@@ -282,8 +316,9 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
     run_hdtwd("distance", csv, "--save-tree", tmp_path / "T.h5", "-o", tmp_path / "D.npy", "-q")
     Xn = np.hstack([X, np.ones((30, 2))])
     csv2 = tmp_path / "y.csv"
-    csv2.write_text(",".join(names + ["new1", "new2"]) + "\n"
-                    + "\n".join(",".join(str(int(v)) for v in r) for r in Xn) + "\n")
+    csv2.write_text(
+        ",".join(names + ["new1", "new2"]) + "\n" + "\n".join(",".join(str(int(v)) for v in r) for r in Xn) + "\n"
+    )
     proc = run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "-o", tmp_path / "D2.npy", check=False)
     assert proc.returncode == 2 and "--unseen root" in proc.stderr.decode()
     run_hdtwd("distance", csv2, "--tree", tmp_path / "T.h5", "--unseen", "root", "-o", tmp_path / "D2.npy", "-q")
@@ -294,16 +329,28 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
     assert T.length[T.leaf_names.index("new1")] == pytest.approx(h * (1 + lam))
     assert T.feature_weights[T.leaf_names.index("new1")] == T.feature_weights.max()
     D2 = np.load(tmp_path / "D2.npy")
-    np.testing.assert_allclose(D2, tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(D2, tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T)), rtol=1e-12)
     _tree_ot_check(T, Xn)
     assert mean_leaf_depth(T) > 0
     # queries on the old features against a reference set with the new ones: the same distances
-    run_hdtwd("distance", csv, "--tree", tmp_path / "T.h5", "--reference", csv2, "--unseen", "root",
-              "-o", tmp_path / "C.npy", "-q")
-    np.testing.assert_allclose(np.load(tmp_path / "C.npy"),
-                               tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T),
-                                                Xq=align_to_tree(X, names, T)), rtol=1e-12)
+    run_hdtwd(
+        "distance",
+        csv,
+        "--tree",
+        tmp_path / "T.h5",
+        "--reference",
+        csv2,
+        "--unseen",
+        "root",
+        "-o",
+        tmp_path / "C.npy",
+        "-q",
+    )
+    np.testing.assert_allclose(
+        np.load(tmp_path / "C.npy"),
+        tree_wasserstein(T, align_to_tree(Xn, names + ["new1", "new2"], T), Xq=align_to_tree(X, names, T)),
+        rtol=1e-12,
+    )
 
 
 def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
@@ -333,10 +380,10 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
 
 
 def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
-    import hdtwd_cli.twd._distance as dist
     import hdtwd_cli.evaluate._protocol as ev
-    from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse
+    import hdtwd_cli.twd._distance as dist
     from hdtwd_cli.twd._distance import query_distances
+    from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse
 
     monkeypatch.setattr(dist, "SPARSE_KERNEL_DENSITY", 1.01)  # the overlap kernel even on this small corpus
     monkeypatch.setattr(ev, "SPARSE_KERNEL_DENSITY", 1.01)
@@ -355,8 +402,9 @@ def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
     assert np.array_equal(D, query_distances(tree, Xtr, Xte))  # deterministic
     assert calls
     for b in ("l1", "cosine", "euclidean", "tfidf-l1"):
-        np.testing.assert_allclose(baseline_distances(b, Xs[:30], Xs[30:]), baseline_distances(b, X[:30], X[30:]),
-                                   rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            baseline_distances(b, Xs[:30], Xs[30:]), baseline_distances(b, X[:30], X[30:]), rtol=0, atol=1e-12
+        )
 
 
 def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root():
@@ -402,8 +450,12 @@ def test_alignment_to_the_leaves_by_name_dense_and_sparse_alike():
 
     rng = np.random.default_rng(3)
     # 5 leaves: c, a, e, b, d; one internal node over (c, a), the root over the rest
-    tree = Tree(parent=np.array([5, 5, 6, 6, 6, 6, -1]), length=np.array([1.0, 2, 3, 4, 5, 1, 0]),
-                leaf_names=["c", "a", "e", "b", "d"], feature_weights=np.array([1.0, 2, 3, 4, 5]))
+    tree = Tree(
+        parent=np.array([5, 5, 6, 6, 6, 6, -1]),
+        length=np.array([1.0, 2, 3, 4, 5, 1, 0]),
+        leaf_names=["c", "a", "e", "b", "d"],
+        feature_weights=np.array([1.0, 2, 3, 4, 5]),
+    )
     names = ["a", "b", "zz", "c", "d"]  # 'e' is absent; 'zz' is not a leaf and all zero
     X = rng.random((6, 5))
     X[:, 2] = 0.0

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-
 from conftest import run_hdtwd
+
 from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.io import read_matrix
 
@@ -59,7 +59,9 @@ def write_10x_dir(folder, prefix="", v2=False):
     with open(mtx, "rb") as src, gzip.open(mtx + ".gz", "wb") as dst:
         dst.write(src.read())
     os.unlink(mtx)
-    _gz_text(os.path.join(folder, prefix + "features.tsv.gz"), [f"{i}\t{s}\t{t}" for i, s, t in zip(ids, symbols, types)])
+    _gz_text(
+        os.path.join(folder, prefix + "features.tsv.gz"), [f"{i}\t{s}\t{t}" for i, s, t in zip(ids, symbols, types)]
+    )
     _gz_text(os.path.join(folder, prefix + "barcodes.tsv.gz"), barcodes)
     return folder
 
@@ -180,6 +182,7 @@ def test_10x_h5_genomes_as_scanpy(tmp_path):
     with pytest.raises(InputError, match=r"holds 2 genomes \(hg19_chr21, mm10_chr21\)") as e:
         read_matrix(path)
     from hdtwd_cli.cli._options import flag
+
     assert "choose one with --genome NAME" in e.value.worded(flag)
     for genome in ("hg19_chr21", "mm10_chr21"):
         ref = sc.read_10x_h5(path, genome=genome)
@@ -222,9 +225,11 @@ def test_10x_errors_name_the_problem(tmp_path):
 def test_every_10x_and_gzip_form_gives_the_identical_distance_matrix(tmp_path):
     X = _counts()[:, :N_GENES].astype(np.float64)
     np.save(tmp_path / "x.npy", X)
-    paths = {"npy": tmp_path / "x.npy",
-             "10x dir": write_10x_dir(str(tmp_path / "filtered_feature_bc_matrix")),
-             "10x h5": write_10x_h5(str(tmp_path / "raw.h5"))}
+    paths = {
+        "npy": tmp_path / "x.npy",
+        "10x dir": write_10x_dir(str(tmp_path / "filtered_feature_bc_matrix")),
+        "10x h5": write_10x_h5(str(tmp_path / "raw.h5")),
+    }
     header = ",".join(["cell"] + [f"g{j}" for j in range(N_GENES)])
     body = [",".join([f"c{i}"] + [str(int(v)) for v in row]) for i, row in enumerate(X)]
     _gz_text(tmp_path / "x.csv.gz", [header] + body)
@@ -248,14 +253,18 @@ def test_every_10x_and_gzip_form_gives_the_identical_distance_matrix(tmp_path):
 
 # --- CSV name rules: a typo never turns a column or a row into names -------------------------------
 
-@pytest.mark.parametrize("text, shape, samples, features", [
-    ("g1,g2,g3\n1,2,3\n4,5,6\n", (2, 3), ["s0", "s1"], ["g1", "g2", "g3"]),   # header only
-    ("cell,g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),        # names in every row
-    (",g1,g2\n1,1,2\n2,3,4\n", (2, 2), ["1", "2"], ["g1", "g2"]),            # empty corner: numeric names
-    ("g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),             # one name fewer than fields
-    ("s1,1,2\ns2,3,4\n", (2, 2), ["s1", "s2"], ["f0", "f1"]),                # no header, names in every row
-    ("1,2,3\n4,5,6\n", (2, 3), ["s0", "s1"], ["f0", "f1", "f2"]),            # numbers only
-])
+
+@pytest.mark.parametrize(
+    "text, shape, samples, features",
+    [
+        ("g1,g2,g3\n1,2,3\n4,5,6\n", (2, 3), ["s0", "s1"], ["g1", "g2", "g3"]),  # header only
+        ("cell,g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),  # names in every row
+        (",g1,g2\n1,1,2\n2,3,4\n", (2, 2), ["1", "2"], ["g1", "g2"]),  # empty corner: numeric names
+        ("g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),  # one name fewer than fields
+        ("s1,1,2\ns2,3,4\n", (2, 2), ["s1", "s2"], ["f0", "f1"]),  # no header, names in every row
+        ("1,2,3\n4,5,6\n", (2, 3), ["s0", "s1"], ["f0", "f1", "f2"]),  # numbers only
+    ],
+)
 def test_csv_name_rules(tmp_path, text, shape, samples, features):
     p = tmp_path / "t.csv"
     p.write_text(text)
@@ -263,15 +272,22 @@ def test_csv_name_rules(tmp_path, text, shape, samples, features):
     assert md.shape == shape and md.sample_names == samples and md.feature_names == features
 
 
-@pytest.mark.parametrize("text, message", [
-    # the case: 12 named features, one typo in column one, 32 rows
-    ("".join([",".join(f"g{j}" for j in range(12)) + "\n"]
-             + [",".join(["x" if i == 4 else str(i)] + ["1"] * 11) + "\n" for i in range(32)]),
-     r"line 6, column 1: 'x' is not a number, but the column holds numbers in 31 of 32 rows"),
-    ("1,2,x,4\n1,2,3,4\n", r"line 1, column 3: 'x' is not a number, but 3 of the row's other cells are"),
-    ("a,b,3\n1,2,3\n", r"line 1, column 3: '3' is a number among the header's 2 names"),
-    ("g1,g2\n1,2\nx,3\n", r"line 3, column 1: 'x' is not a number"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        # the case: 12 named features, one typo in column one, 32 rows
+        (
+            "".join(
+                [",".join(f"g{j}" for j in range(12)) + "\n"]
+                + [",".join(["x" if i == 4 else str(i)] + ["1"] * 11) + "\n" for i in range(32)]
+            ),
+            r"line 6, column 1: 'x' is not a number, but the column holds numbers in 31 of 32 rows",
+        ),
+        ("1,2,x,4\n1,2,3,4\n", r"line 1, column 3: 'x' is not a number, but 3 of the row's other cells are"),
+        ("a,b,3\n1,2,3\n", r"line 1, column 3: '3' is a number among the header's 2 names"),
+        ("g1,g2\n1,2\nx,3\n", r"line 3, column 1: 'x' is not a number"),
+    ],
+)
 def test_csv_typos_are_errors_naming_the_cell(tmp_path, text, message):
     p = tmp_path / "t.csv"
     p.write_text(text)

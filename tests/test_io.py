@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
-
 from conftest import caterpillar, run_hdtwd
+
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.io import read_matrix
 from hdtwd_cli.io._newick import format_label, read_newick, write_newick
@@ -87,12 +87,15 @@ def test_duplicate_feature_names_are_made_unique_with_a_warning(tmp_path):
     assert md.feature_names == ["g", "g-1", "h", "g-2"]
 
 
-@pytest.mark.parametrize("content, message", [
-    ("a,b\n1,x\n", "not a number"),
-    ("a,b\n1,2\n3\n", "ragged"),
-    ("a,b\n1,-2\n", "negative"),
-    ("a,b\n1,nan\n", "NaN"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("a,b\n1,x\n", "not a number"),
+        ("a,b\n1,2\n3\n", "ragged"),
+        ("a,b\n1,-2\n", "negative"),
+        ("a,b\n1,nan\n", "NaN"),
+    ],
+)
 def test_bad_csv_is_named(tmp_path, content, message):
     p = tmp_path / "bad.csv"
     p.write_text(content)
@@ -120,8 +123,7 @@ def canonical(tree, order):
     out = {}
     for v in range(n):
         p = tree.parent[v]
-        out[(int(low[v]), int(size[v]))] = (None if p < 0 else (int(low[p]), int(size[p])),
-                                            float(tree.length[v]))
+        out[(int(low[v]), int(size[v]))] = (None if p < 0 else (int(low[p]), int(size[p])), float(tree.length[v]))
     return out
 
 
@@ -158,8 +160,20 @@ def test_caterpillar_20000_reads_in_scikit_bio():
         assert np.isclose(acc, root_dist[i], rtol=1e-12)
 
 
-AWKWARD = ["plain", "with space", "under_score", "o'clock", "a(b)", "x:y", "semi;colon", "comma,name",
-           "[bracket]", "ünïcode", "1e-5", "-"]
+AWKWARD = [
+    "plain",
+    "with space",
+    "under_score",
+    "o'clock",
+    "a(b)",
+    "x:y",
+    "semi;colon",
+    "comma,name",
+    "[bracket]",
+    "ünïcode",
+    "1e-5",
+    "-",
+]
 
 
 def test_awkward_labels_are_quoted_and_round_trip():
@@ -187,14 +201,17 @@ def test_awkward_labels_read_in_biopython_and_scikit_bio():
     assert sorted(t.name for t in sk.tips()) == sorted(AWKWARD)
 
 
-@pytest.mark.parametrize("text, message", [
-    ("(a:1,b:2", "closing"),
-    ("(a:1,a:2);", "more than once"),
-    ("(a:1,:2);", "no name"),
-    ("(a:1,b);", "no branch length"),
-    ("(a:1,b:x);", "not a number"),
-    ("((a:1,b:1):1;", "unbalanced"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("(a:1,b:2", "closing"),
+        ("(a:1,a:2);", "more than once"),
+        ("(a:1,:2);", "no name"),
+        ("(a:1,b);", "no branch length"),
+        ("(a:1,b:x);", "not a number"),
+        ("((a:1,b:1):1;", "unbalanced"),
+    ],
+)
 def test_bad_newick_is_refused(text, message):
     with pytest.raises(ValueError, match=message):
         Tree.from_record(read_newick(text))

@@ -9,15 +9,25 @@ import pytest
 import scipy.sparse as sp
 from scipy.stats import spearmanr
 
-from hdtwd_cli.twd._distance import tree_wasserstein
-from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
-from hdtwd_cli.tree._landmarks import AUTO_LANDMARKS_ABOVE, MIN_AFFINITY, effective_landmarks, landmark_affinity, landmark_densities, landmark_distances, landmark_factors, landmark_operator, select_landmarks
-from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.tree._learn import check_tree_memory, learn_tree
+from hdtwd_cli._defaults import LINKAGES
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.evaluate._synthetic import planted_counts
-from hdtwd_cli._defaults import LINKAGES
 from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_dense, hd_lca_product
+from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
+from hdtwd_cli.tree._landmarks import (
+    AUTO_LANDMARKS_ABOVE,
+    MIN_AFFINITY,
+    effective_landmarks,
+    landmark_affinity,
+    landmark_densities,
+    landmark_distances,
+    landmark_factors,
+    landmark_operator,
+    select_landmarks,
+)
+from hdtwd_cli.tree._learn import check_tree_memory, learn_tree
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import tree_wasserstein
 
 
 def _counts(n=150, m=40, seed=0, sparse=False):
@@ -155,8 +165,12 @@ def test_landmark_tree_agrees_with_the_exact_one_on_a_planted_hierarchy():
     keep = X.sum(axis=0) > 0
     X = X[:, keep]
     names = [nm for nm, k in zip(names, keep) if k]
-    exact = learn_tree(X, names, TreeParams.from_preset("paper", landmarks=0, linkage="complete", bandwidth="knn", edge_weights="lca"))
-    lm = learn_tree(X, names, TreeParams.from_preset("paper", landmarks=75, linkage="complete", bandwidth="knn", edge_weights="lca"))
+    exact = learn_tree(
+        X, names, TreeParams.from_preset("paper", landmarks=0, linkage="complete", bandwidth="knn", edge_weights="lca")
+    )
+    lm = learn_tree(
+        X, names, TreeParams.from_preset("paper", landmarks=75, linkage="complete", bandwidth="knn", edge_weights="lca")
+    )
     assert lm.metadata["n_landmarks"] == 75 and exact.metadata["n_landmarks"] == 0
     iu = np.triu_indices(X.shape[0], 1)
     De = tree_wasserstein(exact, X)[iu]
@@ -181,8 +195,15 @@ def test_memory_refusal_names_an_option_that_fits():
         check_tree_memory(1000, 20000, None, p, available=int(8e9))
     assert "use --landmarks 500" in e.value.worded(flag)
     with pytest.raises(ResourceError, match="linkage single"):
-        check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(12e9))
-    assert check_tree_memory(1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="single"), available=int(12e9)) > 7e9
+        check_tree_memory(
+            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(12e9)
+        )
+    assert (
+        check_tree_memory(
+            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="single"), available=int(12e9)
+        )
+        > 7e9
+    )
 
 
 def test_embedding_file_round_trip_with_landmarks(tmp_path):
@@ -244,6 +265,7 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
     underflows for them) ran into an error with the defaults; now they hang from the root, ``-v``
     says how many, and the TWD on that tree is still exact OT on its path metric."""
     from conftest import exact_ot, run_hdtwd
+
     from hdtwd_cli.evaluate._synthetic import planted_corpus
     from hdtwd_cli.tree._tree import Tree
 
@@ -254,6 +276,7 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
     proc = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--save-tree", tmp_path / "t.h5", "-v")
     err = proc.stderr.decode()
     import re
+
     found = re.search(r"(\d+) feature\(s\) far from every landmark", err)
     assert found, err
     k = int(found.group(1))

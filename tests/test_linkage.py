@@ -8,24 +8,25 @@ histograms (a star tree).
 
 import numpy as np
 import pytest
+from conftest import SAMPLE, exact_ot, path_metric, run_hdtwd
 from scipy.spatial.distance import pdist, squareform
 from scipy.stats import spearmanr
 
-from conftest import exact_ot, path_metric, run_hdtwd, SAMPLE
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
-from hdtwd_cli._defaults import PRESETS
-from hdtwd_cli.tree._params import TreeParams, resolve_params
-from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli._defaults import EDGE_WEIGHTS, LINKAGES, PRESETS
 from hdtwd_cli.evaluate._synthetic import planted_counts
-from hdtwd_cli._defaults import EDGE_WEIGHTS, LINKAGES
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._params import TreeParams, resolve_params
 from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
 
 
 @pytest.mark.parametrize("weights", EDGE_WEIGHTS)
 @pytest.mark.parametrize("rule", LINKAGES)
 def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule, weights):
     X, _, _ = planted_counts(40, 12, 3, seed=5)
-    tree = learn_tree(X, [f"g{j}" for j in range(12)], TreeParams.from_preset("paper", linkage=rule, edge_weights=weights))
+    tree = learn_tree(
+        X, [f"g{j}" for j in range(12)], TreeParams.from_preset("paper", linkage=rule, edge_weights=weights)
+    )
     tree.validate()
     assert tree.n_nodes == 23
     assert np.all(np.diff(tree.merge_height) >= -1e-12)
@@ -40,7 +41,9 @@ def test_every_linkage_gives_a_valid_tree_whose_twd_is_exact_ot(rule, weights):
 def test_linkage_rules_differ_on_real_structure():
     X, _, _ = planted_counts(200, 40, 4, seed=1)
     names = [f"g{j}" for j in range(40)]
-    parents = {rule: learn_tree(X, names, TreeParams.from_preset("paper", linkage=rule)).parent.tolist() for rule in LINKAGES}
+    parents = {
+        rule: learn_tree(X, names, TreeParams.from_preset("paper", linkage=rule)).parent.tolist() for rule in LINKAGES
+    }
     assert len({tuple(p) for p in parents.values()}) >= 3
 
 
@@ -57,9 +60,12 @@ def test_paper_preset_is_the_specification():
 def test_paper_preset_cli_equals_the_spec_functions(tmp_path):
     run_hdtwd("distance", SAMPLE / "produce.csv", "--preset", "paper", "-o", tmp_path / "D.npy")
     import csv
+
     rows = list(csv.reader(open(SAMPLE / "produce.csv")))
     X = np.array([[float(v) for v in r[1:]] for r in rows[1:]])
-    tree = learn_tree(X, rows[0][1:], TreeParams.from_preset("paper", eps=1.0, scales=7, linkage="single", bandwidth="median"))
+    tree = learn_tree(
+        X, rows[0][1:], TreeParams.from_preset("paper", eps=1.0, scales=7, linkage="single", bandwidth="median")
+    )
     assert np.array_equal(np.load(tmp_path / "D.npy"), tree_wasserstein(tree, X))
 
 
@@ -74,6 +80,7 @@ def test_planted_random_tree_twd_is_recovered():
         T = tree_wasserstein(truth, X)
         iu = np.triu_indices(X.shape[0], 1)
         from hdtwd_cli.tree._params import apply_transform
+
         Xt = apply_transform(X, transform)
         D = tree_wasserstein(learn_tree(Xt, names, params), Xt)
         ours.append(spearmanr(D[iu], T[iu])[0])
@@ -85,7 +92,9 @@ def test_planted_random_tree_twd_is_recovered():
 
 def test_lca_weights_make_the_tree_ultrametric():
     X, _, _ = planted_counts(60, 15, 3, seed=2)
-    tree = learn_tree(X, [f"g{j}" for j in range(15)], TreeParams.from_preset("paper", linkage="average", edge_weights="lca"))
+    tree = learn_tree(
+        X, [f"g{j}" for j in range(15)], TreeParams.from_preset("paper", linkage="average", edge_weights="lca")
+    )
     root_dist = np.zeros(tree.n_nodes)
     for v in range(tree.n_nodes - 2, -1, -1):
         root_dist[v] = root_dist[tree.parent[v]] + tree.length[v]

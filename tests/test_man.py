@@ -3,10 +3,10 @@
 import re
 
 import typer
-
 from conftest import REPO
-from hdtwd_cli.cli._manpage import _commands, render_pages
+
 from hdtwd_cli.cli._app import app
+from hdtwd_cli.cli._manpage import _commands, render_pages
 
 
 def test_committed_pages_are_current():

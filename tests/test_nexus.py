@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import caterpillar, run_hdtwd
+
 from hdtwd_cli import learn_tree
-from hdtwd_cli.twd._distance import mean_histogram, tree_wasserstein
 from hdtwd_cli.io._nexus import read_nexus, write_nexus
-from hdtwd_cli.twd._distance import align_to_tree
 from hdtwd_cli.tree._tree import Tree, root_distances, subtree_sums
+from hdtwd_cli.twd._distance import align_to_tree, mean_histogram, tree_wasserstein
 
 
 def _data(seed: int = 0, n: int = 40, m: int = 12):
@@ -36,8 +35,7 @@ def test_dendropy_and_biopython_read_the_annotated_tree(tmp_path):
     assert mass.sum() == pytest.approx(1.0) and np.all(mass > 0)
     path = tmp_path / "t.nex"
     tree.write(str(path), leaf_mass=mass)
-    d = dendropy.Tree.get(path=str(path), schema="nexus", extract_comment_metadata=True,
-                          preserve_underscores=True)
+    d = dendropy.Tree.get(path=str(path), schema="nexus", extract_comment_metadata=True, preserve_underscores=True)
     leaves = {nd.taxon.label: nd for nd in d.leaf_node_iter()}
     assert set(leaves) == set(names)
     for j, name in enumerate(tree.leaf_names):
@@ -95,7 +93,8 @@ def test_cli_save_tree_nexus_carries_the_samples_mass(tmp_path):
     run_hdtwd("distance", tmp_path / "x.npy", "--tree", tmp_path / "t.nex", "-o", tmp_path / "D2.npy", "-q")
     np.testing.assert_allclose(np.load(tmp_path / "D2.npy"), np.load(tmp_path / "D.npy"), rtol=1e-12, atol=1e-15)
     (tmp_path / "bad.nex").write_text("#NEXUS\nbegin trees;\n translate 1 a;\n tree t = (1:1,2:1);\nend;\n")
-    proc = run_hdtwd("distance", tmp_path / "x.npy", "--tree", tmp_path / "bad.nex", "-o", tmp_path / "D3.npy",
-                     check=False)
+    proc = run_hdtwd(
+        "distance", tmp_path / "x.npy", "--tree", tmp_path / "bad.nex", "-o", tmp_path / "D3.npy", check=False
+    )
     err = proc.stderr.decode()
     assert proc.returncode == 2 and "translate" in err and len(err.strip().splitlines()) == 1

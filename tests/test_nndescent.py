@@ -42,7 +42,7 @@ def brute(Y, c):
     Y64 = Q.astype(np.float64)  # integer values: exact sums
     D = np.empty((Q.shape[0], Q.shape[0]))
     for i0 in range(0, Q.shape[0], 16):  # 16 rows at a time: bounded memory
-        D[i0:i0 + 16] = (np.abs(Y64[i0:i0 + 16, None, :] - Y64[None, :, :]) * W).sum(-1)
+        D[i0 : i0 + 16] = (np.abs(Y64[i0 : i0 + 16, None, :] - Y64[None, :, :]) * W).sum(-1)
     np.fill_diagonal(D, np.inf)
     return np.argsort(D, axis=1, kind="stable")[:, :c], D
 
@@ -205,7 +205,10 @@ def test_one_byte_per_column_on_the_common_scale_would_lose_the_small_columns():
     Dt = np.abs(top_byte[:, None] - top_byte[None]).sum(-1)
     np.fill_diagonal(Dt, np.inf)
     _, Db = brute(byte_rows, 1)
-    keep = lambda D: np.mean([len(set(e) & set(np.argsort(D[i], kind="stable")[:21])) / 14 for i, e in enumerate(exact)])
+
+    def keep(D):
+        return np.mean([len(set(e) & set(np.argsort(D[i], kind="stable")[:21])) / 14 for i, e in enumerate(exact)])
+
     assert keep(Db) > 0.99 and 10 * (1 - keep(Db)) < 1 - keep(Dt), (keep(Db), keep(Dt))  # 0.9996 and 0.971
 
 
@@ -254,11 +257,11 @@ def test_joins_offer_every_pair_with_a_new_member_once():
         allc = new + [b for b in OI[i] if b >= 0]
         want = []
         for x, a in enumerate(new):
-            for b in allc[x + 1:]:
+            for b in allc[x + 1 :]:
                 d = int(full[a, b]) if a != b else -1
                 if a != b and (d <= D[a, -1] or d <= D[b, -1]):
                     want.append((a, b, d))
-        got = list(zip(UA[i, :counts[i]], UB[i, :counts[i]], UD[i, :counts[i]]))
+        got = list(zip(UA[i, : counts[i]], UB[i, : counts[i]], UD[i, : counts[i]]))
         assert sorted(got) == sorted(want) and len(want) > 20, i
 
 
@@ -292,15 +295,18 @@ def test_the_approximate_search_needs_no_pynndescent():
     import subprocess
     import sys
 
-    code = ("import sys, anndata, hdtwd_cli as hd\n"
-            "ad = anndata.read_h5ad(sys.argv[1])\n"
-            "g = hd.distance_vectors(ad.X, feature_names=list(ad.var_names)).knn(15, 'nndescent')\n"
-            "assert g.indices.shape == (ad.n_obs, 15)\n"
-            "print('pynndescent' in sys.modules)\n")
+    code = (
+        "import sys, anndata, hdtwd_cli as hd\n"
+        "ad = anndata.read_h5ad(sys.argv[1])\n"
+        "g = hd.distance_vectors(ad.X, feature_names=list(ad.var_names)).knn(15, 'nndescent')\n"
+        "assert g.indices.shape == (ad.n_obs, 15)\n"
+        "print('pynndescent' in sys.modules)\n"
+    )
     from conftest import SAMPLE
 
-    out = subprocess.run([sys.executable, "-c", code, str(SAMPLE / "cells.h5ad")], capture_output=True, text=True,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(SAMPLE / "cells.h5ad")], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "False"
 
 
@@ -339,7 +345,9 @@ def test_column_extremes_fold_blocks_exactly():
     rng = np.random.default_rng(13)
     for d in (1, 255, 256, 700):
         lows, highs = np.full(d, np.inf), np.full(d, -np.inf)
-        blocks = [rng.standard_normal((m, d)).astype(t) for m, t in ((5, np.float64), (1, np.float32), (40, np.float64))]
+        blocks = [
+            rng.standard_normal((m, d)).astype(t) for m, t in ((5, np.float64), (1, np.float32), (40, np.float64))
+        ]
         for Y in blocks:
             _nndescent.column_extremes(Y, lows, highs)
         whole = np.vstack([b.astype(np.float64) for b in blocks])

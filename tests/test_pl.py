@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import caterpillar, run_hdtwd
+
 from hdtwd_cli.tree._tree import Tree
 
 pl = pytest.importorskip("hdtwd_cli.pl._pictures")
@@ -110,22 +110,36 @@ def test_cli_pictures_and_bad_suffix(tmp_path):
     run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--save-tree", tmp_path / "T.h5", "-q")
     run_hdtwd("plot", "tree", tmp_path / "T.h5", "--data", data, "-o", tmp_path / "tree.svg", "-q")
     run_hdtwd("plot", "heatmap", tmp_path / "D.npy", "--labels", tmp_path / "y.txt", "-o", tmp_path / "h.png", "-q")
-    run_hdtwd("classify", data, "--labels", tmp_path / "y.txt", "--splits", "2", "--json", tmp_path / "r.json",
-              "--plot", tmp_path / "r.pdf", "-q")
+    run_hdtwd(
+        "classify",
+        data,
+        "--labels",
+        tmp_path / "y.txt",
+        "--splits",
+        "2",
+        "--json",
+        tmp_path / "r.json",
+        "--plot",
+        tmp_path / "r.pdf",
+        "-q",
+    )
     run_hdtwd("plot", "report", tmp_path / "r.json", "-o", tmp_path / "r.png", "-q")
     for f in ("tree.svg", "h.png", "r.pdf", "r.png"):
         assert (tmp_path / f).stat().st_size > 1000
     rep = json.loads((tmp_path / "r.json").read_text())
     assert set(rep["methods"]["hdtwd"]["per_k_std"]) == set(rep["methods"]["hdtwd"]["per_k"])
-    for args, name in [(("plot", "tree", tmp_path / "T.h5", "-o", tmp_path / "t.jpg"), "t.jpg"),
-                       (("classify", data, "--labels", tmp_path / "y.txt", "--plot", tmp_path / "r.gif"), "r.gif"),
-                       (("plot", "report", tmp_path / "T.h5", "-o", tmp_path / "bad.png"), "bad.png")]:
+    for args, name in [
+        (("plot", "tree", tmp_path / "T.h5", "-o", tmp_path / "t.jpg"), "t.jpg"),
+        (("classify", data, "--labels", tmp_path / "y.txt", "--plot", tmp_path / "r.gif"), "r.gif"),
+        (("plot", "report", tmp_path / "T.h5", "-o", tmp_path / "bad.png"), "bad.png"),
+    ]:
         proc = run_hdtwd(*args, check=False)
         err = proc.stderr.decode()
         assert proc.returncode == 2 and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
         assert not (tmp_path / name).exists()
-    proc = run_hdtwd("plot", "heatmap", tmp_path / "D.npy", "--labels", tmp_path / "y.txt", "-o",
-                     tmp_path / "h.jpg", check=False)
+    proc = run_hdtwd(
+        "plot", "heatmap", tmp_path / "D.npy", "--labels", tmp_path / "y.txt", "-o", tmp_path / "h.jpg", check=False
+    )
     assert "must end in .png, .svg or .pdf" in proc.stderr.decode()
 
 

@@ -17,14 +17,19 @@ Thresholds were measured and are written here (c = 1, K = 7 in both presets):
 """
 
 import numpy as np
+import pytest
 from scipy.stats import pearsonr
 
-from hdtwd_cli.twd._distance import tree_wasserstein
-import pytest
-
-from hdtwd_cli.tree._params import TreeParams, resolve_params
+from hdtwd_cli.evaluate._synthetic import (
+    PRODUCE_CLADES,
+    PRODUCE_WORDS,
+    gaussian_tree_samples,
+    produce_documents,
+    tree_twd,
+)
 from hdtwd_cli.tree._learn import learn_tree
-from hdtwd_cli.evaluate._synthetic import PRODUCE_CLADES, PRODUCE_WORDS, gaussian_tree_samples, produce_documents, tree_twd
+from hdtwd_cli.tree._params import TreeParams, resolve_params
+from hdtwd_cli.twd._distance import tree_wasserstein
 
 
 def clades(tree):
@@ -36,10 +41,13 @@ def clades(tree):
     return {frozenset(s) for s in sets}
 
 
-@pytest.mark.parametrize("preset, minimum", [
-    ("paper", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 8, "vegetables": 6}),
-    ("default", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 9, "vegetables": 3}),
-])
+@pytest.mark.parametrize(
+    "preset, minimum",
+    [
+        ("paper", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 8, "vegetables": 6}),
+        ("default", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 9, "vegetables": 3}),
+    ],
+)
 def test_produce_model_categories_form_clades(preset, minimum):
     params, _ = resolve_params(preset)
     counts = dict.fromkeys(PRODUCE_CLADES, 0)
@@ -90,5 +98,6 @@ def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
     perm = np.random.default_rng(0).permutation(m)
     tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams.from_preset("paper"))
     from hdtwd_cli.twd._distance import align_to_tree
+
     Dp = tree_wasserstein(tree_p, align_to_tree(X, names, tree_p))
     assert np.allclose(Dp, tree_wasserstein(tree, X), rtol=1e-8)

@@ -2,17 +2,16 @@
 
 import numpy as np
 import pytest
+from conftest import exact_ot, path_metric
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from conftest import exact_ot, path_metric
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
-from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree
-from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.evaluate._synthetic import random_binary_tree
+from hdtwd_cli.tree._learn import learn_tree
+from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

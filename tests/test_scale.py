@@ -6,7 +6,6 @@ import anndata
 import h5py
 import numpy as np
 import scipy.sparse as sp
-
 from conftest import SAMPLE, run_hdtwd
 
 
@@ -15,8 +14,16 @@ def test_reference_cross_distances(tmp_path):
     ad = anndata.read_h5ad(SAMPLE / "cells.h5ad")
     ad[:40].write_h5ad(tmp_path / "query.h5ad")
     ad[100:].write_h5ad(tmp_path / "ref.h5ad")
-    run_hdtwd("distance", tmp_path / "query.h5ad", "--tree", tmp_path / "T.h5", "--reference",
-              tmp_path / "ref.h5ad", "-o", tmp_path / "C.h5")
+    run_hdtwd(
+        "distance",
+        tmp_path / "query.h5ad",
+        "--tree",
+        tmp_path / "T.h5",
+        "--reference",
+        tmp_path / "ref.h5ad",
+        "-o",
+        tmp_path / "C.h5",
+    )
     D = np.load(tmp_path / "D.npy")
     with h5py.File(tmp_path / "C.h5") as f:
         C = f["distances"][()]
@@ -66,6 +73,7 @@ def test_knn_graph_matches_brute_force_and_scanpy_layout(tmp_path):
 
 def test_scanpy_umap_and_leiden_run_on_the_graph(tmp_path):
     import pytest
+
     sc = pytest.importorskip("scanpy")
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "10", "-o", tmp_path / "G.h5ad")
     ad = anndata.read_h5ad(tmp_path / "G.h5ad")

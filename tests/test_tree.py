@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from hdtwd_cli.tree import _hd_lca as tree_mod
-
-from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
 from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_merge_order
+from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding, halfspace_distance, scale_heights
 
 
 def random_embedding(m, K, seed, duplicates=0, width=None):
@@ -22,8 +21,9 @@ def brute_force_log_a(emb):
     out = {}
     for j in range(m):
         for jj in range(j + 1, m):
-            vals = [np.sqrt(np.sum((emb.psi[k, j] - emb.psi[k, jj]) ** 2) / 4 + 2.0 ** (k - 4))
-                    for k in range(emb.n_scales)]
+            vals = [
+                np.sqrt(np.sum((emb.psi[k, j] - emb.psi[k, jj]) ** 2) / 4 + 2.0 ** (k - 4)) for k in range(emb.n_scales)
+            ]
             out[(j, jj)] = np.mean(np.log(vals))
     return out
 
@@ -65,7 +65,7 @@ def test_merge_order_is_kruskal_with_deterministic_ties():
         la = hd_lca(emb)
         iu = np.triu_indices(m, 1)
         log_a = {(int(i), int(j)): float(v) for i, j, v in zip(*iu, la)}
-        expected = brute_force_kruskal(log_a, m, lambda p: (log_a[p], p[0], p[1]))
+        expected = brute_force_kruskal(log_a, m, lambda p, log_a=log_a: (log_a[p], p[0], p[1]))
         children, merge_log_a = hd_lca_merge_order(la, m)
         assert [tuple(c) for c in children.tolist()] == expected
         assert np.all(np.diff(merge_log_a) >= 0)
@@ -90,8 +90,10 @@ def test_cherries_keep_the_product_manifold_distance():
         a, b = children[v]
         if a < 10 and b < 10:
             n_cherries += 1
-            dM = sum(halfspace_distance(emb.psi[k, a], emb.heights[k], emb.psi[k, b], emb.heights[k])
-                     for k in range(emb.n_scales))
+            dM = sum(
+                halfspace_distance(emb.psi[k, a], emb.heights[k], emb.psi[k, b], emb.heights[k])
+                for k in range(emb.n_scales)
+            )
             assert np.isclose(tree.length[a] + tree.length[b], dM, rtol=1e-12)
             assert tree.length[a] == tree.length[b]
     assert n_cherries >= 1
@@ -104,11 +106,10 @@ def test_deep_chain_needs_no_recursion():  # (float64 products: the chain's step
     m = 1500
     t = np.linspace(0, 1, m)
     psi = np.zeros((1, m, 2))
-    psi[0, :, 0] = t ** 2
+    psi[0, :, 0] = t**2
     psi[0, :, 1] = 0
     emb = HyperbolicEmbedding(psi=psi, heights=scale_heights(0), negative_mass=np.zeros(1))
-    tree = decode_tree(emb, [f"g{j}" for j in range(m)],
-                       lca_values=tree_mod.hd_lca_product(emb, dtype=np.float64))
+    tree = decode_tree(emb, [f"g{j}" for j in range(m)], lca_values=tree_mod.hd_lca_product(emb, dtype=np.float64))
     assert tree.depth().max() > 1000
     tree.validate()
 
@@ -182,7 +183,7 @@ def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
     members = {i: [i] for i in range(m)}
     for s, (p, q) in enumerate(children.tolist()):
         ids = list(members)
-        best = min(D[np.ix_(members[u], members[v])].max() for i, u in enumerate(ids) for v in ids[i + 1:])
+        best = min(D[np.ix_(members[u], members[v])].max() for i, u in enumerate(ids) for v in ids[i + 1 :])
         assert heights[s] == D[np.ix_(members[p], members[q])].max() == best
         members[m + s] = members.pop(p) + members.pop(q)
     assert np.all(np.diff(heights) >= 0)

@@ -19,7 +19,7 @@ from typing import Any
 
 __all__ = ["njit", "intrinsic", "prange", "load"]
 
-_PENDING: list["_Lazy"] = []
+_PENDING: list[_Lazy] = []
 _INTRINSICS: list[tuple[str, str, Callable]] = []  # (module, name, typer) made numba intrinsics by load()
 _LOADED = False
 
@@ -133,6 +133,7 @@ def intrinsic(typer: Callable) -> Any:
 
 def njit(**options: Any) -> Callable[[Callable], Any]:
     """``numba.njit(**options)``, applied when numba is first needed (see the module docstring)."""
+
     def deco(fn: Callable) -> Any:
         lazy = _Lazy(fn, options)
         if _LOADED:

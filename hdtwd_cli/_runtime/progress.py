@@ -50,7 +50,7 @@ class Reporter:
         check_terminated()
         start = time.perf_counter()
         if not self.show_bars:
-            yield lambda n=1: None
+            yield lambda n=1: None  # type: ignore[misc]
             check_terminated()
             self.info(f"{description}: {time.perf_counter() - start:.1f} s")
             return
@@ -66,7 +66,7 @@ class Reporter:
         )
         with bar:
             task = bar.add_task(description, total=total)
-            yield lambda n=1: bar.advance(task, n)
+            yield lambda n=1: bar.advance(task, n)  # type: ignore[misc]
         check_terminated()
         self.info(f"{description}: {time.perf_counter() - start:.1f} s")
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from hdtwd_cli._version import __version__
 from hdtwd_cli._defaults import (
     BASELINES,
     DEFAULT_K,
@@ -24,6 +23,7 @@ from hdtwd_cli._defaults import (
     TREE_METHODS,
 )
 from hdtwd_cli._runtime.progress import Reporter
+from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._options import (
     EDGE_WEIGHTS_CHOICE,
     INPUT,
@@ -54,8 +54,12 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-DataArg = Annotated[Path, typer.Argument(
-    help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad, or - for standard input.", show_default=False)]
+DataArg = Annotated[
+    Path,
+    typer.Argument(
+        help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad, or - for standard input.", show_default=False
+    ),
+]
 
 
 def _out(help: str) -> Any:
@@ -86,14 +90,23 @@ def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (
 def decode_tree(
     embedding: Annotated[Path, typer.Argument(help="Embedding file written by 'hdtwd embed'.", show_default=False)],
     output: Annotated[Path, _out("Tree file to write (.h5).")],
-    newick: Annotated[Optional[Path], typer.Option("--newick", help="Also write the tree as Newick.",
-                                                   show_default=False)] = None,
-    linkage: Annotated[Optional[LINKAGE], typer.Option(  # type: ignore[valid-type]
-        "--linkage", help="Agglomeration rule on the HD-LCA values [default: the embedding's].",
-        show_default=False)] = None,
-    edge_weights: Annotated[Optional[EDGE_WEIGHTS_CHOICE], typer.Option(  # type: ignore[valid-type]
-        "--edge-weights", help="midpoint (the paper) or lca (HD-LCA heights) [default: the embedding's].",
-        show_default=False)] = None,
+    newick: Annotated[
+        Path | None, typer.Option("--newick", help="Also write the tree as Newick.", show_default=False)
+    ] = None,
+    linkage: Annotated[
+        LINKAGE | None,  # type: ignore[valid-type]
+        typer.Option(
+            "--linkage", help="Agglomeration rule on the HD-LCA values [default: the embedding's].", show_default=False
+        ),
+    ] = None,
+    edge_weights: Annotated[
+        EDGE_WEIGHTS_CHOICE | None,  # type: ignore[valid-type]
+        typer.Option(
+            "--edge-weights",
+            help="midpoint (the paper) or lca (HD-LCA heights) [default: the embedding's].",
+            show_default=False,
+        ),
+    ] = None,
     o: Any = None,
 ) -> None:
     """HD-LCA binary tree (Alg. 1), saved as HDF5 and optionally Newick."""
@@ -106,8 +119,9 @@ def decode_tree(
         check_output_path(newick, [embedding, output])
     with rep.stage(f"reading {embedding.name}"):
         stored = read_embedding(str(embedding))
-    tree = api_decode(stored, linkage=linkage and linkage.value, edge_weights=edge_weights and edge_weights.value,
-                      progress=rep)
+    rule = linkage and linkage.value  # type: ignore[attr-defined]
+    weights = edge_weights and edge_weights.value  # type: ignore[attr-defined]
+    tree = api_decode(stored, linkage=rule, edge_weights=weights, progress=rep)
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     tree.write(str(output), meta)
     if newick is not None:
@@ -120,43 +134,101 @@ def decode_tree(
 def distance(
     data: DataArg,
     output: Annotated[Path, _out("Distance matrix to write: .npy, .h5, .csv or .tsv (-o - : standard output).")],
-    tree: Annotated[Optional[Path], typer.Option("--tree", help="Use this tree (.h5 from hdtwd, or Newick) instead "
-                                                 "of learning one.", show_default=False)] = None,
-    save_tree: Annotated[Optional[Path], typer.Option(
-        "--save-tree", help="Also save the learned tree: .h5 (everything), or .nex (Nexus for FigTree / DendroPy: "
-                            "feature weights and the samples' mass on every node).", show_default=False)] = None,
-    newick: Annotated[Optional[Path], typer.Option("--newick", help="Also save the learned tree as Newick.",
-                                                   show_default=False)] = None,
-    dtype: Annotated[Choice("DType", ("float64", "float32")), typer.Option(  # type: ignore[valid-type]
-        "--dtype", help="Storage type of the result.")] = "float64",
-    reference: Annotated[Optional[Path], typer.Option(
-        "--reference", help="Cross distances: DATA (queries, rows) against these reference samples (columns); "
-                            "needs --tree.", show_default=False)] = None,
-    knn: Annotated[Optional[int], typer.Option(
-        "--knn", help="Keep each sample's K nearest neighbours, the sample itself included (scanpy's n_neighbors), "
-                      "as a sparse graph (-o .npz, or .h5ad in sc.pp.neighbors' layout); memory O(n K).",
-        metavar="K", show_default=False)] = None,
-    key_added: Annotated[Optional[str], typer.Option(
-        "--key-added", help="With --knn into .h5ad: obsp[KEY_distances], obsp[KEY_connectivities], uns[KEY] "
-                            "[default: obsp['distances'], obsp['connectivities'], uns['neighbors'], as scanpy].",
-        show_default=False)] = None,
-    store_vectors: Annotated[Optional[bool], typer.Option(
-        "--store-vectors/--no-store-vectors", help="With --knn into .h5ad: store the TWD vectors as obsm['X_hdtwd'] "
-                                                   "[default: when they take at most 1 GB].", show_default=False)] = None,
-    output_format: Annotated[Optional[Choice("OutputFormat", ("npy", "csv", "tsv", "h5"))], typer.Option(  # type: ignore
-        "--output-format", help="Format of the result [default: from the suffix of -o; tsv for -o -].",
-        show_default=False)] = None,
-    knn_method: Annotated[Choice("KnnMethod", ("exact", "nndescent", "auto")), typer.Option(  # type: ignore
-        "--knn-method", help="With --knn: exact search, nndescent (NN-descent candidates re-ranked by the exact "
-                             "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
-                             "or cluster), or auto (nndescent above 20,000 samples).")] = "exact",
-    scheduler: Annotated[Optional[str], typer.Option(
-        "--scheduler", envvar="DASK_SCHEDULER_ADDRESS", metavar="ADDRESS",
-        help="Run the --knn search (exact or nndescent), or all pairs into -o FILE.zarr, as tasks on this dask.distributed "
-             "scheduler (e.g. tcp://10.0.0.1:8786) [env: DASK_SCHEDULER_ADDRESS].", show_default=False)] = None,
-    unseen: Annotated[Choice("Unseen", ("error", "root")), typer.Option(  # type: ignore[valid-type]
-        "--unseen", help="With --tree: data features with mass that are not leaves of the tree are an error, or "
-                         "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).")] = "error",
+    tree: Annotated[
+        Path | None,
+        typer.Option(
+            "--tree", help="Use this tree (.h5 from hdtwd, or Newick) instead of learning one.", show_default=False
+        ),
+    ] = None,
+    save_tree: Annotated[
+        Path | None,
+        typer.Option(
+            "--save-tree",
+            help="Also save the learned tree: .h5 (everything), or .nex (Nexus for FigTree / DendroPy: "
+            "feature weights and the samples' mass on every node).",
+            show_default=False,
+        ),
+    ] = None,
+    newick: Annotated[
+        Path | None, typer.Option("--newick", help="Also save the learned tree as Newick.", show_default=False)
+    ] = None,
+    dtype: Annotated[
+        Choice("DType", ("float64", "float32")),  # type: ignore[valid-type]
+        typer.Option("--dtype", help="Storage type of the result."),
+    ] = "float64",
+    reference: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference",
+            help="Cross distances: DATA (queries, rows) against these reference samples (columns); needs --tree.",
+            show_default=False,
+        ),
+    ] = None,
+    knn: Annotated[
+        int | None,
+        typer.Option(
+            "--knn",
+            help="Keep each sample's K nearest neighbours, the sample itself included (scanpy's n_neighbors), "
+            "as a sparse graph (-o .npz, or .h5ad in sc.pp.neighbors' layout); memory O(n K).",
+            metavar="K",
+            show_default=False,
+        ),
+    ] = None,
+    key_added: Annotated[
+        str | None,
+        typer.Option(
+            "--key-added",
+            help="With --knn into .h5ad: obsp[KEY_distances], obsp[KEY_connectivities], uns[KEY] "
+            "[default: obsp['distances'], obsp['connectivities'], uns['neighbors'], as scanpy].",
+            show_default=False,
+        ),
+    ] = None,
+    store_vectors: Annotated[
+        bool | None,
+        typer.Option(
+            "--store-vectors/--no-store-vectors",
+            help="With --knn into .h5ad: store the TWD vectors as obsm['X_hdtwd'] "
+            "[default: when they take at most 1 GB].",
+            show_default=False,
+        ),
+    ] = None,
+    output_format: Annotated[
+        Choice("OutputFormat", ("npy", "csv", "tsv", "h5")) | None,  # type: ignore[valid-type]
+        typer.Option(
+            "--output-format",
+            help="Format of the result [default: from the suffix of -o; tsv for -o -].",
+            show_default=False,
+        ),
+    ] = None,
+    knn_method: Annotated[
+        Choice("KnnMethod", ("exact", "nndescent", "pynndescent", "auto")),  # type: ignore[valid-type]
+        typer.Option(
+            "--knn-method",
+            help="With --knn: exact search, nndescent (hdtwd's NN-descent candidates re-ranked by the exact "
+            "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
+            "or cluster), pynndescent (pynndescent's candidates, the same re-ranking; needs pynndescent "
+            "and the tree vectors in memory), or auto (nndescent above 20,000 samples).",
+        ),
+    ] = "exact",
+    scheduler: Annotated[
+        str | None,
+        typer.Option(
+            "--scheduler",
+            envvar="DASK_SCHEDULER_ADDRESS",
+            metavar="ADDRESS",
+            help="Run the --knn search (exact or nndescent), or all pairs into -o FILE.zarr, as tasks on this "
+            "dask.distributed scheduler (e.g. tcp://10.0.0.1:8786) [env: DASK_SCHEDULER_ADDRESS].",
+            show_default=False,
+        ),
+    ] = None,
+    unseen: Annotated[
+        Choice("Unseen", ("error", "root")),  # type: ignore[valid-type]
+        typer.Option(
+            "--unseen",
+            help="With --tree: data features with mass that are not leaves of the tree are an error, or "
+            "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).",
+        ),
+    ] = "error",
     o: Any = None,
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
@@ -164,8 +236,8 @@ def distance(
     from hdtwd_cli.cli._output import KNN_SUFFIXES, check_result_options, new_adata, write_result
     from hdtwd_cli.io import check_output_path, read_matrix
     from hdtwd_cli.io._output import distance_suffix, stores_metadata
-    from hdtwd_cli.tree._tree import Tree
     from hdtwd_cli.knn._dask import connect
+    from hdtwd_cli.tree._tree import Tree
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
@@ -186,22 +258,47 @@ def distance(
     ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
     T = None if tree is None else Tree.read(str(tree))
     client = connect(scheduler)
-    dv = distance_vectors(md.X, T, None if ref is None else ref.X, feature_names=md.feature_names,
-                          reference_feature_names=None if ref is None else ref.feature_names, params=params,
-                          feature_embedding=feature_vectors(o), transform=o.transform and o.transform.value,
-                          unseen=unseen.value, n_neighbors=knn, dtype=dtype.value, progress=rep)
+    dv = distance_vectors(
+        md.X,
+        T,
+        None if ref is None else ref.X,
+        feature_names=md.feature_names,
+        reference_feature_names=None if ref is None else ref.feature_names,
+        params=params,
+        feature_embedding=feature_vectors(o),
+        transform=o.transform and o.transform.value,
+        unseen=unseen.value,
+        n_neighbors=knn,
+        dtype=dtype.value,
+        progress=rep,
+    )
     # the input's fingerprint (a hash of all values: 0.1-0.5 s on Zeisel / CBMC) only where it is stored
     stored = save_tree or newick or stores_metadata(str(output), output_format and output_format.value, knn is not None)
     meta = {**(md.record() if stored else {}), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
         if path is not None:  # a Nexus tree carries the samples' mass per node (io.nexus)
             dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
-    adata = (md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)) \
-        if h5ad_out else None
-    rep.info(write_result(str(output), dv, md.sample_names, md.sample_names if ref is None else ref.sample_names,
-                          meta, fmt=output_format and output_format.value, knn=knn, key_added=key_added, adata=adata,
-                          store_vectors=store_vectors, reporter=rep, knn_method=knn_method.value, seed=o.seed,
-                          client=client))
+    adata = (
+        (md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)) if h5ad_out else None
+    )
+    rep.info(
+        write_result(
+            str(output),
+            dv,
+            md.sample_names,
+            md.sample_names if ref is None else ref.sample_names,
+            meta,
+            fmt=output_format and output_format.value,
+            knn=knn,
+            key_added=key_added,
+            adata=adata,
+            store_vectors=store_vectors,
+            reporter=rep,
+            knn_method=knn_method.value,
+            seed=o.seed,
+            client=client,
+        )
+    )
 
 
 def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
@@ -231,34 +328,67 @@ def _parse_list(text: str | None, kind: type, argument: str) -> list | None:
 @command(TREE, INPUT, THREADS, OUTPUT, exclude=("eps", "scales"))
 def classify(
     data: DataArg,
-    labels: Annotated[str, typer.Option("--labels", help="obs:COLUMN of an .h5ad, or a file with one label per line.",
-                                        metavar="obs:COLUMN|FILE", show_default=False)],
+    labels: Annotated[
+        str,
+        typer.Option(
+            "--labels",
+            help="obs:COLUMN of an .h5ad, or a file with one label per line.",
+            metavar="obs:COLUMN|FILE",
+            show_default=False,
+        ),
+    ],
     splits: Annotated[int, typer.Option("--splits", help="Number of random train/test splits.", min=1)] = 5,
-    test_size: Annotated[float, typer.Option("--test-size", help="Fraction of samples in each test set.",
-                                             min=0.0, max=1.0)] = 0.3,
-    k: Annotated[str, typer.Option("--k", help="Comma-separated k of the kNN classifier.")] =
-        ",".join(map(str, DEFAULT_K)),
-    eps: Annotated[Optional[str], typer.Option(
-        "--eps", help="Kernel scale multiplier c, or a comma-separated grid chosen by inner CV on the training rows "
-                      "[default: 1].", show_default=False)] = None,
-    scales: Annotated[Optional[str], typer.Option(
-        "--scales", help="Largest scale K, or a comma-separated grid [default: 7].", show_default=False)] = None,
-    methods: Annotated[Optional[str], typer.Option(
-        "--methods", help=f"Comma-separated subset of hdtwd,{','.join(BASELINES + TREE_METHODS + OT_METHODS)} "
-                          "(quadtree ... tswd-10: the paper's competitor trees on the same features; ot: exact "
-                          "optimal transport, Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
-                          "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
-        show_default=False)] = None,
-    ot_budget: Annotated[int, typer.Option(
-        "--ot-budget", help="Transport variables (support pairs) of the exact-OT programs per split: ot is scored "
-                            "on the seeded test rows that fit, listed in the JSON report (about 1e-7 s each).",
-        min=1)] = OT_BUDGET,
-    json_out: Annotated[Optional[Path], typer.Option("--json", help="Write the full report as JSON.",
-                                                     show_default=False)] = None,
+    test_size: Annotated[
+        float, typer.Option("--test-size", help="Fraction of samples in each test set.", min=0.0, max=1.0)
+    ] = 0.3,
+    k: Annotated[str, typer.Option("--k", help="Comma-separated k of the kNN classifier.")] = ",".join(
+        map(str, DEFAULT_K)
+    ),
+    eps: Annotated[
+        str | None,
+        typer.Option(
+            "--eps",
+            help="Kernel scale multiplier c, or a comma-separated grid chosen by inner CV on the training rows "
+            "[default: 1].",
+            show_default=False,
+        ),
+    ] = None,
+    scales: Annotated[
+        str | None,
+        typer.Option("--scales", help="Largest scale K, or a comma-separated grid [default: 7].", show_default=False),
+    ] = None,
+    methods: Annotated[
+        str | None,
+        typer.Option(
+            "--methods",
+            help=f"Comma-separated subset of hdtwd,{','.join(BASELINES + TREE_METHODS + OT_METHODS)} "
+            "(quadtree ... tswd-10: the paper's competitor trees on the same features; ot: exact "
+            "optimal transport, Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
+            "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
+            show_default=False,
+        ),
+    ] = None,
+    ot_budget: Annotated[
+        int,
+        typer.Option(
+            "--ot-budget",
+            help="Transport variables (support pairs) of the exact-OT programs per split: ot is scored "
+            "on the seeded test rows that fit, listed in the JSON report (about 1e-7 s each).",
+            min=1,
+        ),
+    ] = OT_BUDGET,
+    json_out: Annotated[
+        Path | None, typer.Option("--json", help="Write the full report as JSON.", show_default=False)
+    ] = None,
     per_k: Annotated[bool, typer.Option("--per-k", help="Show the mean accuracy for every k.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(
-        "--plot", help="Also draw accuracy against k per method (.png, .svg, .pdf; needs matplotlib).",
-        show_default=False)] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Also draw accuracy against k per method (.png, .svg, .pdf; needs matplotlib).",
+            show_default=False,
+        ),
+    ] = None,
     o: Any = None,
 ) -> None:
     """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
@@ -280,9 +410,22 @@ def classify(
     chosen = classify_methods(md.X, chosen)
     grid = len(eps_grid or [1]) * len(scales_grid or [1])
     with rep.stage("splits x methods", splits * len(chosen) + (splits * grid * 3 if grid > 1 else 0)) as adv:
-        report = api_classify(md.X, y, md.feature_names, methods=chosen, k=ks, splits=splits, test_size=test_size,
-                              eps=eps_grid, scales=scales_grid, params=params, feature_embedding=feature_vectors(o),
-                              seed=o.seed, progress=adv, ot_budget=ot_budget)
+        report = api_classify(
+            md.X,
+            y,
+            md.feature_names,
+            methods=chosen,
+            k=ks,  # type: ignore[arg-type]
+            splits=splits,
+            test_size=test_size,
+            eps=eps_grid,
+            scales=scales_grid,
+            params=params,
+            feature_embedding=feature_vectors(o),
+            seed=o.seed,
+            progress=adv,
+            ot_budget=ot_budget,
+        )
     report.update({"preset": o.preset.value, "input_fingerprint": md.record()["input_fingerprint"]})
     _print_report(report, per_k)
     if json_out is not None:
@@ -297,19 +440,27 @@ def _print_report(report: dict, per_k: bool) -> None:
     from rich.table import Table
 
     ks = report["k"]
-    table = Table(title=f"kNN accuracy (%), {report['splits']} x {1 - report['test_size']:.0%}/"
-                        f"{report['test_size']:.0%} splits, {report['n_samples']} samples, {report['n_classes']} classes")
+    table = Table(
+        title=f"kNN accuracy (%), {report['splits']} x {1 - report['test_size']:.0%}/"
+        f"{report['test_size']:.0%} splits, {report['n_samples']} samples, {report['n_classes']} classes"
+    )
     for name, justify in (("method", "left"), ("best k", "right"), ("accuracy", "right")):
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for kk in ks if per_k else []:
         table.add_column(f"k={kk}", justify="right")
     notes = []
     for name, res in report["methods"].items():
-        table.add_row(name, str(res["best_k"]), f"{res['mean']:.1f} ± {res['std']:.1f}",
-                      *([f"{res['per_k'][str(kk)]:.1f}" for kk in ks] if per_k else []))
+        table.add_row(
+            name,
+            str(res["best_k"]),
+            f"{res['mean']:.1f} ± {res['std']:.1f}",
+            *([f"{res['per_k'][str(kk)]:.1f}" for kk in ks] if per_k else []),
+        )
         rows, of = res["params"].get("test_rows"), res["params"].get("test_rows_of")
         if rows is not None and sum(rows) < sum(of):
-            notes.append(f"{name}: scored on {sum(rows)} of the {sum(of)} test rows (--ot-budget {res['params']['budget']})")
+            notes.append(
+                f"{name}: scored on {sum(rows)} of the {sum(of)} test rows (--ot-budget {res['params']['budget']})"
+            )
     if notes:
         table.caption = "; ".join(notes)
     Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160).print(table)
@@ -322,8 +473,11 @@ def _version_callback(value: bool) -> None:
 
 
 @app.callback()
-def _main(version: Annotated[bool, typer.Option("--version", callback=_version_callback, is_eager=True,
-                                                help="Print the version and exit.")] = False) -> None:
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_callback, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
     """hdtwd: tree-Wasserstein distances with a latent feature hierarchy."""
 
 
@@ -336,16 +490,15 @@ _COMMANDS = ("embed", "decode-tree", "distance", "classify", "plot")
 def _install_signal_handlers() -> None:
     import signal
 
-    from hdtwd_cli.errors import _RECEIVED
+    from hdtwd_cli.errors import terminated_by, termination_received
 
     def terminate(signum: int, frame: Any) -> None:
-        _RECEIVED.append(signum)
-        raise Terminated(signum)
+        raise terminated_by(signum)
 
     def unraisable(info: Any) -> None:  # a Terminated dropped inside a C callback: check_terminated re-raises it
         # once a signal has arrived, objects it cut short (an LLVM engine numba was compiling) may fail in
-        # their __del__: noise after the one-line message, not the user's business (seen in CI, issue 28)
-        if not isinstance(info.exc_value, Terminated) and not _RECEIVED:
+        # their __del__: noise after the one-line message, not the user's business
+        if not isinstance(info.exc_value, Terminated) and not termination_received():
             sys.__unraisablehook__(info)
 
     sys.unraisablehook = unraisable

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -48,7 +49,7 @@ def _esc(text: str) -> str:
     return "\n".join("\\&" + ln if ln.startswith(".") else ln for ln in text.splitlines())
 
 
-def _metavar(p, ctx) -> str:  # noqa: ANN001
+def _metavar(p, ctx) -> str:
     """The option's value placeholder, across typer versions."""
     if getattr(p, "metavar", None):
         return str(p.metavar)
@@ -62,7 +63,7 @@ def _metavar(p, ctx) -> str:  # noqa: ANN001
     return (p.name or "VALUE").upper()
 
 
-def _option_lines(cmd) -> list[str]:  # noqa: ANN001 - typer's bundled click Command
+def _option_lines(cmd) -> list[str]:
     out: list[str] = []
     ctx = cmd.context_class(cmd)
     for p in cmd.params:
@@ -73,12 +74,14 @@ def _option_lines(cmd) -> list[str]:  # noqa: ANN001 - typer's bundled click Com
         if p.param_type_name != "option" or p.hidden:
             continue
         names = ", ".join(f"\\fB{_esc(o)}\\fR" for o in p.opts + p.secondary_opts)
-        meta = "" if getattr(p, "is_flag", False) or getattr(p, "count", False) else f" \\fI{_esc(_metavar(p, ctx))}\\fR"
+        meta = (
+            "" if getattr(p, "is_flag", False) or getattr(p, "count", False) else f" \\fI{_esc(_metavar(p, ctx))}\\fR"
+        )
         out += [".TP", names + meta, _esc(p.help or "")]
     return out
 
 
-def _commands(group) -> list[tuple[str, object]]:  # noqa: ANN001 - typer's bundled click Group
+def _commands(group: Any) -> list[tuple[str, Any]]:
     """(name, command) of every command, a group's subcommands as ``group sub`` (iteratively)."""
     out, todo = [], [("", group)]
     while todo:
@@ -100,9 +103,16 @@ def render_pages() -> dict[str, str]:
     pages: dict[str, str] = {}
     commands = _commands(group)
     head = f'.TH {{name}} 1 "{_DATE}" "hdtwd {__version__}" "User Commands"\n'
-    lines = [head.format(name="HDTWD"), ".SH NAME", "hdtwd \\- tree\\-Wasserstein distance with a latent "
-             "feature hierarchy", ".SH SYNOPSIS", "\\fBhdtwd\\fR \\fICOMMAND\\fR [\\fIOPTIONS\\fR]",
-             ".SH DESCRIPTION", _esc(group.help or ""), ".SH COMMANDS"]
+    lines = [
+        head.format(name="HDTWD"),
+        ".SH NAME",
+        "hdtwd \\- tree\\-Wasserstein distance with a latent feature hierarchy",
+        ".SH SYNOPSIS",
+        "\\fBhdtwd\\fR \\fICOMMAND\\fR [\\fIOPTIONS\\fR]",
+        ".SH DESCRIPTION",
+        _esc(group.help or ""),
+        ".SH COMMANDS",
+    ]
     for name, cmd in commands:
         lines += [".TP", f"\\fBhdtwd {_esc(name)}\\fR(1)", _esc((cmd.help or "").splitlines()[0])]
     lines += [".SH OPTIONS"] + _option_lines(group)
@@ -112,10 +122,16 @@ def render_pages() -> dict[str, str]:
         args = [(p.name or "").upper() for p in cmd.params if p.param_type_name == "argument"]
         usage = " ".join(["[OPTIONS]"] + args)
         page = name.replace(" ", "-")
-        lines = [head.format(name=f"HDTWD-{page.upper()}"), ".SH NAME",
-                 f"hdtwd\\-{_esc(page)} \\- {_esc((cmd.help or '').splitlines()[0])}", ".SH SYNOPSIS",
-                 f"\\fBhdtwd {_esc(name)}\\fR {_esc(usage)}", ".SH DESCRIPTION", _esc(cmd.help or ""),
-                 ".SH OPTIONS"] + _option_lines(cmd)
+        lines = [
+            head.format(name=f"HDTWD-{page.upper()}"),
+            ".SH NAME",
+            f"hdtwd\\-{_esc(page)} \\- {_esc((cmd.help or '').splitlines()[0])}",
+            ".SH SYNOPSIS",
+            f"\\fBhdtwd {_esc(name)}\\fR {_esc(usage)}",
+            ".SH DESCRIPTION",
+            _esc(cmd.help or ""),
+            ".SH OPTIONS",
+        ] + _option_lines(cmd)
         lines += [_EXIT, ".SH SEE ALSO", "\\fBhdtwd\\fR(1)"]
         pages[f"hdtwd-{page}.1"] = "\n".join(lines) + "\n"
     return pages
@@ -129,17 +145,34 @@ def _rst(text: str) -> str:
 def cli_reference() -> str:
     """The command-line reference as reStructuredText: every (sub)command, its usage, arguments and options."""
     group = typer.main.get_command(app)
-    out = ["Command-line reference", "======================", "",
-           "Generated from the ``hdtwd`` command's own definitions at every build (the same source as",
-           "the manual pages in ``man/``).", "", _rst(group.help or ""), "",
-           "Exit status: 0 success; 1 internal error (a bug; ``-v`` prints the traceback); 2 bad usage",
-           "or bad input (the message names the file and the problem); 3 output cannot be written; 4 not",
-           "enough memory for the requested computation; 130 interrupted (no partial output is left behind).", ""]
+    out = [
+        "Command-line reference",
+        "======================",
+        "",
+        "Generated from the ``hdtwd`` command's own definitions at every build (the same source as",
+        "the manual pages in ``man/``).",
+        "",
+        _rst(group.help or ""),
+        "",
+        "Exit status: 0 success; 1 internal error (a bug; ``-v`` prints the traceback); 2 bad usage",
+        "or bad input (the message names the file and the problem); 3 output cannot be written; 4 not",
+        "enough memory for the requested computation; 130 interrupted (no partial output is left behind).",
+        "",
+    ]
     for name, cmd in _commands(group):
         title = f"hdtwd {name}"
         args = [(p.name or "").upper() for p in cmd.params if p.param_type_name == "argument"]
-        out += [title, "-" * len(title), "", _rst(cmd.help or ""), "", "::", "",
-                f"    hdtwd {name} [OPTIONS] {' '.join(args)}".rstrip(), ""]
+        out += [
+            title,
+            "-" * len(title),
+            "",
+            _rst(cmd.help or ""),
+            "",
+            "::",
+            "",
+            f"    hdtwd {name} [OPTIONS] {' '.join(args)}".rstrip(),
+            "",
+        ]
         ctx = cmd.context_class(cmd)
         for p in cmd.params:
             if p.param_type_name == "argument":

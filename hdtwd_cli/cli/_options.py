@@ -17,7 +17,7 @@ from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -42,22 +42,36 @@ if TYPE_CHECKING:
     from hdtwd_cli._runtime.progress import Reporter
     from hdtwd_cli.tree._params import TreeParams
 
-__all__ = ["command", "flag", "tree_params", "read_input", "feature_vectors", "set_threads", "Choice", "LINKAGE",
-           "EDGE_WEIGHTS_CHOICE", "TREE", "INPUT", "OUTPUT", "THREADS"]
+__all__ = [
+    "command",
+    "flag",
+    "tree_params",
+    "read_input",
+    "feature_vectors",
+    "set_threads",
+    "Choice",
+    "LINKAGE",
+    "EDGE_WEIGHTS_CHOICE",
+    "TREE",
+    "INPUT",
+    "OUTPUT",
+    "THREADS",
+]
 
 _D = PRESETS["default"]
 
 
-def Choice(name: str, values: tuple[str, ...]) -> type[Enum]:  # noqa: N802 - a type factory
+def Choice(name: str, values: tuple[str, ...]) -> type[Enum]:
     """A str Enum whose members are the allowed values of an option (typer shows them as choices)."""
     return Enum(name, {v: v for v in values}, type=str)  # type: ignore[return-value]
 
 
 def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> inspect.Parameter:
     """One keyword option, declared once for every command that has it."""
-    annotation = Annotated[Optional[kind] if default is None else kind,  # type: ignore[valid-type]
-                           typer.Option(*names, help=help, show_default=default is not None and default is not False,
-                                        **kw)]
+    annotation = Annotated[  # type: ignore[valid-type]
+        kind | None if default is None else kind,
+        typer.Option(*names, help=help, show_default=default is not None and default is not False, **kw),
+    ]
     name = names[0].lstrip("-").replace("-", "_")
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
@@ -65,76 +79,177 @@ def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> i
 LINKAGE = Choice("Linkage", LINKAGES)
 EDGE_WEIGHTS_CHOICE = Choice("EdgeWeights", EDGE_WEIGHTS)
 
-TREE = {p.name: p for p in (
-    _opt(Choice("Preset", tuple(PRESETS)), "--preset", default="default",
-         help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it."),
-    _opt(float, "--eps", min=0.0, help=f"Kernel scale multiplier c: eps = c x median feature distance [default: "
-         f"{DEFAULT_EPS:g}; {_D['landmark_eps']:g} on the landmark path]."),
-    _opt(int, "--scales", min=0, help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."),
-    _opt(Choice("Metric", METRICS), "--metric", help="Initial distance between feature columns [default: cosine]."),
-    _opt(LINKAGE, "--linkage", help="Agglomeration rule on the HD-LCA values (single = the "
-         f"paper's Alg. 1) [default: {_D['linkage']}]."),
-    _opt(EDGE_WEIGHTS_CHOICE, "--edge-weights", help="midpoint: geodesic-midpoint weights (the "
-         f"paper); lca: hyperbolic distance between the HD-LCA points of child and parent [default: "
-         f"{_D['edge_weights']}]."),
-    _opt(Choice("Bandwidth", BANDWIDTHS), "--bandwidth", help="Kernel bandwidth: median (eps = c x median, the "
-         f"paper) or knn (self-tuning) [default: {_D['bandwidth']}]."),
-    _opt(Choice("Transform", TRANSFORMS), "--transform", help="Element-wise transform of the data before "
-         f"everything [default: {_D['transform']}; with --tree: the tree's]."),
-    _opt(int, "--landmarks", min=0, metavar="N", help="Diffusion landmarks m' for large feature counts; 0 = the "
-         f"exact m x m operator [default: exact up to {AUTO_LANDMARKS_ABOVE} features, then {DEFAULT_LANDMARKS}]."),
-    _opt(Choice("LandmarkMethod", LANDMARK_METHODS), "--landmark-method", help="random: feature columns drawn "
-         "with --seed; kmeans: k-means centroids of the feature columns (slower, closer to the exact operator) "
-         "[default: random]."),
-    _opt(Choice("FeatureSpace", FEATURE_SPACES), "--feature-space", help="The features' ambient space for the "
-         "initial distance: data (their columns), svd (latent vectors: truncated SVD of the idf-weighted samples) "
-         "or auto (svd when most pairs of features never share a sample, as words do; else data) "
-         f"[default: {_D['feature_space']}]."),
-    _opt(int, "--feature-dims", min=1, help=f"Dimensions of the svd feature space [default: {_D['feature_dims']}]."),
-    _opt(Path, "--feature-embedding", help="The features' vectors (word2vec/GloVe .txt/.vec, .npz with "
-         "vectors+names, .npy with a .txt of names, .h5ad with features as rows), matched by name; overrides "
-         "--feature-space."),
-    _opt(Choice("Weighting", WEIGHTINGS), "--weighting", help="Feature weights applied before samples become "
-         f"histograms: none or idf [default: {_D['weighting']}]."),
-    _opt(float, "--leaf-length", min=0.0, metavar="LAMBDA", help="Lengthen every leaf edge by LAMBDA x the "
-         "tree's mean leaf depth (adds LAMBDA x depth x L1 to the TWD) [default: automatic, (1 - e) / e with e the "
-         "fraction of the data's energy in --feature-dims latent dimensions]."),
-    _opt(int, "--min-df", min=1, metavar="N", help="Features non-zero in fewer than N samples are not placed by "
-         f"the diffusion: they hang from the tree's root [default: {_D['min_df']}]."),
-    _opt(int, "--max-features", min=0, metavar="N", help="Place at most N features (the most frequent) by the "
-         f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}]."),
-    _opt(int, "--denoise", min=0, metavar="R", help="Replace each sample's values by their rank-R principal-"
-         "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
-         "with the tree, stored in its .h5 and applied by --tree; 0 = off [default: 0]."),
-    _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
-)}
+TREE = {
+    p.name: p
+    for p in (
+        _opt(
+            Choice("Preset", tuple(PRESETS)),
+            "--preset",
+            default="default",
+            help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.",
+        ),
+        _opt(
+            float,
+            "--eps",
+            min=0.0,
+            help=f"Kernel scale multiplier c: eps = c x median feature distance [default: "
+            f"{DEFAULT_EPS:g}; {_D['landmark_eps']:g} on the landmark path].",
+        ),
+        _opt(
+            int, "--scales", min=0, help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."
+        ),
+        _opt(Choice("Metric", METRICS), "--metric", help="Initial distance between feature columns [default: cosine]."),
+        _opt(
+            LINKAGE,
+            "--linkage",
+            help=f"Agglomeration rule on the HD-LCA values (single = the paper's Alg. 1) [default: {_D['linkage']}].",
+        ),
+        _opt(
+            EDGE_WEIGHTS_CHOICE,
+            "--edge-weights",
+            help="midpoint: geodesic-midpoint weights (the "
+            f"paper); lca: hyperbolic distance between the HD-LCA points of child and parent [default: "
+            f"{_D['edge_weights']}].",
+        ),
+        _opt(
+            Choice("Bandwidth", BANDWIDTHS),
+            "--bandwidth",
+            help="Kernel bandwidth: median (eps = c x median, the "
+            f"paper) or knn (self-tuning) [default: {_D['bandwidth']}].",
+        ),
+        _opt(
+            Choice("Transform", TRANSFORMS),
+            "--transform",
+            help="Element-wise transform of the data before "
+            f"everything [default: {_D['transform']}; with --tree: the tree's].",
+        ),
+        _opt(
+            int,
+            "--landmarks",
+            min=0,
+            metavar="N",
+            help="Diffusion landmarks m' for large feature counts; 0 = the "
+            f"exact m x m operator [default: exact up to {AUTO_LANDMARKS_ABOVE} features, then {DEFAULT_LANDMARKS}].",
+        ),
+        _opt(
+            Choice("LandmarkMethod", LANDMARK_METHODS),
+            "--landmark-method",
+            help="random: feature columns drawn "
+            "with --seed; kmeans: k-means centroids of the feature columns (slower, closer to the exact operator) "
+            "[default: random].",
+        ),
+        _opt(
+            Choice("FeatureSpace", FEATURE_SPACES),
+            "--feature-space",
+            help="The features' ambient space for the "
+            "initial distance: data (their columns), svd (latent vectors: truncated SVD of the idf-weighted samples) "
+            "or auto (svd when most pairs of features never share a sample, as words do; else data) "
+            f"[default: {_D['feature_space']}].",
+        ),
+        _opt(
+            int, "--feature-dims", min=1, help=f"Dimensions of the svd feature space [default: {_D['feature_dims']}]."
+        ),
+        _opt(
+            Path,
+            "--feature-embedding",
+            help="The features' vectors (word2vec/GloVe .txt/.vec, .npz with "
+            "vectors+names, .npy with a .txt of names, .h5ad with features as rows), matched by name; overrides "
+            "--feature-space.",
+        ),
+        _opt(
+            Choice("Weighting", WEIGHTINGS),
+            "--weighting",
+            help=f"Feature weights applied before samples become histograms: none or idf [default: {_D['weighting']}].",
+        ),
+        _opt(
+            float,
+            "--leaf-length",
+            min=0.0,
+            metavar="LAMBDA",
+            help="Lengthen every leaf edge by LAMBDA x the "
+            "tree's mean leaf depth (adds LAMBDA x depth x L1 to the TWD) [default: automatic, (1 - e) / e with e the "
+            "fraction of the data's energy in --feature-dims latent dimensions].",
+        ),
+        _opt(
+            int,
+            "--min-df",
+            min=1,
+            metavar="N",
+            help="Features non-zero in fewer than N samples are not placed by "
+            f"the diffusion: they hang from the tree's root [default: {_D['min_df']}].",
+        ),
+        _opt(
+            int,
+            "--max-features",
+            min=0,
+            metavar="N",
+            help="Place at most N features (the most frequent) by the "
+            f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}].",
+        ),
+        _opt(
+            int,
+            "--denoise",
+            min=0,
+            metavar="R",
+            help="Replace each sample's values by their rank-R principal-"
+            "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
+            "with the tree, stored in its .h5 and applied by --tree; 0 = off [default: 0].",
+        ),
+        _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
+    )
+}
 
-INPUT = {p.name: p for p in (
-    _opt(bool, "--transpose", default=False, help="The file stores features x samples."),
-    _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
-    _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
-    _opt(Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
-         "--format", help="Format of DATA read from standard input (-) [default: sniffed from its bytes]."),
-    _opt(Choice("VarNames", ("gene_symbols", "gene_ids")), "--var-names",
-         help="10x inputs (matrix directory, Cell Ranger .h5): feature names [default: gene_symbols]."),
-    _opt(str, "--genome", metavar="NAME",
-         help="Cell Ranger .h5: read this genome (a Cell Ranger 2 file with several needs one; in a 3+ file, "
-              "only its features) [default: all / the only one]."),
-)}
+INPUT = {
+    p.name: p
+    for p in (
+        _opt(bool, "--transpose", default=False, help="The file stores features x samples."),
+        _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
+        _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
+        _opt(
+            Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
+            "--format",
+            help="Format of DATA read from standard input (-) [default: sniffed from its bytes].",
+        ),
+        _opt(
+            Choice("VarNames", ("gene_symbols", "gene_ids")),
+            "--var-names",
+            help="10x inputs (matrix directory, Cell Ranger .h5): feature names [default: gene_symbols].",
+        ),
+        _opt(
+            str,
+            "--genome",
+            metavar="NAME",
+            help="Cell Ranger .h5: read this genome (a Cell Ranger 2 file with several needs one; in a 3+ file, "
+            "only its features) [default: all / the only one].",
+        ),
+    )
+}
 
-OUTPUT = {p.name: p for p in (
-    _opt(bool, "--quiet", "-q", default=False, help="No progress bars or messages on stderr."),
-    _opt(int, "--verbose", "-v", default=0, count=True, help="More detail on stderr."),
-)}
+OUTPUT = {
+    p.name: p
+    for p in (
+        _opt(bool, "--quiet", "-q", default=False, help="No progress bars or messages on stderr."),
+        _opt(int, "--verbose", "-v", default=0, count=True, help="More detail on stderr."),
+    )
+}
 
-THREADS = {p.name: p for p in (
-    _opt(int, "--threads", min=1, help="Threads for BLAS and the distance kernel [default: all cores]."),
-)}
+THREADS = {
+    p.name: p
+    for p in (_opt(int, "--threads", min=1, help="Threads for BLAS and the distance kernel [default: all cores]."),)
+}
 
 #: Flags whose name is not the Python argument's (``--flag`` for ``flag``, ``_`` as ``-``, otherwise).
-_FLAGS = {"n_neighbors": "--knn", "format": "--format", "var_names": "--var-names", "X": "DATA", "params": "the tree options",
-          "feature_names": "the feature names", "reference_feature_names": "the reference's feature names",
-          "adata": "DATA", "methods": "--methods"}
+_FLAGS = {
+    "n_neighbors": "--knn",
+    "format": "--format",
+    "var_names": "--var-names",
+    "X": "DATA",
+    "params": "the tree options",
+    "feature_names": "the feature names",
+    "reference_feature_names": "the reference's feature names",
+    "adata": "DATA",
+    "methods": "--methods",
+}
 
 
 def flag(argument: str) -> str:
@@ -148,11 +263,15 @@ def _value(v: Any) -> Any:
 
 def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | None:
     """The tree options as :class:`TreeParams` (``None`` with ``--tree``, where none of them may be given)."""
-    given = {n: _value(getattr(o, n)) for n in TREE if n not in ("preset", "seed", "feature_embedding")
-             and getattr(o, n, None) is not None}
+    given = {
+        n: _value(getattr(o, n))
+        for n in TREE
+        if n not in ("preset", "seed", "feature_embedding") and getattr(o, n, None) is not None
+    }
     if tree_given:
         learned_only = [flag(n) for n in given if n != "transform"] + (
-            ["--feature-embedding"] if getattr(o, "feature_embedding", None) is not None else [])
+            ["--feature-embedding"] if getattr(o, "feature_embedding", None) is not None else []
+        )
         if learned_only:
             raise ParameterError(f"{', '.join(learned_only)} only apply when the tree is learned (no {{arg}})", "tree")
         return None
@@ -169,14 +288,21 @@ def feature_vectors(o: SimpleNamespace) -> Any:
     return None if path is None else read_feature_embedding(str(path))
 
 
-def read_input(data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[str, ...] = (),
-               keep_adata: bool = False) -> Any:
+def read_input(
+    data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[str, ...] = (), keep_adata: bool = False
+) -> Any:
     """Read DATA (a file or ``-``) with the input options."""
     from hdtwd_cli.io import read_matrix, read_stdin_matrix
 
-    kw = {"transpose": o.transpose, "layer": o.layer, "use_raw": o.use_raw, "obs_keys": obs_keys,
-          "keep_adata": keep_adata, "var_names": _value(getattr(o, "var_names", None)),
-          "genome": getattr(o, "genome", None)}
+    kw = {
+        "transpose": o.transpose,
+        "layer": o.layer,
+        "use_raw": o.use_raw,
+        "obs_keys": obs_keys,
+        "keep_adata": keep_adata,
+        "var_names": _value(getattr(o, "var_names", None)),
+        "genome": getattr(o, "genome", None),
+    }
     with rep.stage(f"reading {data.name or 'standard input'}"):
         if str(data) == "-":
             md = read_stdin_matrix(sys.stdin.buffer, _value(getattr(o, "format", None)), **kw)
@@ -194,12 +320,13 @@ def set_threads(threads: int | None) -> None:
         import numba
         from threadpoolctl import threadpool_limits
 
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
         threadpool_limits(threads)
 
 
-def _warn_to_stderr(message: Any, category: type, filename: str, lineno: int, file: Any = None,
-                    line: Any = None) -> None:
+def _warn_to_stderr(
+    message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
+) -> None:
     sys.stderr.write(f"hdtwd: warning: {message}\n")
 
 
@@ -252,6 +379,7 @@ def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()
     The body is called as ``fn(<its own parameters>, o=SimpleNamespace(<group options>))``; an
     :class:`~hdtwd_cli.errors.InputError` without a file is about the command's DATA argument.
     """
+
     def deco(fn: Callable) -> Callable:
         own = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "o"]
         extra = [p for g in groups for n, p in g.items() if n not in exclude]

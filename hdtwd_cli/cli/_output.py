@@ -19,8 +19,10 @@ from hdtwd_cli.io._output import distance_suffix, write_distances, write_npy_in_
 
 KNN_SUFFIXES = (".npz", ".h5ad")
 
-def write_knn(path: str, graph: Any, record: dict, *, key_added: str | None = None, adata: Any = None,
-              vectors: Any = None) -> None:
+
+def write_knn(
+    path: str, graph: Any, record: dict, *, key_added: str | None = None, adata: Any = None, vectors: Any = None
+) -> None:
     """Write a kNN graph (:class:`hdtwd_cli._api.KnnGraph`): ``.npz`` or ``.h5ad``.
 
     ``.npz``: the CSR distance matrix (``scipy.sparse.load_npz``), the ``n_neighbors - 1`` distances
@@ -39,6 +41,7 @@ def write_knn(path: str, graph: Any, record: dict, *, key_added: str | None = No
             write_graph(adata, graph, key_added, vectors, record)
             adata.write_h5ad(tmp)
 
+
 def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
     """An AnnData of ``X`` with the names (for an ``.h5ad`` output of a non-AnnData input)."""
     import anndata
@@ -46,21 +49,41 @@ def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
 
     return anndata.AnnData(X=X, obs=pd.DataFrame(index=sample_names), var=pd.DataFrame(index=feature_names))
 
+
 def _is_zarr(path: str) -> bool:
     return path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
+
 
 def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
     """Refuse, before any work, the combinations :func:`write_result` cannot honour."""
     if knn is None and knn_method != "exact":
         raise ParameterError("applies to the kNN graph ({b})", "knn_method", b="n_neighbors")
     if scheduler and not (_is_zarr(path) or knn is not None):
-        raise ParameterError("runs the kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
-                             "in-memory outputs are single-process", "scheduler", a="n_neighbors")
+        raise ParameterError(
+            "runs the kNN search ({a}) or writes all pairs into a Zarr store (-o FILE.zarr); "
+            "in-memory outputs are single-process",
+            "scheduler",
+            a="n_neighbors",
+        )
 
-def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, *,
-                 fmt: str | None = None, knn: int | None = None, key_added: str | None = None, adata: Any = None,
-                 store_vectors: bool | None = None, reporter: Any = None, knn_method: str = "exact", seed: int = 0,
-                 client: Any = None) -> str:
+
+def write_result(
+    path: str,
+    dv: Any,
+    row_names: list[str],
+    col_names: list[str],
+    meta: dict,
+    *,
+    fmt: str | None = None,
+    knn: int | None = None,
+    key_added: str | None = None,
+    adata: Any = None,
+    store_vectors: bool | None = None,
+    reporter: Any = None,
+    knn_method: str = "exact",
+    seed: int = 0,
+    client: Any = None,
+) -> str:
     """Write what ``-o`` asks of a :class:`hdtwd_cli._api.DistanceVectors`; returns a one-line summary.
 
     ``knn``: the kNN graph (``.npz`` / ``.h5ad``; searched by ``knn_method``, on the cluster of
@@ -86,8 +109,12 @@ def write_result(path: str, dv: Any, row_names: list[str], col_names: list[str],
         with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, blocked)", rows) as adv:
             write_distances_blocked(path, dv.blocks(block), (rows, cols), row_names, col_names, meta, dv.dtype, adv)
         return f"wrote {path} ({rows} x {cols} {dv.dtype}, in blocks of {block} rows)"
-    if (path != "-" and rows * cols and hasattr(os, "posix_fallocate")
-            and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy"):
+    if (
+        path != "-"
+        and rows * cols
+        and hasattr(os, "posix_fallocate")
+        and ("." + fmt.lstrip(".") if fmt else distance_suffix(path)) == ".npy"
+    ):
         write_npy_in_place(path, (rows, cols), dv.dtype, lambda out: dv.matrix(out=out))
     else:
         write_distances(path, dv.matrix(), row_names, col_names, meta, fmt)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -16,12 +16,19 @@ from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.cli._options import INPUT, OUTPUT, command, read_input
 from hdtwd_cli.errors import InputError, ParameterError
 
-plot_app = typer.Typer(name="plot", help="Pictures: the feature tree, a distance heatmap, a classify report.",
-                       no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                       rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]})
+plot_app = typer.Typer(
+    name="plot",
+    help="Pictures: the feature tree, a distance heatmap, a classify report.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 
-PictureOut = Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.",
-                                          show_default=False)]
+PictureOut = Annotated[
+    Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.", show_default=False)
+]
 
 
 def check_picture(output: Path, inputs: list[Any], argument: str = "output") -> Any:
@@ -44,9 +51,14 @@ def check_picture(output: Path, inputs: list[Any], argument: str = "output") -> 
 def plot_tree(
     tree: Annotated[Path, typer.Argument(help="Tree file (.h5 from hdtwd, or Newick).", show_default=False)],
     output: PictureOut,
-    data: Annotated[Optional[Path], typer.Option(
-        "--data", help="Samples whose mean histogram weighs the features [default: equal weights].",
-        show_default=False)] = None,
+    data: Annotated[
+        Path | None,
+        typer.Option(
+            "--data",
+            help="Samples whose mean histogram weighs the features [default: equal weights].",
+            show_default=False,
+        ),
+    ] = None,
     tips: Annotated[int, typer.Option("--tips", min=2, help="Tips shown: leaves and collapsed clades.")] = 40,
     o: Any = None,
 ) -> None:
@@ -65,14 +77,25 @@ def plot_tree(
 @plot_app.command("heatmap")
 @command(INPUT, OUTPUT)
 def plot_heatmap(
-    distances: Annotated[Path, typer.Argument(help="Square distance matrix (.npy, .h5, .csv, .tsv from "
-                                                   "'hdtwd distance').", show_default=False)],
+    distances: Annotated[
+        Path,
+        typer.Argument(
+            help="Square distance matrix (.npy, .h5, .csv, .tsv from 'hdtwd distance').", show_default=False
+        ),
+    ],
     output: PictureOut,
-    labels: Annotated[Optional[str], typer.Option(
-        "--labels", help="A file with one label per sample, or obs:COLUMN of the .h5ad given with --data.",
-        metavar="FILE|obs:COLUMN", show_default=False)] = None,
-    data: Annotated[Optional[Path], typer.Option("--data", help="The .h5ad whose obs holds the labels.",
-                                                 show_default=False)] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option(
+            "--labels",
+            help="A file with one label per sample, or obs:COLUMN of the .h5ad given with --data.",
+            metavar="FILE|obs:COLUMN",
+            show_default=False,
+        ),
+    ] = None,
+    data: Annotated[
+        Path | None, typer.Option("--data", help="The .h5ad whose obs holds the labels.", show_default=False)
+    ] = None,
     o: Any = None,
 ) -> None:
     """Heatmap of a distance matrix, samples ordered by average linkage, with a label strip."""
@@ -88,12 +111,16 @@ def plot_heatmap(
     if labels is not None:
         if labels.startswith("obs:") and data is None:
             raise ParameterError("obs:COLUMN needs the .h5ad: give it with --data", "labels")
-        md = read_input(data, o, rep, (labels[4:],) if labels.startswith("obs:") else ()) if data is not None \
+        md = (
+            read_input(data, o, rep, (labels[4:],) if labels.startswith("obs:") else ())
+            if data is not None
             else _rows(D.shape[0], distances)
+        )
         y = read_labels(labels, md)
         if len(y) != D.shape[0]:
-            raise InputError(f"{len(y)} labels for {D.shape[0]} samples", labels if not labels.startswith("obs:")
-                             else data)
+            raise InputError(
+                f"{len(y)} labels for {D.shape[0]} samples", labels if not labels.startswith("obs:") else data
+            )
     pl.save(pl.distance_heatmap(D, y), str(output))
     rep.info(f"wrote {output}")
 
@@ -110,7 +137,7 @@ def plot_report(
     pl = check_picture(output, [report])
     try:
         r = json.loads(report.read_text())
-        r["methods"], r["k"]  # noqa: B018 - the keys the picture needs
+        r["methods"], r["k"]
     except FileNotFoundError:
         raise InputError("no such file", report) from None
     except (ValueError, KeyError, TypeError):

@@ -24,8 +24,17 @@ from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
 
-__all__ = ["quadtree", "mst_tree", "cluster_tree", "competitor_trees", "feature_vectors", "TREE_METHODS",
-           "MAX_QUADTREE_DEPTH", "CLUSTER_BRANCHES", "CLUSTER_HEIGHT"]
+__all__ = [
+    "quadtree",
+    "mst_tree",
+    "cluster_tree",
+    "competitor_trees",
+    "feature_vectors",
+    "TREE_METHODS",
+    "MAX_QUADTREE_DEPTH",
+    "CLUSTER_BRANCHES",
+    "CLUSTER_HEIGHT",
+]
 #: Grid levels below which features still sharing a cell become leaves of that cell.
 MAX_QUADTREE_DEPTH = 40
 #: Clusters per node and levels of the clustering-based trees (``cluster-tree``, ``tswd-n``).
@@ -33,8 +42,15 @@ CLUSTER_BRANCHES = 5
 CLUSTER_HEIGHT = 6
 
 
-def _numbered(m: int, leaf_parent: np.ndarray, leaf_length: np.ndarray, internal_parent: list[int],
-              internal_length: list[float], names: Sequence[str], metadata: dict) -> Tree:
+def _numbered(
+    m: int,
+    leaf_parent: np.ndarray,
+    leaf_length: np.ndarray,
+    internal_parent: list[int],
+    internal_length: list[float],
+    names: Sequence[str],
+    metadata: dict,
+) -> Tree:
     """A :class:`Tree` from leaves (parents as creation indices of internal nodes) and internal nodes
     in creation order (root first, every node after its parent): internal node ``c`` becomes
     ``m + n_int - 1 - c``, so children come before parents and the root is last."""
@@ -89,8 +105,8 @@ def quadtree(F: np.ndarray, names: Sequence[str], seed: int = 0, max_depth: int 
     level = 0
     while active.size and level < max_depth and diam > 0:
         level += 1
-        w = diam / 2.0 ** level
-        cells = np.floor(shifted[active] * (2.0 ** level / side0)).astype(np.int64)
+        w = diam / 2.0**level
+        cells = np.floor(shifted[active] * (2.0**level / side0)).astype(np.int64)
         key = np.column_stack([group_node[active], cells])
         _, first, inverse = np.unique(key, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.ravel()
@@ -119,8 +135,15 @@ def quadtree(F: np.ndarray, names: Sequence[str], seed: int = 0, max_depth: int 
     rest = active  # identical vectors, or max_depth reached: leaves of their group's node
     parent[rest] = group_node[rest]
     length[rest] = pending[rest]
-    return _numbered(m, parent, length, internal_parent, internal_length, names,
-                     {"method": "quadtree", "seed": int(seed), "levels": level})
+    return _numbered(
+        m,
+        parent,
+        length,
+        internal_parent,
+        internal_length,
+        names,
+        {"method": "quadtree", "seed": int(seed), "levels": level},
+    )
 
 
 def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
@@ -168,8 +191,9 @@ def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
     return tree
 
 
-def cluster_tree(F: np.ndarray, names: Sequence[str], seed: int = 0, branches: int = CLUSTER_BRANCHES,
-                 height: int = CLUSTER_HEIGHT) -> Tree:
+def cluster_tree(
+    F: np.ndarray, names: Sequence[str], seed: int = 0, branches: int = CLUSTER_BRANCHES, height: int = CLUSTER_HEIGHT
+) -> Tree:
     r"""Le et al.'s clustering-based tree (2019): hierarchical k-means of the feature vectors ``F`` (``m x d``).
 
     The root holds every feature at their mean; a node of more than one distinct vector above
@@ -215,24 +239,41 @@ def cluster_tree(F: np.ndarray, names: Sequence[str], seed: int = 0, branches: i
             internal_length.append(float(np.sqrt(((mu - c) ** 2).sum())))
             centres.append(mu)
             stack.append((child, sub, depth + 1))
-    return _numbered(m, leaf_parent, leaf_length, internal_parent, internal_length, names,
-                     {"method": "cluster-tree", "seed": int(seed), "branches": branches, "height": height})
+    return _numbered(
+        m,
+        leaf_parent,
+        leaf_length,
+        internal_parent,
+        internal_length,
+        names,
+        {"method": "cluster-tree", "seed": int(seed), "branches": branches, "height": height},
+    )
 
 
-def feature_vectors(X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
-                    embedding: tuple[np.ndarray, list[str]] | None = None) -> tuple[FeatureSpace, np.ndarray]:
+def feature_vectors(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    params: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+) -> tuple[FeatureSpace, np.ndarray]:
     """hdtwd's features' space of the rows ``X`` and its vectors, one unit-length ROW per placed feature."""
     space = feature_space(X, names, params, embedding)
     M = space.matrix
-    V = np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64).T.copy()
+    V = np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64).T.copy()  # type: ignore[union-attr]
     norms = np.sqrt(np.einsum("ij,ij->i", V, V))
     V /= np.where(norms > 0, norms, 1.0)[:, None]
     space.matrix = None
     return space, V
 
 
-def competitor_trees(method: str, X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
-                     embedding: tuple[np.ndarray, list[str]] | None = None, split: int = 0) -> list[Tree]:
+def competitor_trees(
+    method: str,
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    params: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+    split: int = 0,
+) -> list[Tree]:
     r"""The ``method`` tree(s) (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
 
     The feature vectors are those hdtwd's diffusion would read for ``params``
@@ -257,6 +298,8 @@ def competitor_trees(method: str, X: np.ndarray | sp.spmatrix, names: list[str],
         trees = [cluster_tree(V, space.names, params.seed)]
     else:  # tswd-n
         n = int(method.split("-")[1])
-        trees = [cluster_tree(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2 ** 31)))
-                 for t in range(n)]
+        trees = [
+            cluster_tree(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2**31)))
+            for t in range(n)
+        ]
     return [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in trees]

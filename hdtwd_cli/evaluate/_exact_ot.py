@@ -36,8 +36,7 @@ from hdtwd_cli.evaluate._competitors import feature_vectors
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import normalize_rows
 
-__all__ = ["OT_BUDGET", "OT_MIN_TEST_ROWS", "exact_ot", "ground_vectors", "ot_histograms", "budget_rows",
-           "require_pot"]
+__all__ = ["OT_BUDGET", "OT_MIN_TEST_ROWS", "exact_ot", "ground_vectors", "ot_histograms", "budget_rows", "require_pot"]
 
 #: Fewest test rows per split (all of them when a split has fewer) for which ``ot`` is run at all.
 OT_MIN_TEST_ROWS = 20
@@ -54,8 +53,12 @@ def require_pot():
     return ot
 
 
-def ground_vectors(X: np.ndarray | sp.spmatrix, names: list[str], params: TreeParams,
-                   embedding: tuple[np.ndarray, list[str]] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def ground_vectors(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    params: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """The ground space of the rows ``X``: one unit-length row per feature of ``names`` (zero for a
     feature without a vector) and the feature weights (idf of ``X``; ``None`` without weighting),
     in the order of ``names``."""
@@ -108,17 +111,20 @@ def exact_ot(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | N
     out = np.empty((A.shape[0], B.shape[0]))
 
     def row(i: int) -> None:
-        sa = A.indices[A.indptr[i]:A.indptr[i + 1]]
-        a = A.data[A.indptr[i]:A.indptr[i + 1]]
+        sa = A.indices[A.indptr[i] : A.indptr[i + 1]]
+        a = A.data[A.indptr[i] : A.indptr[i + 1]]
         Ci = cdist(V[sa], V)
         for j in range(B.shape[0]):
-            sb = B.indices[B.indptr[j]:B.indptr[j + 1]]
-            b = B.data[B.indptr[j]:B.indptr[j + 1]]
-            cost, log = ot.emd2(a, b, np.ascontiguousarray(Ci[:, sb]), numItermax=_MAX_ITER, log=True,
-                                check_marginals=False)
+            sb = B.indices[B.indptr[j] : B.indptr[j + 1]]
+            b = B.data[B.indptr[j] : B.indptr[j + 1]]
+            cost, log = ot.emd2(
+                a, b, np.ascontiguousarray(Ci[:, sb]), numItermax=_MAX_ITER, log=True, check_marginals=False
+            )
             if log["result_code"] != 1:
-                raise RuntimeError(f"exact OT between rows {i} and {j}: POT's network simplex did not reach the "
-                                   f"optimum ({log['warning']})")
+                raise RuntimeError(
+                    f"exact OT between rows {i} and {j}: POT's network simplex did not reach the "
+                    f"optimum ({log['warning']})"
+                )
             out[i, j] = float(cost)
 
     if threads is None:
@@ -135,8 +141,12 @@ def exact_ot(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | N
     return out
 
 
-def budget_rows(test_support: Sequence[int] | np.ndarray, train_support: Sequence[int] | np.ndarray,
-                budget: int = OT_BUDGET, seed: Sequence[int] | int = 0) -> np.ndarray:
+def budget_rows(
+    test_support: Sequence[int] | np.ndarray,
+    train_support: Sequence[int] | np.ndarray,
+    budget: int = OT_BUDGET,
+    seed: Sequence[int] | int = 0,
+) -> np.ndarray:
     r"""Positions of the test rows whose transport to every training row fits ``budget``.
 
     A permutation of the test rows drawn from ``numpy.random.default_rng(seed)``; its longest prefix

@@ -61,7 +61,9 @@ __all__ = [
 ]
 
 BASELINE_INPUT = {
-    "cosine": "row-normalised histograms", "euclidean": "row-normalised histograms", "l1": "row-normalised histograms",
+    "cosine": "row-normalised histograms",
+    "euclidean": "row-normalised histograms",
+    "l1": "row-normalised histograms",
     "tfidf-l1": "tf-idf (idf from the training rows), rows L1-normalised",
     "tfidf-cosine": "tf-idf (idf from the training rows), rows L1-normalised",
     "pca": "50 principal components fitted on the training rows (log1p counts-per-10k for counts)",
@@ -167,17 +169,18 @@ def knn_predict(D: np.ndarray, y_train: np.ndarray, ks: Sequence[int]) -> np.nda
 def knn_accuracy(D: np.ndarray, y_train: np.ndarray, y_test: np.ndarray, ks: Sequence[int]) -> np.ndarray:
     """Accuracy in percent for every k (labels of any type)."""
     _, codes = np.unique(np.concatenate([np.asarray(y_train), np.asarray(y_test)]), return_inverse=True)
-    tr, te = codes[: len(y_train)], codes[len(y_train):]
+    tr, te = codes[: len(y_train)], codes[len(y_train) :]
     pred = knn_predict(D, tr, ks)
     return 100.0 * (pred == te[None, :]).mean(axis=1)
 
 
 def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else np.asarray(X)
+    return X.toarray() if sp.issparse(X) else np.asarray(X)  # type: ignore[union-attr]
 
 
-def pca_representation(X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix,
-                       n_components: int = PCA_COMPONENTS) -> tuple[np.ndarray, np.ndarray]:
+def pca_representation(
+    X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix, n_components: int = PCA_COMPONENTS
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Scanpy's default representation: principal components fitted on the TRAINING rows.
 
     Counts (every value whole) become :math:`\log(1 + 10^4 X_{ij} / \sum_j X_{ij})` first; values
@@ -197,10 +200,13 @@ def pca_representation(X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | s
     return B @ V, A @ V
 
 
-def _gram_and_norms(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _gram_and_norms(
+    A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``A B^T`` (dense) and the rows' Euclidean norms, by sparse products when the rows are sparse."""
+
     def norms(M: np.ndarray | sp.spmatrix) -> np.ndarray:
-        sq = M.multiply(M).sum(axis=1) if sp.issparse(M) else np.einsum("ij,ij->i", M, M)
+        sq = M.multiply(M).sum(axis=1) if sp.issparse(M) else np.einsum("ij,ij->i", M, M)  # type: ignore[union-attr]
         return np.sqrt(np.asarray(sq).ravel())
 
     return _dense(A @ B.T), norms(A), norms(B)
@@ -225,9 +231,9 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
     if name.startswith("tfidf-"):
         u = idf_weights(X_train)
         X_test, X_train = weight_features(X_test, u), weight_features(X_train, u)
-        name = name[len("tfidf-"):]
+        name = name[len("tfidf-") :]
     A, B = normalize_rows(X_test), normalize_rows(X_train)
-    sparse = sp.issparse(A) and sp.issparse(B) and B.nnz < SPARSE_KERNEL_DENSITY * B.shape[0] * B.shape[1]
+    sparse = sp.issparse(A) and sp.issparse(B) and B.nnz < SPARSE_KERNEL_DENSITY * B.shape[0] * B.shape[1]  # type: ignore[union-attr]
     if not sparse:
         A, B = _dense(A), _dense(B)
     if name == "l1":
@@ -258,8 +264,12 @@ class MethodResult:
             "mean": float(means[best]),
             "std": std,
             "per_k": {str(k): float(v) for k, v in zip(self.ks, means)},
-            "per_k_std": {str(k): float(v) for k, v in zip(self.ks, self.acc.std(axis=0, ddof=1)
-                                                          if self.acc.shape[0] > 1 else np.zeros(len(self.ks)))},
+            "per_k_std": {
+                str(k): float(v)
+                for k, v in zip(
+                    self.ks, self.acc.std(axis=0, ddof=1) if self.acc.shape[0] > 1 else np.zeros(len(self.ks))
+                )
+            },
             "per_split": [float(v) for v in self.acc[:, best]],
             "params": self.params,
         }
@@ -270,7 +280,6 @@ def summarise(results: Sequence[MethodResult], meta: dict) -> dict:
     out = dict(meta)
     out["methods"] = {r.name: r.summary() for r in results}
     return out
-
 
 
 def _hdtwd_accuracies(
@@ -291,7 +300,7 @@ def _hdtwd_accuracies(
     every test row keeps all its mass.
     """
     params = base.replace(eps=eps, scales=max(scales))
-    trees = learn_trees(X[train], names, params, scales, embedding=embedding)
+    trees = learn_trees(X[train], names, params, list(scales), embedding=embedding)
     out = {}
     for K, tree in trees.items():
         Xtr = align_to_tree(X[train], names, tree)
@@ -341,8 +350,9 @@ def select_params(
     return best[0], best[1], {f"{e:g},{k}": float(v.max()) for (e, k), v in scores.items()}
 
 
-def ot_test_rows(X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray, np.ndarray]],
-                 budget: int = OT_BUDGET, seed: int = 0) -> list[np.ndarray]:
+def ot_test_rows(
+    X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray, np.ndarray]], budget: int = OT_BUDGET, seed: int = 0
+) -> list[np.ndarray]:
     """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`exact_ot.budget_rows`,
     seed ``[seed, split, 26]``).
 
@@ -357,12 +367,16 @@ def ot_test_rows(X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray,
     rows = [budget_rows(nnz[test], nnz[train], budget, [seed, s, 26]) for s, (train, test) in enumerate(splits)]
     need = [min(OT_MIN_TEST_ROWS, t.size) for _, t in splits]
     if any(r.size < k for r, k in zip(rows, need)):
-        worst = max(int(np.sort(nnz[test])[::-1][:k].sum()) * int(nnz[train].sum()) for (train, test), k in zip(splits, need))
+        worst = max(
+            int(np.sort(nnz[test])[::-1][:k].sum()) * int(nnz[train].sum()) for (train, test), k in zip(splits, need)
+        )
         secs = worst * 1e-7
         when = f"{secs:.0f} CPU-seconds" if secs < 120 else f"{secs / 60:.0f} CPU-minutes"
-        raise ValueError(f"exact OT ('ot'): a budget of {budget:,} transport variables per split fits only "
-                         f"{min(r.size for r in rows)} test rows ({min(need)} needed); --ot-budget {worst} fits "
-                         f"them (about {when} per split)")
+        raise ValueError(
+            f"exact OT ('ot'): a budget of {budget:,} transport variables per split fits only "
+            f"{min(r.size for r in rows)} test rows ({min(need)} needed); --ot-budget {worst} fits "
+            f"them (about {when} per split)"
+        )
     return rows
 
 
@@ -403,18 +417,32 @@ def evaluate(
     for s, (train, test) in enumerate(splits):
         for name in methods:
             if name == "hdtwd":
-                eps, K, scores = eps_grid[0], scales_grid[0], {}
+                eps, K = eps_grid[0], scales_grid[0]
+                scores: dict[str, float] = {}
                 if grid:
-                    eps, K, scores = select_params(X, names, y, train, eps_grid, scales_grid, base, ks,
-                                                   test_size=test_size, seed=seed + 1000 + s,
-                                                   progress=progress, embedding=embedding)
+                    eps, K, scores = select_params(
+                        X,
+                        names,
+                        y,
+                        train,
+                        eps_grid,
+                        scales_grid,
+                        base,
+                        ks,
+                        test_size=test_size,
+                        seed=seed + 1000 + s,
+                        progress=progress,
+                        embedding=embedding,
+                    )
                 acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
                 choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
             elif name in TREE_METHODS:  # a competitor's tree of the training rows' features
                 trees = competitor_trees(name, X[train], names, base, embedding, split=s)
-                D = sum(query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
-                        for t in trees) / len(trees)
-                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
+                D = sum(
+                    query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
+                    for t in trees
+                ) / len(trees)
+                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)  # type: ignore[arg-type]
             elif name in OT_METHODS:  # exact OT on the budgeted test rows, ground space of the training rows
                 V, w = ground_vectors(X[train], names, base, embedding)
                 rows = test[ot_rows[s]]
@@ -428,23 +456,36 @@ def evaluate(
     out = []
     for name in methods:
         if name == "hdtwd":
-            params = {"eps": list(eps_grid) if grid else eps_grid[0],
-                      "scales": list(scales_grid) if grid else scales_grid[0],
-                      "metric": base.metric, "linkage": base.linkage, "edge_weights": base.edge_weights,
-                      "bandwidth": base.bandwidth, "feature_space": "embedding" if embedding is not None
-                      else base.feature_space, "weighting": base.weighting, "leaf_length": base.leaf_length,
-                      "selection": "inner 3-split CV on training rows" if grid else "fixed",
-                      "choices": choices}
+            params = {
+                "eps": list(eps_grid) if grid else eps_grid[0],
+                "scales": list(scales_grid) if grid else scales_grid[0],
+                "metric": base.metric,
+                "linkage": base.linkage,
+                "edge_weights": base.edge_weights,
+                "bandwidth": base.bandwidth,
+                "feature_space": "embedding" if embedding is not None else base.feature_space,
+                "weighting": base.weighting,
+                "leaf_length": base.leaf_length,
+                "selection": "inner 3-split CV on training rows" if grid else "fixed",
+                "choices": choices,
+            }
         elif name in TREE_METHODS:
-            params = {"tree": TREE_INPUT[name], "feature_space": "embedding" if embedding is not None
-                      else base.feature_space, "weighting": base.weighting,
-                      "seed": base.seed}
+            params = {
+                "tree": TREE_INPUT[name],
+                "feature_space": "embedding" if embedding is not None else base.feature_space,
+                "weighting": base.weighting,
+                "seed": base.seed,
+            }
         elif name in OT_METHODS:
-            params = {"ground_cost": "Euclidean distance between the unit feature vectors (none: the origin)",
-                      "solver": "POT ot.emd2, exact network simplex", "feature_space": "embedding"
-                      if embedding is not None else base.feature_space, "weighting": base.weighting,
-                      "budget": int(ot_budget), "test_rows": [int(r.size) for r in ot_rows],
-                      "test_rows_of": [int(t.size) for _, t in splits]}
+            params = {
+                "ground_cost": "Euclidean distance between the unit feature vectors (none: the origin)",
+                "solver": "POT ot.emd2, exact network simplex",
+                "feature_space": "embedding" if embedding is not None else base.feature_space,
+                "weighting": base.weighting,
+                "budget": int(ot_budget),
+                "test_rows": [int(r.size) for r in ot_rows],
+                "test_rows_of": [int(t.size) for _, t in splits],
+            }
         else:
             params = {"on": BASELINE_INPUT[name]}
         out.append(MethodResult(name, list(ks), acc[name], params))

@@ -89,8 +89,6 @@ def balanced_tree(levels: int = 4) -> np.ndarray:
     return parent
 
 
-
-
 def gaussian_tree_samples(n: int, seed: int = 0, levels: int = 4, mean: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
     r"""Samples :math:`x \sim \mathcal N(\mu\mathbf 1, L^\dagger)` on a balanced tree, negatives rejected.
 
@@ -166,7 +164,8 @@ def random_binary_tree(m: int, seed: int = 0) -> np.ndarray:
 
 
 def brownian_on_tree(parent: np.ndarray, length: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    r"""``n`` draws of Brownian motion down a tree: :math:`z_{root} = 0`, :math:`z_v = z_{parent} + \sqrt{\ell_v}\,\xi_v`.
+    r"""``n`` draws of Brownian motion down a tree:
+    :math:`z_{root} = 0`, :math:`z_v = z_{parent} + \sqrt{\ell_v}\,\xi_v`.
 
     Two leaves co-vary by the length of their shared path from the root. Nodes must precede their
     parents (root last). Returns an ``(n, n_nodes)`` array.
@@ -274,8 +273,10 @@ def planted_corpus(
     missing = np.flatnonzero(~seen)
     if missing.size:
         by_topic = [np.flatnonzero(doc_topic == t) for t in range(n_leaf)]
-        extra_rows = np.array([rng.choice(by_topic[t]) if by_topic[t].size else rng.integers(n_docs)
-                               for t in leaf_topic[missing]], dtype=np.int64)
+        extra_rows = np.array(
+            [rng.choice(by_topic[t]) if by_topic[t].size else rng.integers(n_docs) for t in leaf_topic[missing]],
+            dtype=np.int64,
+        )
         rows = np.concatenate([rows, extra_rows])
         words = np.concatenate([words, missing])
     X = sp.csr_matrix((np.ones(rows.size), (rows, words)), shape=(n_docs, n_words))

@@ -54,7 +54,7 @@ Distance file (``hdtwd distance -o D.h5``), ``encoding-type = "hdtwd-distances"`
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -110,7 +110,9 @@ def _attrs(obj: h5py.Group, values: Mapping[str, Any]) -> None:
 
 
 def _strings(group: h5py.Group, name: str, values: list[str]) -> None:
-    group.create_dataset(name, data=np.array(values, dtype=object), dtype=_h5py().string_dtype("utf-8"), track_times=False)
+    group.create_dataset(
+        name, data=np.array(values, dtype=object), dtype=_h5py().string_dtype("utf-8"), track_times=False
+    )
 
 
 def _array(group: h5py.Group, name: str, values: np.ndarray, **kw: Any) -> None:
@@ -152,7 +154,7 @@ def write_embedding(
     dropped: list[str],
     params: Mapping[str, Any],
     meta: Mapping[str, Any],
-    weights: np.ndarray | None = None,
+    weights: np.ndarray | Sequence[float] | None = None,
 ) -> None:
     """Write the multi-scale embedding in the documented layout (see the module docstring).
 
@@ -264,9 +266,13 @@ def read_tree(path: str) -> TreeRecord:
             raise InputError(f"tree file lacks {e}", path) from None
 
 
-def _read_denoiser(g: "h5py.Group") -> DenoiserRecord:
-    return DenoiserRecord(mean=np.asarray(g["mean"][()], dtype=np.float64), axes=np.asarray(g["axes"][()], dtype=np.float64),
-                    log_counts=bool(g.attrs["log_counts"]), covered=np.asarray(g["covered"][()]).astype(bool))
+def _read_denoiser(g: h5py.Group) -> DenoiserRecord:
+    return DenoiserRecord(
+        mean=np.asarray(g["mean"][()], dtype=np.float64),
+        axes=np.asarray(g["axes"][()], dtype=np.float64),
+        log_counts=bool(g.attrs["log_counts"]),
+        covered=np.asarray(g["covered"][()]).astype(bool),
+    )
 
 
 def write_distances_h5(
@@ -298,12 +304,16 @@ def write_distances_blocked(
     with atomic_path(path) as tmp:
         with _h5py().File(tmp, "w") as f:
             _root(f, DISTANCES_TYPE, meta)
-            ds = f.create_dataset("distances", shape=shape, dtype=dtype, track_times=False,
-                                  chunks=(min(shape[0], max(1, 2**20 // max(shape[1], 1))), shape[1]))
+            ds = f.create_dataset(
+                "distances",
+                shape=shape,
+                dtype=dtype,
+                track_times=False,
+                chunks=(min(shape[0], max(1, 2**20 // max(shape[1], 1))), shape[1]),
+            )
             for i0, block in blocks:
-                ds[i0:i0 + block.shape[0]] = block
+                ds[i0 : i0 + block.shape[0]] = block
                 if progress is not None:
                     progress(block.shape[0])
             _strings(f, "row_names", row_names)
             _strings(f, "col_names", col_names)
-

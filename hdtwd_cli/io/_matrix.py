@@ -92,9 +92,14 @@ class MatrixData:
         """What every output records about its input: file name, fingerprint, shape, how it was read."""
         from hdtwd_cli._version import __version__
 
-        return {"hdtwd_version": __version__, "input_path": os.path.basename(self.path),
-                "input_fingerprint": fingerprint(self.X, self.feature_names), "n_samples": self.shape[0],
-                "n_features": self.shape[1], **self.options}
+        return {
+            "hdtwd_version": __version__,
+            "input_path": os.path.basename(self.path),
+            "input_fingerprint": fingerprint(self.X, self.feature_names),
+            "n_samples": self.shape[0],
+            "n_features": self.shape[1],
+            **self.options,
+        }
 
 
 def make_unique(names: list[str], what: str = "feature", path: str | None = None) -> list[str]:
@@ -127,8 +132,9 @@ def make_unique(names: list[str], what: str = "feature", path: str | None = None
         seen.add(cand)
         out.append(cand)
     where = f"{path}: " if path else ""
-    warnings.warn(f"{where}{n_dup} duplicate {what} names made unique by appending -1, -2, ...",
-                  HdtwdWarning, stacklevel=2)
+    warnings.warn(
+        f"{where}{n_dup} duplicate {what} names made unique by appending -1, -2, ...", HdtwdWarning, stacklevel=2
+    )
     return out
 
 
@@ -144,10 +150,13 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     """Convert to float64 (CSR when sparse) and check shape, finiteness and sign."""
     if X.dtype.kind in "iu":  # beyond 2^53 an integer is not exact in float64: counts would change
         vals = X.data if sp.issparse(X) else np.asarray(X)
-        top = int(vals.max()) if vals.size else 0
+        top = int(vals.max()) if vals.size else 0  # type: ignore[union-attr]
         if top > 2**53:
-            raise InputError(f"integer values above 2^53 (max {top}) are not exact as float64; "
-                             "scale them down or store them as floating point", path)
+            raise InputError(
+                f"integer values above 2^53 (max {top}) are not exact as float64; "
+                "scale them down or store them as floating point",
+                path,
+            )
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
             raise InputError(f"matrix has non-numeric type {X.dtype}", path)
@@ -167,8 +176,9 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
         bad = np.flatnonzero(~np.isfinite(vals))
         raise InputError(f"matrix holds {bad.size} NaN or infinite value(s)", path)
     if vals.size and vals.min() < 0:
-        raise InputError(f"matrix holds negative values (min {float(vals.min())!r}); "
-                         "weights must be non-negative", path)
+        raise InputError(
+            f"matrix holds negative values (min {float(vals.min())!r}); weights must be non-negative", path
+        )
     return X
 
 
@@ -193,9 +203,7 @@ def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
         with np.load(path, allow_pickle=False) as z:
             keys = list(z.keys())
             if len(keys) != 1:
-                raise InputError(
-                    f"neither a scipy.sparse .npz nor an archive with one array (keys: {keys[:5]})",
-                    path)
+                raise InputError(f"neither a scipy.sparse .npz nor an archive with one array (keys: {keys[:5]})", path)
             return z[keys[0]], None, None
     except InputError:
         raise
@@ -249,8 +257,11 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
             else:
                 j = next(j + 1 for j, c in enumerate(rest) if _is_number(c))
                 why = f"{first[j]!r} is a number among the header's {words} names"
-            raise InputError(f"line {lines[0]}, column {j + 1}: {why}; a header must name every column "
-                             "and a data row hold only numbers", path)
+            raise InputError(
+                f"line {lines[0]}, column {j + 1}: {why}; a header must name every column "
+                "and a data row hold only numbers",
+                path,
+            )
     if not rows:
         raise InputError("file has a header but no data rows", path)
     width = len(rows[0])
@@ -259,13 +270,17 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
             raise InputError(f"line {lines[i]} has {len(r)} fields, expected {width} (ragged table)", path)
     col0 = [r[0].strip() for r in rows]
     text0 = [i for i, c in enumerate(col0) if not _is_number(c)]
-    index = (len(text0) == len(rows)
-             or (header is not None and ((header[0] == "" and len(header) == width) or len(header) == width - 1)))
+    index = len(text0) == len(rows) or (
+        header is not None and ((header[0] == "" and len(header) == width) or len(header) == width - 1)
+    )
     if text0 and not index:
         i = text0[0]
-        raise InputError(f"line {lines[i]}, column 1: {col0[i]!r} is not a number, but the column holds "
-                         f"numbers in {len(rows) - len(text0)} of {len(rows)} rows (sample names need an empty "
-                         "first header cell or a name in every row)", path)
+        raise InputError(
+            f"line {lines[i]}, column 1: {col0[i]!r} is not a number, but the column holds "
+            f"numbers in {len(rows) - len(text0)} of {len(rows)} rows (sample names need an empty "
+            "first header cell or a name in every row)",
+            path,
+        )
     sample_names = col0 if index else None
     start = 1 if index else 0
     if width - start < 1:
@@ -289,8 +304,9 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
 
 def _alternatives(ad: Any) -> str:
     """Where else an AnnData holds a matrix, named for a hint (``raw.X``, layers)."""
-    alt = (["raw.X ({a})"] if ad.raw is not None else []) + \
-        ([f"layers {', '.join(map(repr, list(ad.layers.keys())[:5]))} ({{b}} NAME)"] if len(ad.layers) else [])
+    alt = (["raw.X ({a})"] if ad.raw is not None else []) + (
+        [f"layers {', '.join(map(repr, list(ad.layers.keys())[:5]))} ({{b}} NAME)"] if len(ad.layers) else []
+    )
     return " and ".join(alt)
 
 
@@ -437,11 +453,25 @@ def read_matrix(
     suffix = format_suffix(p)
     if tenx is None and not os.path.isfile(p):  # a FIFO, e.g. <(zcat x.csv.gz): read it like standard input
         with open(p, "rb") as stream:
-            return read_stdin_matrix(stream, suffix if suffix in MATRIX_SUFFIXES else None, name=p,
-                                     transpose=transpose, layer=layer, use_raw=use_raw, obs_keys=obs_keys,
-                                     keep_adata=keep_adata, var_names=var_names, genome=genome)
+            return read_stdin_matrix(
+                stream,
+                suffix if suffix in MATRIX_SUFFIXES else None,
+                name=p,
+                transpose=transpose,
+                layer=layer,
+                use_raw=use_raw,
+                obs_keys=obs_keys,
+                keep_adata=keep_adata,
+                var_names=var_names,
+                genome=genome,
+            )
     if (layer or use_raw) and suffix != ".h5ad":
-        raise ParameterError("{arg} and {b} apply to .h5ad files only", "layer" if layer else "use_raw", p, b="use_raw" if layer else "layer")
+        raise ParameterError(
+            "{arg} and {b} apply to .h5ad files only",
+            "layer" if layer else "use_raw",
+            p,
+            b="use_raw" if layer else "layer",
+        )
     if obs_keys and suffix != ".h5ad":
         raise InputError("obs columns can only be read from .h5ad files", p)
     if var_names is not None and tenx is None and suffix != ".h5":
@@ -456,13 +486,13 @@ def read_matrix(
     if tenx is not None:
         X, rows, cols = read_10x_mtx(p, var_names or "gene_symbols")
     elif suffix == ".npy":
-        X, rows, cols = _read_npy(p)
+        X, rows, cols = _read_npy(p)  # type: ignore[assignment]
     elif suffix == ".npz":
-        X, rows, cols = _read_npz(p)
+        X, rows, cols = _read_npz(p)  # type: ignore[assignment]
     elif suffix in (".mtx", ".mtx.gz"):
-        X, rows, cols = _read_mtx(p)
+        X, rows, cols = _read_mtx(p)  # type: ignore[assignment]
     elif suffix in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
-        X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")
+        X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")  # type: ignore[assignment]
     elif suffix == ".h5ad":
         X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
     elif suffix == ".h5":
@@ -470,10 +500,13 @@ def read_matrix(
     else:
         raise InputError(
             f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)} "
-            "or a 10x matrix directory", p)
+            "or a 10x matrix directory",
+            p,
+        )
     if _file_state(tenx or (p,)) != before:
-        raise InputError("the file changed while it was being read (size or modification time); "
-                         "read it again once it is complete", p)
+        raise InputError(
+            "the file changed while it was being read (size or modification time); read it again once it is complete", p
+        )
     try:
         X = check_values(X, p)
     except InputError as e:
@@ -496,9 +529,15 @@ def read_matrix(
     feature_names = make_unique(cols if cols is not None else [f"f{j}" for j in range(m)], "feature", p)
     if ad is not None and keep_adata:
         ad = ad.T.copy() if transpose else ad
-    return MatrixData(X=X, sample_names=sample_names, feature_names=feature_names, path=p, obs=obs,
-                      adata=ad if keep_adata else None,
-                      options={"transpose": bool(transpose), "layer": layer, "use_raw": bool(use_raw)})
+    return MatrixData(
+        X=X,
+        sample_names=sample_names,
+        feature_names=feature_names,
+        path=p,
+        obs=obs,
+        adata=ad if keep_adata else None,
+        options={"transpose": bool(transpose), "layer": layer, "use_raw": bool(use_raw)},
+    )
 
 
 def format_suffix(path: str) -> str:
@@ -532,7 +571,7 @@ def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
         h.update(name.encode("utf-8") + b"\0")
     block = 1024
     for start in range(0, n, block):
-        B = X[start:start + block]
+        B = X[start : start + block]
         B = sp.csr_matrix(B, dtype=np.float64)
         B.eliminate_zeros()
         B.sum_duplicates()
@@ -541,7 +580,6 @@ def fingerprint(X: np.ndarray | sp.spmatrix, feature_names: list[str]) -> str:
         h.update(B.indices.astype("<i8").tobytes())
         h.update(B.data.astype("<f8").tobytes())
     return "sha256:" + h.hexdigest()
-
 
 
 def read_labels(spec: str, md: MatrixData) -> np.ndarray:

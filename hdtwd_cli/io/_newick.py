@@ -149,7 +149,7 @@ def read_newick(text: str) -> TreeRecord:
                     val = float(tok)
                 except ValueError:
                     raise NewickError(f"branch length {tok!r} is not a number") from None
-                length[cur] = val
+                length[cur] = val  # type: ignore[index]
                 expect_length = False
             else:
                 if cur is None:

@@ -60,8 +60,10 @@ def write_nexus(tree: TreeLike, mass: np.ndarray | None = None, size: np.ndarray
     labels = [format_label(s) for s in tree.leaf_names]
     body = write_newick(tree, [_annotation(pairs) for pairs in notes]).rstrip()
     taxa = "\n".join(f"    {s}" for s in labels)
-    return (f"#NEXUS\nbegin taxa;\n  dimensions ntax={L};\n  taxlabels\n{taxa}\n  ;\nend;\n"
-            f"begin trees;\n  tree hdtwd = [&R] {body}\nend;\n")
+    return (
+        f"#NEXUS\nbegin taxa;\n  dimensions ntax={L};\n  taxlabels\n{taxa}\n  ;\nend;\n"
+        f"begin trees;\n  tree hdtwd = [&R] {body}\nend;\n"
+    )
 
 
 _LEAF_NOTE = re.compile(r"(?<=[(,])\s*('(?:[^']|'')*'|[^\s(),:;\[\]']+)\[&([^\]]*)\]")

@@ -43,8 +43,8 @@ def distance_suffix(path: str) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in DISTANCE_SUFFIXES:
         raise OutputError(
-            f"unknown output type {suffix or '(no suffix)'!r}; expected one of {', '.join(DISTANCE_SUFFIXES)}",
-            path)
+            f"unknown output type {suffix or '(no suffix)'!r}; expected one of {', '.join(DISTANCE_SUFFIXES)}", path
+        )
     return suffix
 
 
@@ -74,8 +74,11 @@ def write_distances(
         suffix = "." + (fmt or "tsv").lstrip(".")
         distance_suffix("stdout" + suffix)
         if suffix in (".npy", ".h5", ".hdf5") and sys.stdout.isatty():
-            raise OutputError(f"refusing to write binary {suffix} data to a terminal; "
-                              "redirect it or use {a} tsv", "<stdout>", a="output_format")
+            raise OutputError(
+                f"refusing to write binary {suffix} data to a terminal; redirect it or use {{a}} tsv",
+                "<stdout>",
+                a="output_format",
+            )
         with tempfile.TemporaryDirectory(prefix="hdtwd-out-") as d:
             tmp = os.path.join(d, "out" + suffix)
             write_distances(tmp, D, row_names, col_names, meta)
@@ -150,7 +153,8 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:
             np.lib.format.write_array_header_1_0(
-                fh, {"descr": np.lib.format.dtype_to_descr(dt), "fortran_order": False, "shape": tuple(shape)})
+                fh, {"descr": np.lib.format.dtype_to_descr(dt), "fortran_order": False, "shape": tuple(shape)}
+            )
             offset = fh.tell()
             os.posix_fallocate(fh.fileno(), 0, offset + dt.itemsize * shape[0] * shape[1])
         out = np.memmap(tmp, dtype=dt, mode="r+", offset=offset, shape=tuple(shape))
@@ -163,8 +167,9 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
             del out  # unmapped; no msync: the kernel writes the pages back, as after np.save's write()
 
 
-def write_tree_file(path: str, tree: TreeLike, meta: dict, mass: np.ndarray | None = None,
-                    size: np.ndarray | None = None) -> None:
+def write_tree_file(
+    path: str, tree: TreeLike, meta: dict, mass: np.ndarray | None = None, size: np.ndarray | None = None
+) -> None:
     """Write ``tree`` by suffix: HDF5 (``tree.metadata`` as its parameters, ``meta`` as file attributes),
     Nexus annotated with the feature weights and each node's ``mass`` and ``size`` (:mod:`.nexus`), or Newick."""
     from hdtwd_cli.io._nexus import NEXUS_SUFFIXES, write_nexus
@@ -175,16 +180,20 @@ def write_tree_file(path: str, tree: TreeLike, meta: dict, mass: np.ndarray | No
             write_tree(tmp, tree, tree.metadata, meta)
     elif suffix in NEXUS_SUFFIXES:
         if tree.denoiser is not None:
-            warnings.warn(f"{path}: the Nexus file carries no denoiser; write the .h5 tree to reproduce these "
-                          "distances", HdtwdWarning, stacklevel=2)
+            warnings.warn(
+                f"{path}: the Nexus file carries no denoiser; write the .h5 tree to reproduce these distances",
+                HdtwdWarning,
+                stacklevel=2,
+            )
         text = write_nexus(tree, mass, size)
         with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
     elif suffix in TREE_SUFFIXES:
         write_newick_file(path, tree)
     else:
-        raise OutputError(f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of "
-                          f"{', '.join(TREE_SUFFIXES)}", path)
+        raise OutputError(
+            f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of {', '.join(TREE_SUFFIXES)}", path
+        )
 
 
 def write_newick_file(path: str, tree: TreeLike) -> None:
@@ -193,11 +202,20 @@ def write_newick_file(path: str, tree: TreeLike) -> None:
     Newick holds the topology, names and branch lengths only: a tree with feature weights is
     written without them (and without a denoiser), with a warning (the ``.h5`` tree keeps them).
     """
-    lost = [what for what, have in (("feature weights (idf)", tree.feature_weights is not None),
-                                    ("denoiser", tree.denoiser is not None)) if have]
+    lost = [
+        what
+        for what, have in (
+            ("feature weights (idf)", tree.feature_weights is not None),
+            ("denoiser", tree.denoiser is not None),
+        )
+        if have
+    ]
     if lost:
-        warnings.warn(f"{path}: the Newick file carries no {' nor '.join(lost)}; write the .h5 tree "
-                      "to reproduce these distances", HdtwdWarning, stacklevel=2)
+        warnings.warn(
+            f"{path}: the Newick file carries no {' nor '.join(lost)}; write the .h5 tree to reproduce these distances",
+            HdtwdWarning,
+            stacklevel=2,
+        )
     text = write_newick(tree)
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as fh:
@@ -227,5 +245,6 @@ def read_tree_file(path: str) -> TreeRecord:
             return read_nexus(text) if nexus else read_newick(text)
         except NewickError as e:
             raise InputError(f"invalid {'Nexus' if nexus else 'Newick'}: {e}", path) from None
-    raise InputError(f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of "
-                     f"{', '.join(TREE_SUFFIXES)}", path)
+    raise InputError(
+        f"unknown tree file type {suffix or '(no suffix)'!r}; expected one of {', '.join(TREE_SUFFIXES)}", path
+    )

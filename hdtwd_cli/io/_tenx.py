@@ -66,8 +66,9 @@ def tenx_files(path: str) -> tuple[str, str, str] | None:
             return None
         prefixes = sorted({_MATRIX.match(f).group(1) for f in found})  # type: ignore[union-attr]
         if len(prefixes) > 1:
-            raise InputError(f"holds {len(prefixes)} 10x matrices ({', '.join(found[:4])}); "
-                             "give the matrix file itself", path)
+            raise InputError(
+                f"holds {len(prefixes)} 10x matrices ({', '.join(found[:4])}); give the matrix file itself", path
+            )
         matrix = os.path.join(path, found[0])
         prefix = prefixes[0]
     else:
@@ -142,12 +143,13 @@ def read_10x_mtx(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_mat
     return X, cells, names
 
 
-def _strings(ds: "object") -> list[str]:
+def _strings(ds: object) -> list[str]:
     return [v.decode("utf-8") if isinstance(v, bytes) else str(v) for v in np.asarray(ds)]
 
 
-def read_10x_h5(path: str, var_names: str = "gene_symbols",
-                genome: str | None = None) -> tuple[sp.csr_matrix, list[str], list[str]]:
+def read_10x_h5(
+    path: str, var_names: str = "gene_symbols", genome: str | None = None
+) -> tuple[sp.csr_matrix, list[str], list[str]]:
     """Cells x genes CSR counts, barcodes and feature names of a Cell Ranger ``.h5`` file.
 
     Same matrix and names as ``scanpy.read_10x_h5(path, genome=genome)`` (tested), with
@@ -169,13 +171,19 @@ def read_10x_h5(path: str, var_names: str = "gene_symbols",
             groups = [k for k in f.keys() if isinstance(f[k], h5py.Group)]
             genomes = [k for k in groups if all(n in f[k] for n in legacy)]  # Cell Ranger 2: a group per genome
             if not genomes:
-                raise InputError("not a 10x .h5 file (no 'matrix' group, no genome group); hdtwd's own .h5 files "
-                                 "are trees and embeddings (--tree, --embedding)", path)
+                raise InputError(
+                    "not a 10x .h5 file (no 'matrix' group, no genome group); hdtwd's own .h5 files "
+                    "are trees and embeddings (--tree, --embedding)",
+                    path,
+                )
             if genome is not None and genome not in genomes:
                 raise InputError(f"10x .h5 file has no genome {genome!r} (genomes: {', '.join(genomes)})", path)
             if genome is None and len(genomes) > 1:
-                raise InputError(f"10x .h5 file holds {len(genomes)} genomes ({', '.join(genomes)}): "
-                                 "choose one with {a} NAME", path, a="genome")
+                raise InputError(
+                    f"10x .h5 file holds {len(genomes)} genomes ({', '.join(genomes)}): choose one with {{a}} NAME",
+                    path,
+                    a="genome",
+                )
             g = f[genome or genomes[0]]
             need = legacy
         missing = [k for k in need if k not in g]
@@ -190,8 +198,11 @@ def read_10x_h5(path: str, var_names: str = "gene_symbols",
         if "features" in need:
             ft = g["features"]
             names = _strings(ft["name" if var_names == "gene_symbols" else "id"])
-            gex = np.array([t == "Gene Expression" for t in _strings(ft["feature_type"])]) \
-                if "feature_type" in ft else None
+            gex = (
+                np.array([t == "Gene Expression" for t in _strings(ft["feature_type"])])
+                if "feature_type" in ft
+                else None
+            )
             if genome is not None:
                 found = _strings(ft["genome"]) if "genome" in ft else []
                 if genome not in found:
@@ -203,7 +214,10 @@ def read_10x_h5(path: str, var_names: str = "gene_symbols",
             names = _strings(g["gene_names" if var_names == "gene_symbols" else "genes"])
             gex = None
     if len(names) != genes or len(barcodes) != cells:
-        raise InputError(f"10x .h5 names ({len(barcodes)} barcodes, {len(names)} features) do not match its "
-                         f"{genes} x {cells} matrix", path)
+        raise InputError(
+            f"10x .h5 names ({len(barcodes)} barcodes, {len(names)} features) do not match its "
+            f"{genes} x {cells} matrix",
+            path,
+        )
     X, names = _keep_gex(X, names, gex, path)
     return X, barcodes, names

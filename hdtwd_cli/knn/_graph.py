@@ -117,8 +117,9 @@ def umap_connectivities(indices: np.ndarray, distances: np.ndarray) -> sp.csr_ma
         w = np.exp(-(excess / sigma[:, None])).astype(np.float32)
     w = np.where((excess <= 0) | (sigma[:, None] == 0), np.float32(1.0), w)
     w[indices == np.arange(n)[:, None]] = 0.0
-    P = sp.coo_matrix((w.ravel(), (np.repeat(np.arange(n, dtype=np.int32), k), indices.ravel().astype(np.int32))),
-                      shape=(n, n))
+    P = sp.coo_matrix(
+        (w.ravel(), (np.repeat(np.arange(n, dtype=np.int32), k), indices.ravel().astype(np.int32))), shape=(n, n)
+    )
     P.eliminate_zeros()
     PT = P.transpose()
     C = P + PT - P.multiply(PT)
@@ -138,8 +139,13 @@ def scanpy_keys(key_added: str | None) -> tuple[str, str, str]:
     return key_added, f"{key_added}_distances", f"{key_added}_connectivities"
 
 
-def scanpy_neighbors_uns(key_added: str | None, n_neighbors: int, random_state: int = 0,
-                         use_rep: str | None = "X_hdtwd", extra: dict | None = None) -> dict:
+def scanpy_neighbors_uns(
+    key_added: str | None,
+    n_neighbors: int,
+    random_state: int = 0,
+    use_rep: str | None = "X_hdtwd",
+    extra: dict | None = None,
+) -> dict:
     """The ``uns`` entry scanpy's tools read: keys of the two graphs and the parameters.
 
     ``metric`` is ``manhattan`` with ``use_rep`` naming the TWD vectors (``obsm["X_hdtwd"]``):
@@ -147,8 +153,12 @@ def scanpy_neighbors_uns(key_added: str | None, n_neighbors: int, random_state: 
     (UMAP's initialisation of a graph with many components) get the TWD.
     """
     _, dkey, ckey = scanpy_keys(key_added)
-    params: dict = {"n_neighbors": int(n_neighbors), "method": "umap", "random_state": int(random_state),
-                    "metric": "manhattan"}
+    params: dict = {
+        "n_neighbors": int(n_neighbors),
+        "method": "umap",
+        "random_state": int(random_state),
+        "metric": "manhattan",
+    }
     if use_rep is not None:
         params["use_rep"] = use_rep
     params.update(extra or {})

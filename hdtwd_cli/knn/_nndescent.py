@@ -8,9 +8,9 @@ column, summed 32 at a time by ``vpsadbw`` (:func:`l1_bytes`). On the 100,002 ce
 partition this took NN-descent from 143.1 to 57.7 s (AMD EPYC Zen 3, AVX2) for recall@14 0.9758
 against 0.9774 with the uint16 values themselves (benchmarks/RESULTS.md, issue 28); the candidates
 are re-ranked by the exact TWD afterwards (:mod:`hdtwd_cli.knn._search`). NN-descent keeps, for every
-row, a list of the ``c`` nearest rows found so far and improves all lists by the *local join*: two rows that appear in a common row's list (as its
-neighbour or reverse neighbour) are compared, and each is offered to the other's list ("a
-neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
+row, a list of the ``c`` nearest rows found so far and improves all lists by the *local join*: two
+rows that appear in a common row's list (as its neighbour or reverse neighbour) are compared, and
+each is offered to the other's list ("a neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
 that entered a list since the last round) are compared, at most ``max_candidates`` new and old
 candidates per row (sampled by a seeded hash; :data:`JOIN_FACTOR` x ``c`` by default: a row that is
 the neighbour of many, a hub, gets its reverse neighbours compared in a few rounds rather than
@@ -129,17 +129,21 @@ def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
         i32, i64 = ir.IntType(32), ir.IntType(64)
         vb = ir.VectorType(ir.IntType(8), SAD_WIDTH)
         vi = ir.VectorType(i32, SAD_WIDTH)
-        absf = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vi, [vi, ir.IntType(1)]),
-                                              f"llvm.abs.v{SAD_WIDTH}i32")
-        red = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i32, [vi]),
-                                             f"llvm.vector.reduce.add.v{SAD_WIDTH}i32")
+        absf = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vi, [vi, ir.IntType(1)]), f"llvm.abs.v{SAD_WIDTH}i32"
+        )
+        red = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(i32, [vi]), f"llvm.vector.reduce.add.v{SAD_WIDTH}i32"
+        )
         acc = cgutils.alloca_once_value(builder, ir.Constant(i64, 0))
         steps = builder.sdiv(builder.sub(c1, c0), ir.Constant(i64, SAD_WIDTH))
         with cgutils.for_range(builder, steps) as loop:
             off = builder.mul(loop.index, ir.Constant(i64, SAD_WIDTH))
             x = builder.load(builder.bitcast(builder.gep(pa, [off]), vb.as_pointer()), align=1)
             y = builder.load(builder.bitcast(builder.gep(pb, [off]), vb.as_pointer()), align=1)
-            d = builder.call(absf, [builder.sub(builder.zext(x, vi), builder.zext(y, vi)), ir.Constant(ir.IntType(1), 0)])
+            d = builder.call(
+                absf, [builder.sub(builder.zext(x, vi), builder.zext(y, vi)), ir.Constant(ir.IntType(1), 0)]
+            )
             builder.store(builder.add(builder.load(acc), builder.zext(builder.call(red, [d]), i64)), acc)
         return builder.load(acc)
 
@@ -223,12 +227,12 @@ def _project(H, i, w):  # pragma: no cover - compiled
     """``<h_i, w>`` for a split's normal ``w`` (:func:`_hyperplane`): a split's side.
 
     Products are at most ``255 * 255`` in magnitude, so int32 sums over spans of ``U32_SPAN // 2``
-    columns cannot overflow; int64 across spans (32-bit lanes: 193 against 590 ns for 3,998 columns on AVX-512 with int64 sums)."""
+    columns cannot overflow; int64 across spans (32-bit lanes are about 3x faster than int64 sums)."""
     x = H[i]
     total = 0
     for k0 in range(0, x.size, U32_SPAN // 2):
-        xs = x[k0:k0 + U32_SPAN // 2]
-        ws = w[k0:k0 + U32_SPAN // 2]
+        xs = x[k0 : k0 + U32_SPAN // 2]
+        ws = w[k0 : k0 + U32_SPAN // 2]
         s = np.int32(0)
         for k in range(xs.size):
             s = np.int32(s + np.int32(np.int32(xs[k]) * np.int32(ws[k])))
@@ -453,14 +457,15 @@ def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
         if not wide.any():
             break
         shift[wide] += 1
-    columns, groups, start = [], [], 0
+    parts: list[np.ndarray] = []
+    groups, start = [], 0
     for s in np.unique(shift):
         cols = np.flatnonzero(shift == s)
         width = -(-cols.size // SAD_WIDTH) * SAD_WIDTH
-        columns += [cols, np.full(width - cols.size, -1)]
+        parts += [cols, np.full(width - cols.size, -1)]
         groups.append((start, start + width, int(s)))
         start += width
-    columns = np.concatenate(columns).astype(np.int64) if columns else np.empty(0, dtype=np.int64)
+    columns = np.concatenate(parts).astype(np.int64) if parts else np.empty(0, dtype=np.int64)
     real = columns >= 0
     out_lows = np.zeros(columns.size, dtype=np.uint16)
     out_lows[real] = lows[columns[real]]
@@ -541,8 +546,17 @@ def first_width(c: int) -> int:
     return max(c, min(int(np.ceil(FIRST_JOIN_FACTOR * c)), join_width(c)))
 
 
-def nn_descent(Q: np.ndarray, code: ByteCode, c: int, seed: int = 0, *, n_iters: int | None = None,
-               max_candidates: int | None = None, delta: float = 0.001, n_trees: int = N_TREES) -> np.ndarray:
+def nn_descent(
+    Q: np.ndarray,
+    code: ByteCode,
+    c: int,
+    seed: int = 0,
+    *,
+    n_iters: int | None = None,
+    max_candidates: int | None = None,
+    delta: float = 0.001,
+    n_trees: int = N_TREES,
+) -> np.ndarray:
     """Approximate ``c`` nearest other rows of each row of ``Q`` under L1 (NN-descent).
 
     Parameters
@@ -578,8 +592,12 @@ def nn_descent(Q: np.ndarray, code: ByteCode, c: int, seed: int = 0, *, n_iters:
     if Q.shape[1] != code.width:
         raise ValueError(f"rows of {Q.shape[1]} bytes, but the code has {code.width}")
     G = np.ascontiguousarray(code.groups, dtype=np.int64)
-    if G.size and (np.any((G[:, 1] - G[:, 0]) % SAD_WIDTH) or G[0, 0] != 0 or G[-1, 1] != code.width
-                   or np.any(G[1:, 0] != G[:-1, 1])):
+    if G.size and (
+        np.any((G[:, 1] - G[:, 0]) % SAD_WIDTH)
+        or G[0, 0] != 0
+        or G[-1, 1] != code.width
+        or np.any(G[1:, 0] != G[:-1, 1])
+    ):
         raise ValueError(f"the code's groups must tile its {code.width} bytes in multiples of {SAD_WIDTH}")
     if not 1 <= c < n:
         raise ValueError(f"c must be between 1 and n - 1 = {n - 1}, not {c}")

@@ -3,7 +3,7 @@ r"""Nearest-neighbour search under the TWD: exact, or approximate candidates re-
 The TWD between two samples is the L1 distance between their tree vectors
 :math:`y_i = (\alpha_v \mu_i(\Gamma_v))_v` (docs/method.md section 4), so any L1 nearest-neighbour
 index finds TWD neighbours. ``exact`` is the blocked all-pairs search
-(:func:`hdtwd_cli.twd._distance.nearest_neighbours`, O(n^2 d)); ``nndescent`` runs hdtwd's own
+(:func:`hdtwd_cli.twd._distance.nearest_neighbors`, O(n^2 d)); ``nndescent`` runs hdtwd's own
 NN-descent (:mod:`hdtwd_cli.knn._nndescent`, random projection trees then local joins) on the tree
 vectors quantised to bytes (a common uint16 grid, each column kept to 8 bits of its own range:
 :class:`hdtwd_cli.knn._nndescent.ByteCode`), takes each sample's
@@ -35,17 +35,29 @@ from hdtwd_cli.knn._nndescent import ByteCode, column_extremes, encode, range_co
 from hdtwd_cli.tree._kernels import nearest_centres
 from hdtwd_cli.twd._distance import (
     TreeVectors,
-    _merge_candidates,
-    nearest_neighbours,
+    merge_candidates,
+    nearest_neighbors,
     smallest_k,
 )
 from hdtwd_cli.twd._kernels import l1_distances, l1_gather
 
-__all__ = ["KNN_METHODS", "AUTO_NNDESCENT_ABOVE", "CANDIDATE_FACTOR", "choose_method", "approximate_neighbours",
-           "neighbours", "rerank", "locality_order"]
+__all__ = [
+    "KNN_METHODS",
+    "AUTO_NNDESCENT_ABOVE",
+    "CANDIDATE_FACTOR",
+    "choose_method",
+    "approximate_neighbors",
+    "search_neighbors",
+    "rerank",
+    "locality_order",
+]
 
-KnnMethod = Literal["exact", "nndescent", "auto"]
-KNN_METHODS = ("exact", "nndescent", "auto")
+KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
+#: The search backends: ``exact`` (all pairs, in blocks), ``nndescent`` (hdtwd's own NN-descent on
+#: byte-coded tree vectors, partitioned when large: :mod:`._nndescent`), ``pynndescent`` (the
+#: library scanpy uses, whole data in memory: :mod:`._pynndescent`), and ``auto``. The approximate
+#: backends only propose candidates; the exact TWD re-ranks them, so every distance is exact.
+KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
 #: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
 #: operations: 977 s for 100,000 samples x 2,000 features on 2 cores (benchmarks/RESULTS.md,
 #: issue 5), so about 10 s at 10,000 and 40 s at 20,000, growing as n^2; hdtwd's NN-descent grows
@@ -93,7 +105,8 @@ _RERANK_BYTES = 1 << 28
 
 
 def choose_method(method: str, n: int) -> str:
-    """``exact`` or ``nndescent``: ``auto`` picks by the number of samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
+    """The backend to run: ``method`` itself, or for ``auto`` ``exact`` or ``nndescent`` by the number of
+    samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
     if method not in KNN_METHODS:
         raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
     if method == "auto":
@@ -133,7 +146,8 @@ class ColumnRange:
 
 
 def search_code(tv: TreeVectors) -> ByteCode:
-    """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors (a pass of its own; :class:`ColumnRange`)."""
+    """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors (a pass of its own;
+    :class:`ColumnRange`)."""
     bounds = ColumnRange(tv.dim)
     for _, Y in _blocks(tv):
         bounds.add(Y)
@@ -142,11 +156,12 @@ def search_code(tv: TreeVectors) -> ByteCode:
 
 def byte_vectors(tv: TreeVectors, rows: np.ndarray, code: ByteCode) -> np.ndarray:
     """The search rows of ``rows``: their uint16 grid vectors (:meth:`TreeVectors.quantised`, scale ``code.top``)
-    in ``code``'s bytes (:func:`hdtwd_cli.knn._nndescent.encode`), row block by row block. Memory: |rows| x ``code.width`` bytes."""
+    in ``code``'s bytes (:func:`hdtwd_cli.knn._nndescent.encode`), row block by row block. Memory:
+    |rows| x ``code.width`` bytes."""
     out = np.empty((rows.size, code.width), dtype=np.uint8)
     step = _rows_per_block(tv)
     for i0 in range(0, rows.size, step):
-        out[i0:i0 + step] = encode(tv.quantised(rows[i0:i0 + step], code.top), code)
+        out[i0 : i0 + step] = encode(tv.quantised(rows[i0 : i0 + step], code.top), code)
     return out
 
 
@@ -160,13 +175,15 @@ def locality_order(cand: np.ndarray) -> np.ndarray:
 
     n, c = cand.shape
     ok = cand >= 0
-    G = sp.csr_matrix((np.ones(int(ok.sum()), dtype=np.int8), cand[ok], np.concatenate([[0], np.cumsum(ok.sum(1))])),
-                      shape=(n, n))
+    G = sp.csr_matrix(
+        (np.ones(int(ok.sum()), dtype=np.int8), cand[ok], np.concatenate([[0], np.cumsum(ok.sum(1))])), shape=(n, n)
+    )
     return np.asarray(reverse_cuthill_mckee((G + G.T).tocsr(), symmetric_mode=True), dtype=np.int64)
 
 
-def rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None = None,
-           client: Any = None) -> tuple[np.ndarray, np.ndarray]:
+def rerank(
+    tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None = None, client: Any = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Each row's ``k`` nearest among its ``candidates`` (n x c, other samples; ``-1``: none), by exact TWD.
 
     Rows are taken in :func:`locality_order`, in tasks of :data:`RERANK_TASK_ROWS` rows
@@ -181,14 +198,27 @@ def rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[
     return _rerank(tv, candidates, k, progress, remote)
 
 
-def _rerank(tv: TreeVectors, candidates: np.ndarray, k: int, progress: Callable[[int], None] | None,
-            remote: Any, steps: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _rerank(
+    tv: TreeVectors,
+    candidates: np.ndarray,
+    k: int,
+    progress: Callable[[int], None] | None,
+    remote: Any,
+    steps: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerank` with the cluster's data already shipped; ``progress`` gets ``steps`` (default n) in all."""
     n = candidates.shape[0]
     order = locality_order(candidates)
-    chunks = [order[i0:i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
-    parts = _map(remote, rerank_rows, tv, [(rows, candidates[rows], k) for rows in chunks], "rerank",
-                 progress, _shares(n if steps is None else steps, [rows.size for rows in chunks]))
+    chunks = [order[i0 : i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
+    parts = _map(
+        remote,
+        rerank_rows,
+        tv,
+        [(rows, candidates[rows], k) for rows in chunks],
+        "rerank",
+        progress,
+        _shares(n if steps is None else steps, [rows.size for rows in chunks]),
+    )
     out_i = np.empty((n, k), dtype=np.int64)
     out_d = np.empty((n, k))
     for rows, (idx, dist) in zip(chunks, parts):
@@ -229,20 +259,22 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
     return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
 
 
-
-
-def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
-                           progress: Callable[[int], None] | None = None,
-                           client: Any = None,
-                           note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def approximate_neighbors(
+    tv: TreeVectors,
+    k: int,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    client: Any = None,
+    note: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples: NN-descent candidates, exact TWD re-ranking.
 
     The samples are searched whole when their uint16 grid vectors fit :data:`SEARCH_BYTES`, else
     in the overlapping :func:`partitions`; each partition's NN-descent and exact re-ranking
-    (:func:`partition_neighbours`) is one task, run here one after another or,
+    (:func:`partition_neighbors`) is one task, run here one after another or,
     with ``client`` (a ``dask.distributed.Client``), on the cluster's workers
     (:class:`hdtwd_cli.knn._dask.Shipped`); the partitions' lists are then merged
-    (:func:`merge_neighbours`). ``progress`` receives ``n`` in all, as the partitions finish (in
+    (:func:`merge_neighbors`). ``progress`` receives ``n`` in all, as the partitions finish (in
     proportion to their rows); ``note``
     (``-v``'s messages) gets the partitions and each phase's wall time, and a partitioned search's recall
     on :data:`RECALL_SAMPLE` sampled samples (:class:`SampledExact`; an :class:`~hdtwd_cli.errors.HdtwdWarning`
@@ -279,9 +311,11 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
         groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=visit, min_size=c + 1)
         code = bounds.code()
     placed = sum(g.size for g in groups)
-    say(f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
+    say(
+        f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
         f"samples ({placed / n:.2f} per sample), lists of {c}, {first_width(c)} then {join_width(c)} joined per row: "
-        f"{time.perf_counter() - clock:.1f} s to partition")
+        f"{time.perf_counter() - clock:.1f} s to partition"
+    )
     remote = None
     if client is not None:
         from hdtwd_cli.knn._dask import Shipped
@@ -290,23 +324,29 @@ def approximate_neighbours(tv: TreeVectors, k: int, seed: int = 0,
     clock = time.perf_counter()
     shares = _shares(n, [g.size for g in groups])
     if remote is not None:
-        found = remote.map(partition_neighbours, [(g, c, k, seed, code) for g in groups], "nndescent", progress, shares)
+        found = remote.map(partition_neighbors, [(g, c, k, seed, code) for g in groups], "nndescent", progress, shares)
     else:  # here: each partition reports its two halves
-        found = [partition_neighbours(tv, g, c, k, seed, code, progress, share) for g, share in zip(groups, shares)]
+        found = [partition_neighbors(tv, g, c, k, seed, code, progress, share) for g, share in zip(groups, shares)]
     say(f"NN-descent and exact re-ranking of {placed * c} candidates: {time.perf_counter() - clock:.1f} s")
     clock = time.perf_counter()
-    out = merge_neighbours(tv, groups, found, k, c)
+    out = merge_neighbors(tv, groups, found, k, c)
     if len(groups) > 1:
         say(f"merging the partitions' neighbours: {time.perf_counter() - clock:.1f} s")
     if check is not None:
         share = check.recall(out[1])
-        say(f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
-            f"neighbours): {share:.3f}")
+        say(
+            f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
+            f"neighbours): {share:.3f}"
+        )
         if share < RECALL_WARN:
-            warnings.warn(HdtwdWarning(
-                f"the partitioned approximate search found {share:.0%} of the exact {k} nearest neighbours of "
-                f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
-                f"neighbourhoods (--knn-method exact is complete)"), stacklevel=2)
+            warnings.warn(
+                HdtwdWarning(
+                    f"the partitioned approximate search found {share:.0%} of the exact {k} nearest neighbours of "
+                    f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
+                    f"neighbourhoods (--knn-method exact is complete)"
+                ),
+                stacklevel=2,
+            )
     return out
 
 
@@ -316,8 +356,15 @@ def _shares(total: int, weights: list[int]) -> list[int]:
     return np.diff(np.concatenate([[0], edges])).tolist()
 
 
-def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: str,
-         progress: Callable[[int], None] | None = None, sizes: list[int] | None = None) -> list:
+def _map(
+    remote: Any,
+    fn: Callable,
+    tv: TreeVectors,
+    args: list[tuple],
+    name: str,
+    progress: Callable[[int], None] | None = None,
+    sizes: list[int] | None = None,
+) -> list:
     """``[fn(tv, *a) for a in args]``, here or as tasks on a cluster (``remote``: a
     :class:`hdtwd_cli.knn._dask.Shipped`); the same results in the same order."""
     if remote is not None:
@@ -330,9 +377,16 @@ def _map(remote: Any, fn: Callable, tv: TreeVectors, args: list[tuple], name: st
     return out
 
 
-def partition_neighbours(tv: TreeVectors, rows: np.ndarray, c: int, k: int, seed: int, code: ByteCode,
-                         progress: Callable[[int], None] | None = None,
-                         share: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def partition_neighbors(
+    tv: TreeVectors,
+    rows: np.ndarray,
+    c: int,
+    k: int,
+    seed: int,
+    code: ByteCode,
+    progress: Callable[[int], None] | None = None,
+    share: int = 0,
+) -> tuple[np.ndarray, np.ndarray]:
     """Each of ``rows``' ``min(k, w)`` nearest among its ``w = min(c, |rows| - 1)`` NN-descent candidates
     in ``rows``, by exact TWD, as indices of all samples and distances, ordered by (distance, index).
 
@@ -360,9 +414,10 @@ def partition_neighbours(tv: TreeVectors, rows: np.ndarray, c: int, k: int, seed
     return out_i, out_d
 
 
-def merge_neighbours(tv: TreeVectors, groups: list[np.ndarray], found: list[tuple[np.ndarray, np.ndarray]],
-                     k: int, c: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every sample's ``k`` nearest among its partitions' neighbours (:func:`partition_neighbours`).
+def merge_neighbors(
+    tv: TreeVectors, groups: list[np.ndarray], found: list[tuple[np.ndarray, np.ndarray]], k: int, c: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every sample's ``k`` nearest among its partitions' neighbours (:func:`partition_neighbors`).
 
     The ``k`` smallest by (distance, index) of the union of the partitions' lists are those of the
     union of all their candidates: the distances are the exact kernel's, the same for a pair in any
@@ -415,8 +470,9 @@ class SampledExact:
     The samples are ``rows``, or ``size`` drawn with ``numpy.random.default_rng(seed)``.
     """
 
-    def __init__(self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE,
-                 rows: np.ndarray | None = None) -> None:
+    def __init__(
+        self, tv: TreeVectors, k: int, seed: int = 0, size: int = RECALL_SAMPLE, rows: np.ndarray | None = None
+    ) -> None:
         if rows is None:
             rows = np.sort(np.random.default_rng(seed).choice(tv.n, min(size, tv.n), replace=False))
         self.rows = np.asarray(rows, dtype=np.int64)
@@ -428,9 +484,9 @@ class SampledExact:
         """Fold in the samples ``i0 .. i0 + len(Y)`` (their tree vectors ``Y``)."""
         D = l1_distances(self.vectors, Y).astype(np.float64, copy=False)
         D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
-        _merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
+        merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
 
-    def scan(self, tv: TreeVectors) -> "SampledExact":
+    def scan(self, tv: TreeVectors) -> SampledExact:
         """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
         for i0, Y in _blocks(tv):
             self.add(i0, Y)
@@ -454,9 +510,16 @@ def cluster_sums(Z: np.ndarray, labels: np.ndarray, count: int) -> np.ndarray:
     return np.stack([np.bincount(labels, weights=Z[:, j], minlength=count) for j in range(Z.shape[1])], axis=1)
 
 
-def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | None = None,
-               border: float | None = None, fill: float | None = None,
-               visit: Callable[[int, np.ndarray], None] | None = None, min_size: int = 2) -> list[np.ndarray]:
+def partitions(
+    tv: TreeVectors,
+    max_rows: int,
+    seed: int = 0,
+    overlap: int | None = None,
+    border: float | None = None,
+    fill: float | None = None,
+    visit: Callable[[int, np.ndarray], None] | None = None,
+    min_size: int = 2,
+) -> list[np.ndarray]:
     """Overlapping groups of at most ``max_rows`` samples in which to search for neighbours.
 
     k-means (Lloyd, :data:`_KMEANS_ITERATIONS` rounds, seeded) on a Gaussian random projection of the
@@ -468,7 +531,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     Clusters that are the nearest of fewer than ``min_size`` samples are dissolved into the others
     (their samples go to their nearest remaining centres), so that no sample is left in a cluster
     of its own: k-means centres end on outliers, and a sample alone in its partition would have
-    no candidates but arbitrary samples (:func:`merge_neighbours`' fallback).
+    no candidates but arbitrary samples (:func:`merge_neighbors`' fallback).
     """
     n = tv.n
     overlap = PARTITION_OVERLAP if overlap is None else overlap
@@ -478,7 +541,7 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
     Z = np.empty((n, _PROJECTION_DIM))
     for i0, Y in _blocks(tv):
-        Z[i0:i0 + Y.shape[0]] = Y @ omega
+        Z[i0 : i0 + Y.shape[0]] = Y @ omega
         if visit is not None:
             visit(i0, Y)
     n_parts = max(overlap + 1, int(np.ceil(n / (fill * max_rows))))
@@ -508,20 +571,37 @@ def partitions(tv: TreeVectors, max_rows: int, seed: int = 0, overlap: int | Non
         members = members[np.argsort(Z[members, 0], kind="stable")]
         stride = max(1, (3 * max_rows) // 4)  # pieces of max_rows, the last one ending at the end
         for s0 in [*range(0, members.size - max_rows, stride), members.size - max_rows]:
-            groups.append(np.sort(members[s0:s0 + max_rows]))
+            groups.append(np.sort(members[s0 : s0 + max_rows]))
     return groups
 
 
-def neighbours(tv: TreeVectors, k: int, method: str = "exact", seed: int = 0,
-               progress: Callable[[int], None] | None = None, client: Any = None,
-               note: Callable[[str], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def search_neighbors(
+    tv: TreeVectors,
+    k: int,
+    method: str = "exact",
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    client: Any = None,
+    note: Callable[[str], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
     workers if given (a ``dask.distributed.Client``; the same bits as here); ``note``: see
-    :func:`approximate_neighbours`."""
-    if choose_method(method, tv.n) == "nndescent":
-        return approximate_neighbours(tv, k, seed, progress, client, note)
-    if client is not None:
-        from hdtwd_cli.knn._dask import nearest_neighbours_dask
+    :func:`approximate_neighbors`."""
+    chosen = choose_method(method, tv.n)
+    if chosen == "nndescent":
+        return approximate_neighbors(tv, k, seed, progress, client, note)
+    if chosen == "pynndescent":
+        from hdtwd_cli.knn._pynndescent import pynndescent_candidates
 
-        return nearest_neighbours_dask(client, tv, k, progress=progress)
-    return nearest_neighbours(tv, k, 2048, progress)
+        if not 1 <= k < tv.n:
+            raise ParameterError(f"must be between 1 and n - 1 = {tv.n - 1}", "k")
+        clock = time.perf_counter()
+        candidates = pynndescent_candidates(tv, min(tv.n - 1, int(np.ceil(CANDIDATE_FACTOR * k))), seed)
+        if note is not None:
+            note(f"pynndescent candidates: {time.perf_counter() - clock:.1f} s")
+        return rerank(tv, candidates, k, progress, client)
+    if client is not None:
+        from hdtwd_cli.knn._dask import nearest_neighbors_dask
+
+        return nearest_neighbors_dask(client, tv, k, progress=progress)
+    return nearest_neighbors(tv, k, 2048, progress)

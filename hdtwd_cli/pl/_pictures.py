@@ -22,8 +22,7 @@ import numpy as np
 
 from hdtwd_cli.tree._tree import Tree, root_distances, subtree_sums
 
-__all__ = ["PLOT_FORMATS", "require_matplotlib", "tree_clades", "tree", "distance_heatmap", "classify_report",
-           "save"]
+__all__ = ["PLOT_FORMATS", "require_matplotlib", "tree_clades", "tree", "distance_heatmap", "classify_report", "save"]
 
 #: Picture formats, chosen by the output's suffix.
 PLOT_FORMATS = (".png", ".svg", ".pdf")
@@ -105,8 +104,16 @@ def tree_clades(tr: Tree, mass: np.ndarray, tips: int = 40) -> tuple[np.ndarray,
     return np.sort(np.array(expanded, dtype=np.int64)), np.sort(np.array(sorted(shown), dtype=np.int64))
 
 
-def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *, tips: int = 40,
-         names_per_clade: int = 3, ax: Any = None, title: str | None = None) -> Any:
+def tree(
+    tr: Tree,
+    X: Any = None,
+    feature_names: Sequence[str] | None = None,
+    *,
+    tips: int = 40,
+    names_per_clade: int = 3,
+    ax: Any = None,
+    title: str | None = None,
+) -> Any:
     r"""Dendrogram of the feature tree ``tr``: its heaviest ``tips`` clades, edge lengths to scale.
 
     The mass of a feature is its share of the samples' mean histogram (``X``, rows = samples,
@@ -161,8 +168,10 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
     for c in range(n - 1):
         inner[tr.parent[c]] = max(inner[tr.parent[c]], inner[c])
     internal_tips = tip_nodes[tip_nodes >= L]
-    branching = max(float(x[expanded].max()) if expanded.size else 0.0,
-                    float(inner[internal_tips].max()) if internal_tips.size else 0.0)
+    branching = max(
+        float(x[expanded].max()) if expanded.size else 0.0,
+        float(inner[internal_tips].max()) if internal_tips.size else 0.0,
+    )
     span = float(deepest.max()) or 1.0
     cut = 0.0 < branching and span > 2.0 * branching
     frame = 1.15 * branching if cut else span
@@ -191,8 +200,9 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
         members = by_clade[v]
         top = members[np.lexsort((members, -mass[members]))][:names_per_clade]
         more = size[v] - top.size
-        labels.append((v, ", ".join(tr.leaf_names[j] for j in top) + (f" +{more}" if more else "")
-                       + f" ({share:.1f}%)"))
+        labels.append(
+            (v, ", ".join(tr.leaf_names[j] for j in top) + (f" +{more}" if more else "") + f" ({share:.1f}%)")
+        )
         tip_end = max(end[v], x[v] + 0.04 * frame)
         wedges.append([(x[v], y[v]), (tip_end, y[v] + 0.32), (tip_end, y[v] - 0.32)])
         if cut:
@@ -204,19 +214,35 @@ def tree(tr: Tree, X: Any = None, feature_names: Sequence[str] | None = None, *,
         ax.text((frame if cut else deepest[v]) + 0.01 * frame, y[v], text, va="center", fontsize=8)
     ax.set_xlim(-0.01 * frame, frame * 1.02)
     leaf_len = float(np.mean(x[:L] - x[tr.parent[:L]]))
-    ax.set_xlabel("path length from the root" + (f"; leaf edges (mean {leaf_len:.3g}) cut at the frame, wedges "
-                                                 "reach the clade's deepest branching" if cut else ""))
+    ax.set_xlabel(
+        "path length from the root"
+        + (
+            f"; leaf edges (mean {leaf_len:.3g}) cut at the frame, wedges reach the clade's deepest branching"
+            if cut
+            else ""
+        )
+    )
     ax.set_ylim(-1, len(order))
     ax.set_yticks([])
     for side in ("left", "right", "top"):
         ax.spines[side].set_visible(False)
-    ax.set_title(title or f"feature tree: {L:,} features, the {len(order)} heaviest clades"
-                 + ("" if X is not None else " (equal feature masses)"), fontsize=10)
+    ax.set_title(
+        title
+        or f"feature tree: {L:,} features, the {len(order)} heaviest clades"
+        + ("" if X is not None else " (equal feature masses)"),
+        fontsize=10,
+    )
     return fig
 
 
-def distance_heatmap(D: np.ndarray, labels: Sequence[Any] | None = None, *, ax: Any = None,
-                     title: str | None = None, max_samples: int = HEATMAP_MAX_SAMPLES) -> Any:
+def distance_heatmap(
+    D: np.ndarray,
+    labels: Sequence[Any] | None = None,
+    *,
+    ax: Any = None,
+    title: str | None = None,
+    max_samples: int = HEATMAP_MAX_SAMPLES,
+) -> Any:
     """Heatmap of a square distance matrix, samples ordered by their average-linkage tree on ``D``.
 
     The order is SciPy's ``leaves_list`` of ``linkage(D, "average")``; above ``max_samples``
@@ -252,14 +278,20 @@ def distance_heatmap(D: np.ndarray, labels: Sequence[Any] | None = None, *, ax: 
         colours = matplotlib.colormaps["tab20"].resampled(max(len(classes), 1))
         code = np.searchsorted(np.asarray(classes, dtype=object), lab[order])
         strip = ax.inset_axes((-0.05, 0.0, 0.03, 1.0))
-        strip.imshow(code[:, None], cmap=colours, aspect="auto", interpolation="nearest",
-                     vmin=-0.5, vmax=len(classes) - 0.5)
+        strip.imshow(
+            code[:, None], cmap=colours, aspect="auto", interpolation="nearest", vmin=-0.5, vmax=len(classes) - 0.5
+        )
         strip.set_xticks([])
         strip.set_yticks([])
         shown = classes[:20]
-        ax.legend(handles=[Patch(color=colours(i), label=c) for i, c in enumerate(shown)],
-                  loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False,
-                  title=None if len(classes) <= 20 else f"first 20 of {len(classes)} labels")
+        ax.legend(
+            handles=[Patch(color=colours(i), label=c) for i, c in enumerate(shown)],
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            fontsize=7,
+            frameon=False,
+            title=None if len(classes) <= 20 else f"first 20 of {len(classes)} labels",
+        )
     return fig
 
 
@@ -274,7 +306,7 @@ def classify_report(report: Mapping[str, Any], *, ax: Any = None, title: str | N
     for name, res in report["methods"].items():
         mean = np.array([res["per_k"][str(k)] for k in ks])
         std = np.array([res.get("per_k_std", {}).get(str(k), 0.0) for k in ks])
-        line, = ax.plot(ks, mean, marker="o", markersize=3, label=f"{name} ({res['mean']:.1f}, k={res['best_k']})")
+        (line,) = ax.plot(ks, mean, marker="o", markersize=3, label=f"{name} ({res['mean']:.1f}, k={res['best_k']})")
         ax.fill_between(ks, mean - std, mean + std, color=line.get_color(), alpha=0.12, linewidth=0)
         ax.plot([res["best_k"]], [res["mean"]], marker="*", markersize=10, color=line.get_color())
     ax.set_xlabel("k (neighbours)")
@@ -282,6 +314,10 @@ def classify_report(report: Mapping[str, Any], *, ax: Any = None, title: str | N
     ax.set_xticks(ks)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_title(title or f"{report['splits']} splits, {report['n_samples']:,} samples, {report['n_classes']} "
-                 "classes: mean +- std over splits", fontsize=10)
+    ax.set_title(
+        title
+        or f"{report['splits']} splits, {report['n_samples']:,} samples, {report['n_classes']} "
+        "classes: mean +- std over splits",
+        fontsize=10,
+    )
     return fig

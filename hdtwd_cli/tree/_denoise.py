@@ -55,17 +55,21 @@ class Denoiser:
     def rank(self) -> int:
         return int(self.axes.shape[1])
 
-    def reordered(self, order: np.ndarray) -> "Denoiser":
+    def reordered(self, order: np.ndarray) -> Denoiser:
         """The map with its entries in the order ``order`` (e.g. data columns -> tree leaves)."""
         return Denoiser(self.mean[order], np.ascontiguousarray(self.axes[order]), self.log_counts, self.covered[order])
 
-    def extended(self, extra: int) -> "Denoiser":
+    def extended(self, extra: int) -> Denoiser:
         """The map for ``extra`` more leaves appended after the existing ones (not covered)."""
         if extra == 0:
             return self
         r = self.rank
-        return Denoiser(np.concatenate([self.mean, np.zeros(extra)]), np.vstack([self.axes, np.zeros((extra, r))]),
-                        self.log_counts, np.concatenate([self.covered, np.zeros(extra, dtype=bool)]))
+        return Denoiser(
+            np.concatenate([self.mean, np.zeros(extra)]),
+            np.vstack([self.axes, np.zeros((extra, r))]),
+            self.log_counts,
+            np.concatenate([self.covered, np.zeros(extra, dtype=bool)]),
+        )
 
 
 def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:
@@ -110,7 +114,7 @@ def principal_axes(A: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     """``X`` as a dense float64 array (``X`` itself when it already is one: do not write to it)."""
-    return X.toarray().astype(np.float64, copy=False) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
+    return X.toarray().astype(np.float64, copy=False) if sp.issparse(X) else np.asarray(X, dtype=np.float64)  # type: ignore[union-attr]
 
 
 def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
@@ -142,7 +146,7 @@ def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser, block: int = 4096) -> np.n
     out = np.empty((n, m), dtype=np.float64)
     cov = d.covered
     for i0 in range(0, n, block):
-        rows = X[i0:i0 + block]
+        rows = X[i0 : i0 + block]
         F = _dense(log_cp10k(rows) if d.log_counts else rows)  # read only
         R = d.mean + ((F - d.mean) @ d.axes) @ d.axes.T
         if not cov.all():
@@ -151,5 +155,5 @@ def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser, block: int = 4096) -> np.n
         empty = ~np.any(R > 0, axis=1)
         if empty.any():
             R[empty] = F[empty]
-        out[i0:i0 + block] = R
+        out[i0 : i0 + block] = R
     return out

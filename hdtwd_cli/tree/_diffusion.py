@@ -156,11 +156,11 @@ def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: n
     256: the masks and tolerances take 256 x m' values, never another m x m array.
     """
     for i0 in range(0, D.shape[0], 256):
-        blk = D[i0:i0 + 256]
+        blk = D[i0 : i0 + 256]
         if metric == "cosine":
             tol: np.ndarray | float = COSINE_ROUNDING
         else:
-            tol = np.sqrt(sq_rows[i0:i0 + 256, None] + sq_cols[None, :])
+            tol = np.sqrt(sq_rows[i0 : i0 + 256, None] + sq_cols[None, :])
             tol *= EUCLIDEAN_ROUNDING
         np.copyto(blk, 0.0, where=blk <= tol)
 
@@ -217,7 +217,7 @@ def kernel_scale(D: np.ndarray) -> float:
     # the upper triangle copied row by row and partitioned in place: the same multiset as
     # ``D[np.triu_indices(m, 1)]`` (so the same median, bit for bit) without the two index arrays
     # of m^2/2 int64 each and their gather (0.22-0.49 -> 0.11 s at m = 4,000)
-    upper = np.concatenate([D[i, i + 1:] for i in range(m - 1)])
+    upper = np.concatenate([D[i, i + 1 :] for i in range(m - 1)])
     return float(np.median(upper, overwrite_input=True))
 
 
@@ -395,8 +395,8 @@ def diffusion_sqrt_densities(op: DiffusionOperator, t: float, dtype: Any = np.fl
     float32 is the float32 rounding of ``psi`` in float64. The clipped mass is summed in another
     order (equal to rounding).
     """
-    from hdtwd_cli.tree._kernels import sqrt_densities
     from hdtwd_cli._runtime import twins
+    from hdtwd_cli.tree._kernels import sqrt_densities
 
     St = _power_upper(op, t, POWER_DTYPE)
     if St.size <= twins.SMALL_WORK:  # no numba start-up

@@ -66,8 +66,10 @@ def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     if sp.issparse(X):
         C = canonical_csr(X)  # X itself is never changed
         df = np.zeros(C.shape[1], dtype=np.int64)
-        for s in range(0, C.nnz, _DF_CHUNK):  # chunks: no nnz-long temporaries (4.7-6.9 s -> 0.75-0.9 s at 10^6 x 2,000)
-            stored, values = C.indices[s:s + _DF_CHUNK], C.data[s:s + _DF_CHUNK]
+        for s in range(
+            0, C.nnz, _DF_CHUNK
+        ):  # chunks: no nnz-long temporaries (4.7-6.9 s -> 0.75-0.9 s at 10^6 x 2,000)
+            stored, values = C.indices[s : s + _DF_CHUNK], C.data[s : s + _DF_CHUNK]
             df += np.bincount(stored if values.all() else stored[values != 0], minlength=C.shape[1])
         return df
     return np.count_nonzero(np.asarray(X), axis=0).astype(np.int64)
@@ -94,8 +96,9 @@ def weight_features(X: np.ndarray | sp.spmatrix, weights: np.ndarray | None) -> 
 def _row_unit(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     if sp.issparse(X):
         Y = sp.csr_matrix(X, dtype=np.float64, copy=True)
-        s = np.sqrt(np.bincount(np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr)), weights=Y.data**2,
-                                minlength=Y.shape[0]))
+        s = np.sqrt(
+            np.bincount(np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr)), weights=Y.data**2, minlength=Y.shape[0])
+        )
         s[s == 0] = 1.0
         Y.data /= np.repeat(s, np.diff(Y.indptr))
         return Y
@@ -105,8 +108,9 @@ def _row_unit(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     return Y / s[:, None]
 
 
-def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int = 0,
-                         weights: np.ndarray | None = None) -> np.ndarray:
+def latent_feature_space(
+    X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int = 0, weights: np.ndarray | None = None
+) -> np.ndarray:
     r"""Latent vectors of the features, one per COLUMN of the result (module docstring).
 
     A randomized SVD (Halko, Martinsson & Tropp 2011: a Gaussian test matrix drawn from
@@ -149,8 +153,9 @@ def latent_feature_space(X: np.ndarray | sp.spmatrix, dims: int = 100, seed: int
     return np.ascontiguousarray((s[:r, None] * Vt[:r]) * sign[:r, None])
 
 
-def never_cooccur_fraction(X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0,
-                           df: np.ndarray | None = None) -> float:
+def never_cooccur_fraction(
+    X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0, df: np.ndarray | None = None
+) -> float:
     r"""Fraction of pairs of (non-zero) feature columns that share no sample: their cosine distance is 1.
 
     Estimated on ``sample`` columns drawn with ``numpy.random.default_rng(seed)`` (all columns when

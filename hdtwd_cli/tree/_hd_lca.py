@@ -69,7 +69,7 @@ def lca_log(g: np.ndarray, n_scales: int) -> np.ndarray:
 def _chunks(g: np.ndarray, step: int = 1 << 24) -> Iterator[np.ndarray]:
     """Views of ``g`` of ``step`` values: in-place passes over a condensed vector stay in cache-sized pieces."""
     for c0 in range(0, g.shape[0], step):
-        yield g[c0:c0 + step]
+        yield g[c0 : c0 + step]
 
 
 def hd_lca(emb: HyperbolicEmbedding, block: int | None = None, dtype: DTypeLike = PRODUCT_DTYPE) -> np.ndarray:
@@ -114,8 +114,9 @@ def _norms(psi: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->i", psi, psi, dtype=np.float64)
 
 
-def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small: bool,
-                    progress: Callable[[int], None] | None) -> None:
+def _multiply_scale(
+    g: np.ndarray, psi: np.ndarray, h2: float, block: int, small: bool, progress: Callable[[int], None] | None
+) -> None:
     r"""``g *=`` one scale's factor :math:`\lVert\psi_j-\psi_{j'}\rVert^2/4 + h^2` over the upper triangle.
 
     Per row block ``I``: one BLAS product :math:`\Psi[I]\,\Psi[i_0+1:]^\top` and one compiled pass
@@ -134,15 +135,20 @@ def _multiply_scale(g: np.ndarray, psi: np.ndarray, h2: float, block: int, small
         return
     for i0 in range(0, m - 1, block):
         i1 = min(i0 + block, m - 1)
-        G = psi[i0:i1] @ psi[i0 + 1:].T
-        lca_factor(g, G, sq[i0:i1], sq[i0 + 1:], h2, i0, i0 + 1, m, small)
+        G = psi[i0:i1] @ psi[i0 + 1 :].T
+        lca_factor(g, G, sq[i0:i1], sq[i0 + 1 :], h2, i0, i0 + 1, m, small)
         del G
         if progress is not None:
             progress(i1 - i0)
 
 
-def _tiled_products(emb: HyperbolicEmbedding, scales: Sequence[int], rows: int,
-                    progress: Callable[[int], None] | None, square: bool = False) -> dict[int, np.ndarray]:
+def _tiled_products(
+    emb: HyperbolicEmbedding,
+    scales: Sequence[int],
+    rows: int,
+    progress: Callable[[int], None] | None,
+    square: bool = False,
+) -> dict[int, np.ndarray]:
     r"""Condensed products for each ``K`` in ``scales`` from the stored ``psi``, tile by tile.
 
     Per tile of ``rows x _TILE_COLS`` pairs: the Gram tiles :math:`\Psi_k[I]\Psi_k[J]^\top` of
@@ -175,8 +181,15 @@ def _tiled_products(emb: HyperbolicEmbedding, scales: Sequence[int], rows: int,
             a = acc[:nr, :nc]
             k0 = 0
             for K in want:
-                lca_products_tile(a, Gs[k0:K + 1], sqs[k0:K + 1, i0:i1], sqs[k0:K + 1, j0:j1], hh[k0:K + 1],
-                                  small, reset=k0 == 0)
+                lca_products_tile(
+                    a,
+                    Gs[k0 : K + 1],
+                    sqs[k0 : K + 1, i0:i1],
+                    sqs[k0 : K + 1, j0:j1],
+                    hh[k0 : K + 1],
+                    small,
+                    reset=k0 == 0,
+                )
                 tile_condensed(a, out[K], i0, j0, m, small)
                 k0 = K + 1
         if progress is not None:
@@ -189,17 +202,25 @@ def _tiled(m: int, width: int, n_scales: int, dtype: DTypeLike) -> bool:
     return n_scales * width * np.dtype(dtype).itemsize <= 4 * (m - 1)
 
 
-def _products(m: int, width: int, scales: Sequence[int], stored: Callable[[], HyperbolicEmbedding],
-              scale: Callable[[int], tuple[np.ndarray, float]], block: int | None,
-              progress: Callable[[int], None] | None, dtype: DTypeLike,
-              square: bool = False) -> tuple[dict[int, np.ndarray], np.ndarray]:
+def _products(
+    m: int,
+    width: int,
+    scales: Sequence[int],
+    stored: Callable[[], HyperbolicEmbedding],
+    scale: Callable[[int], tuple[np.ndarray, float]],
+    block: int | None,
+    progress: Callable[[int], None] | None,
+    dtype: DTypeLike,
+    square: bool = False,
+) -> tuple[dict[int, np.ndarray], np.ndarray]:
     """The two schedules of :func:`hd_lca_products`; ``stored()`` gives the embedding in ``dtype``,
     ``scale(k)`` one scale's ``psi`` in ``dtype`` and its clipped mass."""
     Kmax = max(scales)
     if _tiled(m, width, Kmax + 1, dtype):
         emb = stored()
-        return _tiled_products(emb, scales, _TILE_ROWS if block is None else max(1, int(block)), progress,
-                               square), emb.negative_mass[: Kmax + 1]
+        return _tiled_products(
+            emb, scales, _TILE_ROWS if block is None else max(1, int(block)), progress, square
+        ), emb.negative_mass[: Kmax + 1]
     block = lca_block_rows(m) if block is None else max(1, int(block))
     small = small_product(m * (m - 1) // 2, Kmax + 1)
     heights = scale_heights(Kmax)
@@ -247,8 +268,9 @@ def hd_lca_product(
     K = emb.n_scales - 1
 
     def stored() -> HyperbolicEmbedding:
-        return HyperbolicEmbedding(psi=emb.psi.astype(dtype, copy=False), heights=emb.heights,
-                                   negative_mass=emb.negative_mass)
+        return HyperbolicEmbedding(
+            psi=emb.psi.astype(dtype, copy=False), heights=emb.heights, negative_mass=emb.negative_mass
+        )
 
     def scale(k: int) -> tuple[np.ndarray, float]:
         return emb.psi[k].astype(dtype, copy=False), float(emb.negative_mass[k])
@@ -288,9 +310,17 @@ def hd_lca_products(
     negative_mass : ndarray, shape (max(scales) + 1,)
         As :attr:`hyperbolic.HyperbolicEmbedding.negative_mass`.
     """
-    return _products(op.n_features, op.density_width, scales,
-                     lambda: hyperbolic_embedding(op, max(scales), dtype=dtype),
-                     lambda k: op.sqrt_densities(2.0**-k, dtype), block, progress, dtype, square)
+    return _products(
+        op.n_features,
+        op.density_width,
+        scales,
+        lambda: hyperbolic_embedding(op, max(scales), dtype=dtype),
+        lambda k: op.sqrt_densities(2.0**-k, dtype),
+        block,
+        progress,
+        dtype,
+        square,
+    )
 
 
 def square_linkage_fits(m: int) -> bool:
@@ -303,8 +333,9 @@ def square_linkage_fits(m: int) -> bool:
     return square_fits(m, available_memory())
 
 
-def hd_lca_product_merge_order(g: np.ndarray, m: int, n_scales: int,
-                               linkage_rule: str = "single") -> tuple[np.ndarray, np.ndarray]:
+def hd_lca_product_merge_order(
+    g: np.ndarray, m: int, n_scales: int, linkage_rule: str = "single"
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Merges from the condensed HD-LCA product ``g`` (:func:`hd_lca_product`); large-m path.
 
     ``single`` (SciPy's MST, no copy of ``g``) and ``complete`` (the compiled nearest-neighbour
@@ -548,8 +579,9 @@ def decode_tree(
     return _binary_tree(children, length, leaf_names, merge_log_a)
 
 
-def lca_merges(g: np.ndarray, m: int, n_scales: int, linkage_rule: str = "single",
-               tie_ranks: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def lca_merges(
+    g: np.ndarray, m: int, n_scales: int, linkage_rule: str = "single", tie_ranks: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
     r"""Merges from the condensed HD-LCA product ``g`` (which is overwritten).
 
     ``tie_ranks``: :func:`hd_lca_merge_order` on :math:`\log a` (ties by ``(a, min, max)``, 24 bytes
@@ -561,8 +593,9 @@ def lca_merges(g: np.ndarray, m: int, n_scales: int, linkage_rule: str = "single
     return hd_lca_product_merge_order(g, m, n_scales, linkage_rule)
 
 
-def lca_tree(g: np.ndarray, heights: np.ndarray, leaf_names: Sequence[str], linkage_rule: str = "single",
-             tie_ranks: bool = True) -> Tree:
+def lca_tree(
+    g: np.ndarray, heights: np.ndarray, leaf_names: Sequence[str], linkage_rule: str = "single", tie_ranks: bool = True
+) -> Tree:
     """Alg. 1 with the ``lca`` edge weights, from the condensed product ``g`` alone (overwritten).
 
     The tree :func:`decode_tree` gives with ``edge_weights="lca"``, for the products of
@@ -585,6 +618,5 @@ def _parents(children: np.ndarray) -> np.ndarray:
     return parent
 
 
-def _binary_tree(children: np.ndarray, length: np.ndarray, leaf_names: Sequence[str],
-                 merge_log_a: np.ndarray) -> Tree:
+def _binary_tree(children: np.ndarray, length: np.ndarray, leaf_names: Sequence[str], merge_log_a: np.ndarray) -> Tree:
     return Tree(parent=_parents(children), length=length, leaf_names=list(leaf_names), merge_height=np.exp(merge_log_a))

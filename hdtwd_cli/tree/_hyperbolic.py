@@ -122,9 +122,7 @@ def hyperbolic_embedding(
     return HyperbolicEmbedding(psi=psi, heights=scale_heights(scales), negative_mass=neg)
 
 
-def halfspace_distance(
-    x: np.ndarray, hx: np.ndarray | float, y: np.ndarray, hy: np.ndarray | float
-) -> np.ndarray:
+def halfspace_distance(x: np.ndarray, hx: np.ndarray | float, y: np.ndarray, hy: np.ndarray | float) -> np.ndarray:
     r"""Poincare half-space distance between points ``[x; hx]`` and ``[y; hy]``.
 
     .. math:: d = 2\,\operatorname{asinh}\frac{\sqrt{\lVert x-y\rVert^2 + (h_x-h_y)^2}}{2\sqrt{h_x h_y}}
@@ -138,9 +136,7 @@ def halfspace_distance(
     return 2.0 * np.arcsinh(np.sqrt(sq) / (2.0 * np.sqrt(hx * hy)))
 
 
-def geodesic_midpoint(
-    x: np.ndarray, hx: float, y: np.ndarray, hy: float
-) -> tuple[np.ndarray, float, float]:
+def geodesic_midpoint(x: np.ndarray, hx: float, y: np.ndarray, hy: float) -> tuple[np.ndarray, float, float]:
     r"""Hyperbolic geodesic midpoint of ``[x; hx]`` and ``[y; hy]`` in the half-space.
 
     Mapped to the hyperboloid :math:`L(x,h) = \big(\tfrac{1+\lVert x\rVert^2+h^2}{2h},\ \tfrac{x}{h},\

@@ -1,56 +1,23 @@
-r"""Compiled pairwise L1 kernel (numba): the hot loop of the distance step (docs/method.md section 4).
+r"""Compiled kernels (numba) of learning the tree: HD-LCA products, densities, feature statistics.
 
-For NON-NEGATIVE rows (TWD vectors are subtree masses times edge lengths),
+- the HD-LCA factor per scale, ``g[i, j] *= max((s_i + s_j) - 2 G_ij, 0) / 4 + h2`` (Prop. 1), on
+  tiles of a BLAS Gram product, into condensed or square storage (:mod:`._hd_lca`);
+- the square roots of the diffusion densities (:mod:`._diffusion`);
+- the features' Gram matrix, column extremes and co-occurrence presence of a CSR matrix in
+  blocked passes, without copies of the data (:mod:`._features`, :mod:`._diffusion`);
+- the nearest k-means centres (landmarks, and the partitions of the approximate search).
 
-.. math:: D_{ij} = \sum_k |A_{ik} - B_{jk}| = S^A_i + S^B_j - 2 \sum_k \min(A_{ik}, B_{jk}),
-          \qquad S_i = \sum_k A_{ik},
-
-since :math:`|a - b| = a + b - 2\min(a, b)`. The overlap sum costs two vector operations per term
-(``min``, ``add``) where ``|a - b|`` costs three (``sub``, ``and``, ``add``): 1.76x on CBMC's vectors,
-one thread, same tiles. And a term with a zero on either side is an exact ``+0``, which the pruned
-kernel for sparse documents (:mod:`hdtwd_cli.twd._pruned`) exploits: only nodes with mass in BOTH
-blocks of a pair of row blocks are visited. Every sum is accumulated in float64 whatever the
-storage type (float32 values are widened exactly). Rounding: the absolute error is about
-``1e-16 (S_i + S_j)``, i.e. about 1e-15 of the distances' scale (measured against the
-difference form), and an exact 0 for identical rows.
-
-Tiling (a small GEMM-like scheme)
-    The output is cut into tiles of ``_TI`` rows of ``A`` x ``_TJ`` rows of ``B``; the tiles are
-    spread over threads (``prange`` with a chunk size of 1, so the uneven tiles of the symmetric
-    case are balanced dynamically). Within a tile the columns are processed in passes of ``_TK``:
-    each pass first *packs* ``B[j0:j1, k0:k1]`` transposed (k-major, float64) into a small
-    scratch ``Bp`` that stays in L2, then a micro-kernel walks ``A`` four rows at a time and ``k``
-    four columns at a time: the 16 values ``A[i..i+3, k..k+3]`` sit in registers (broadcast) and
-    the innermost loop runs over ``j`` with unit stride, so LLVM vectorises it across *pairs*
-    (8 ``j`` per AVX-512 register, 4 per AVX2 register): each ``Bp`` load serves four rows and
-    each load/store of an accumulator serves four columns. In the symmetric case only the pairs
-    ``j > i`` are computed (the micro-kernel starts at ``j = i + 1``) and mirrored; the diagonal
-    is an exact 0.
-
-Determinism
-    No vector lane ever holds two columns ``k`` of the same pair: the lanes are different pairs.
-    The sum for one pair is therefore always the same sequence of float64 operations,
-    ``m_c = (((0 + min(a_k, b_k)) + min(a_{k+1}, b_{k+1})) + ...)`` over each pass
-    ``c = [k0, k0 + _TK)`` (``k0`` a multiple of ``_TK``) and ``M = ((0 + m_0) + m_1) + ...``
-    (two-level summation, for accuracy), whatever the tile, thread, thread count, vector width or
-    remainder loop that computes it; the norms ``S`` are summed in the same two-level order
-    (:func:`row_norms`) and ``D = max((S_i + S_j) - 2 M, 0)``. Because float rounding is monotone
-    and the three sums share their order, ``M <= min(S_i, S_j)`` also after rounding: ``D >= 0``,
-    and ``D = 0`` exactly for identical rows. The kernels are compiled WITHOUT fast-math, so LLVM is not
-    allowed to reassociate these sums (a re-association is what made the freshly compiled and
-    the cache-loaded machine code of the old kernel disagree in the last bit): every correct
-    compilation of this code - fresh, cache-loaded, any ISA - gives the same bits. Since
-    ``min`` and ``+`` are commutative, ``D[i, j] == D[j, i]`` bit for bit, and a symmetric call, a
-    cross call on a block of rows and a cross call on the whole matrix agree bit for bit too.
+Each kernel's sums have a fixed order: the same bits at any thread count. The NumPy twins of
+:mod:`._small` give the same bits for small problems without numba's start-up.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli._runtime.sparse import canonical_csr, sp
-from hdtwd_cli._runtime import twins
 from hdtwd_cli.tree import _small
 
 
@@ -124,13 +91,13 @@ def tile_to_square(acc, D, i0, j0):  # pragma: no cover - compiled
         i = i0 + r
         cf = min(max(i + 1 - j0, 0), nc)
         src = acc[r, cf:]
-        dst = D[i, j0 + cf:j0 + nc]
+        dst = D[i, j0 + cf : j0 + nc]
         for c in range(nc - cf):
             dst[c] = src[c]
     for c in range(nc):
         j = j0 + c
         rl = min(max(j - i0, 0), nr)  # rows i < j
-        dst = D[j, i0:i0 + rl]
+        dst = D[j, i0 : i0 + rl]
         for r in range(rl):
             dst[r] = acc[r, c]
 
@@ -165,7 +132,7 @@ def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
                 i0 = bi * B
                 i1 = min(i0 + B, m)
                 for j in range(j0, j1):  # out[j, i], i >= j (views from the loop's start: a
-                    lo = max(i0, j)         # variable start stops LLVM from vectorising the loop)
+                    lo = max(i0, j)  # variable start stops LLVM from vectorising the loop)
                     sj = s[j]
                     tr = T[j, lo:i1]
                     orow = out[j, lo:i1]
@@ -195,8 +162,15 @@ def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
                         orow[k] = np.sqrt(0.0 if w < 0.0 else w)
 
 
-def lca_products_tile(acc: np.ndarray, Gs: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: np.ndarray,
-                      small: bool, reset: bool = True) -> None:
+def lca_products_tile(
+    acc: np.ndarray,
+    Gs: np.ndarray,
+    sq_rows: np.ndarray,
+    sq_cols: np.ndarray,
+    h2: np.ndarray,
+    small: bool,
+    reset: bool = True,
+) -> None:
     """:func:`lca_product_tile`, or its NumPy twin (:func:`_small.lca_factor_tile` scale by scale, the
     same bits) when the whole product is ``small``."""
     if not small:
@@ -247,8 +221,17 @@ def sqrt_densities(T: np.ndarray, s: np.ndarray, dtype, block: int = 64) -> tupl
     return out, max(0.0, -float(negp.sum()) / max(m, 1))
 
 
-def lca_factor(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
-               i0: int, c0: int, m: int, small: bool) -> None:
+def lca_factor(
+    out: np.ndarray,
+    G: np.ndarray,
+    sq_rows: np.ndarray,
+    sq_cols: np.ndarray,
+    h2: float,
+    i0: int,
+    c0: int,
+    m: int,
+    small: bool,
+) -> None:
     """:func:`lca_factor_condensed`, or its NumPy twin (same bits) when the whole product is ``small``."""
     (_small.lca_factor_condensed if small else lca_factor_condensed)(out, G, sq_rows, sq_cols, h2, i0, c0, m)
 

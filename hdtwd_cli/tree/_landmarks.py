@@ -154,7 +154,9 @@ class LandmarkOperator:
         return np.sqrt(rho, out=rho).astype(dtype, copy=False), neg
 
 
-def _scaled_columns(X: np.ndarray | sp.spmatrix, metric: Metric) -> tuple[np.ndarray | sp.csc_matrix, np.ndarray, float]:
+def _scaled_columns(
+    X: np.ndarray | sp.spmatrix, metric: Metric
+) -> tuple[np.ndarray | sp.csc_matrix, np.ndarray, float]:
     """Columns of ``X`` scaled for the metric, their squared norms and the global scale.
 
     cosine: unit columns (scaled first by an exact power of two, so counts cannot overflow);
@@ -214,7 +216,7 @@ def select_landmarks(
         return L, idx
     if method != "kmeans":
         raise ValueError(f"unknown landmark method {method!r}; choose from {', '.join(LANDMARK_METHODS)}")
-    C = np.asarray(L.toarray() if sp.issparse(L) else L, dtype=np.float64)
+    C = np.asarray(L.toarray() if sp.issparse(L) else L, dtype=np.float64)  # type: ignore[union-attr]
     for _ in range(KMEANS_ITERATIONS):
         G = _gram_with(Xs, C)
         if metric == "cosine":
@@ -259,7 +261,7 @@ def landmark_distances(
     Xs, sq, scale = _scaled_columns(X, metric)
     G = _gram_with(Xs, L)
     if sp.issparse(L):
-        lsq = np.asarray(L.multiply(L).sum(axis=0)).ravel()
+        lsq = np.asarray(L.multiply(L).sum(axis=0)).ravel()  # type: ignore[union-attr]
     else:
         lsq = np.einsum("ij,ij->j", L, L)
     if metric == "cosine":
@@ -394,8 +396,12 @@ def landmark_operator(
     unplaced = np.flatnonzero(~placed)
     if unplaced.size:
         if placed.sum() < 2:
-            raise InputError(f"{unplaced.size} of {rows.size} features have affinity below {MIN_AFFINITY:g} to "
-                             "every landmark: raise {a} or use more {b}", a="eps", b="landmarks")
+            raise InputError(
+                f"{unplaced.size} of {rows.size} features have affinity below {MIN_AFFINITY:g} to "
+                "every landmark: raise {a} or use more {b}",
+                a="eps",
+                b="landmarks",
+            )
         W = W[placed]
         rows = rows[placed]
     low = float(rows.min())
@@ -420,8 +426,17 @@ def landmark_operator(
     if progress is not None:
         progress(1)
     return LandmarkOperator(
-        eigenvalues=clipped, raw_eigenvalues=lam, left=left, right=V.T * b[None, :], sqrt_degree=s,
-        landmarks=idx, method=method, eps=eps_used, sigma=sigma, clipped_spectral_mass=mass, min_affinity=low,
+        eigenvalues=clipped,
+        raw_eigenvalues=lam,
+        left=left,
+        right=V.T * b[None, :],
+        sqrt_degree=s,
+        landmarks=idx,
+        method=method,
+        eps=eps_used,
+        sigma=sigma,
+        clipped_spectral_mass=mass,
+        min_affinity=low,
         unplaced=unplaced,
     )
 

@@ -1,6 +1,12 @@
-"""Orchestration of the stages: data -> diffusion -> embedding -> tree -> distances.
+r"""The features' tree learned end to end: features' space -> diffusion -> embedding -> HD-LCA tree.
 
-Pure functions over arrays (no file I/O) that the command line and the evaluation share.
+:func:`learn_trees` composes the stages of the paper's Sec. 3 (docs/method.md sections 1-3, 6-7):
+the features' ambient space and weights (:mod:`._features`), the diffusion operator (Eq. 1;
+:mod:`._diffusion`, or landmarks, :mod:`._landmarks`), the multi-scale hyperbolic embedding
+(:mod:`._hyperbolic`) and the HD-LCA binary tree (Alg. 1; :mod:`._hd_lca`), then the departures
+of section 7 (features that cannot be placed hang from the root, the leaf term). It also holds the
+memory estimates that refuse a run before a stage that would not fit. Pure functions over arrays:
+no file I/O.
 """
 
 from __future__ import annotations
@@ -49,8 +55,14 @@ from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, attach_at_root, lengthen_leaves, mean_leaf_depth
 
 
-def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
-                      store_embedding: bool | None = None, available: int | None = None) -> dict[str, int]:
+def tree_memory_bytes(
+    n: int,
+    m: int,
+    nnz: int | None,
+    params: TreeParams,
+    store_embedding: bool | None = None,
+    available: int | None = None,
+) -> dict[str, int]:
     """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
 
     ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
@@ -77,26 +89,40 @@ def tree_memory_bytes(n: int, m: int, nnz: int | None, params: TreeParams,
     square = square_bytes(m) if params.linkage == "complete" and fits else 0  # complete linkage's m x m matrix
     if nl == 0:
         if store:
-            return {"diffusion": 8 * 4 * m * m, "embedding": 8 * (K1 + 2) * m * m,
-                    "tree": 8 * (K1 * m * m + 3 * pairs) + square}
+            return {
+                "diffusion": 8 * 4 * m * m,
+                "embedding": 8 * (K1 + 2) * m * m,
+                "tree": 8 * (K1 * m * m + 3 * pairs) + square,
+            }
         return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
     # the condensed product, and SciPy's condensed copy where no square matrix; none at all where the
     # product is written straight into the square matrix (lca weights, one K: hd_lca_products(square=True))
     copies = 0 if square and not store else 1 if params.linkage == "single" or square else 2
     psi = (12 if store else 4) * K1 * m * nl
-    return {"diffusion": 8 * 4 * m * nl + sparse_side, "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
-            "tree": psi + 8 * copies * pairs + square + (1 << 23)}
+    return {
+        "diffusion": 8 * 4 * m * nl + sparse_side,
+        "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
+        "tree": psi + 8 * copies * pairs + square + (1 << 23),
+    }
 
 
-def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, available: int,
-                      path: str | None = None, stages: tuple[str, ...] = ("diffusion", "embedding", "tree"),
-                      store_embedding: bool | None = None) -> int:
+def check_tree_memory(
+    n: int,
+    m: int,
+    nnz: int | None,
+    params: TreeParams,
+    available: int,
+    path: str | None = None,
+    stages: tuple[str, ...] = ("diffusion", "embedding", "tree"),
+    store_embedding: bool | None = None,
+) -> int:
     """Refuse (:class:`errors.ResourceError`) before a stage would not fit in ``available`` bytes.
 
     The message names what would fit: landmarks instead of the exact operator, fewer landmarks,
     or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
     """
+
     def peak(p: TreeParams) -> int:
         est = tree_memory_bytes(n, m, nnz, p, store_embedding, available)
         return max(est[s] for s in stages)
@@ -118,11 +144,18 @@ def check_tree_memory(n: int, m: int, nnz: int | None, params: TreeParams, avail
         tries += [dict(t, linkage="single") for t in tries if "landmarks" in t]
     way = next((t for t in tries if fits(params.replace(**t))), None)
     names = {f"h{i}": k for i, k in enumerate(way or {})}
-    hint = ("use " + " ".join(f"{{h{i}}} {v}" for i, v in enumerate((way or {}).values())) if way is not None
-            else "keep fewer features (e.g. drop rare ones) or use a bigger machine")
+    hint = (
+        "use " + " ".join(f"{{h{i}}} {v}" for i, v in enumerate((way or {}).values()))
+        if way is not None
+        else "keep fewer features (e.g. drop rare ones) or use a bigger machine"
+    )
     raise ResourceError(
-        f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about {need / 1e9:.1f} GB but "
-        f"{available / 1e9:.1f} GB are available; {hint}", path, **names)
+        f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about "
+        f"{need / 1e9:.1f} GB but "
+        f"{available / 1e9:.1f} GB are available; {hint}",
+        path,
+        **names,
+    )
 
 
 def feature_operator(
@@ -142,22 +175,37 @@ def feature_operator(
     nl = effective_landmarks(params.landmarks, m)
     op: DiffusionOperator | LandmarkOperator
     if nl:
-        with rep.stage(f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)",
-                       KMEANS_ITERATIONS + 2) as adv:
-            op = landmark_operator(X, nl, eps=params.kernel_eps(True), metric=params.metric,  # type: ignore[arg-type]
-                                   bandwidth=params.bandwidth, knn=params.knn,  # type: ignore[arg-type]
-                                   method=params.landmark_method, seed=params.seed,  # type: ignore[arg-type]
-                                   progress=adv)
+        with rep.stage(
+            f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)", KMEANS_ITERATIONS + 2
+        ) as adv:
+            op = landmark_operator(
+                X,
+                nl,
+                eps=params.kernel_eps(True),
+                metric=params.metric,  # type: ignore[arg-type]
+                bandwidth=params.bandwidth,  # type: ignore[arg-type]
+                knn=params.knn,
+                method=params.landmark_method,  # type: ignore[arg-type]
+                seed=params.seed,
+                progress=adv,
+            )
     else:
         with rep.stage(f"diffusion operator ({m} features)", None):
-            op = diffusion_operator(X, eps=params.eps, metric=params.metric,  # type: ignore[arg-type]
-                                    bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
-    rep.info(f"eps = {op.eps:.6g} (c = {params.kernel_eps(bool(nl)):g} x median {op.sigma:.6g}); "
-             f"clipped spectral mass {op.clipped_spectral_mass:.3g}")
+            op = diffusion_operator(
+                X,
+                eps=params.eps,
+                metric=params.metric,  # type: ignore[arg-type]
+                bandwidth=params.bandwidth,  # type: ignore[arg-type]
+                knn=params.knn,
+            )
+    rep.info(
+        f"eps = {op.eps:.6g} (c = {params.kernel_eps(bool(nl)):g} x median {op.sigma:.6g}); "
+        f"clipped spectral mass {op.clipped_spectral_mass:.3g}"
+    )
     return op
 
 
-def place(space: "FeatureSpace", op: DiffusionOperator | LandmarkOperator, reporter: Reporter | None = None) -> None:
+def place(space: FeatureSpace, op: DiffusionOperator | LandmarkOperator, reporter: Reporter | None = None) -> None:
     """Move the features the operator could not place (:attr:`LandmarkOperator.unplaced`) to
     ``space.unplaced``, in place: they hang from the root like every unplaced feature."""
     lost = getattr(op, "unplaced", None)
@@ -169,7 +217,8 @@ def place(space: "FeatureSpace", op: DiffusionOperator | LandmarkOperator, repor
     space.unplaced = space.unplaced + moved
     (reporter or Reporter(quiet=True)).note(
         f"{len(moved)} feature(s) far from every landmark (affinity below {MIN_AFFINITY:g}) hang from the root "
-        f"(e.g. {', '.join(moved[:3])})")
+        f"(e.g. {', '.join(moved[:3])})"
+    )
 
 
 @serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
@@ -192,8 +241,14 @@ def embed(
 
 def _tree_metadata(op: DiffusionOperator | LandmarkOperator, params: TreeParams, unplaced: int) -> dict[str, Any]:
     md = params.as_dict()
-    md.update({"eps_used": op.eps, "sigma": op.sigma, "unplaced_features": unplaced,
-               "n_landmarks": op.n_landmarks if isinstance(op, LandmarkOperator) else 0})
+    md.update(
+        {
+            "eps_used": op.eps,
+            "sigma": op.sigma,
+            "unplaced_features": unplaced,
+            "n_landmarks": op.n_landmarks if isinstance(op, LandmarkOperator) else 0,
+        }
+    )
     return md
 
 
@@ -341,14 +396,20 @@ def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
     h = mean_leaf_depth(tree)
     w = space.weights
     lam = auto_leaf_length(space.shared) if params.leaf_length is None else float(params.leaf_length)
-    tree = attach_at_root(tree, space.unplaced, h,
-                          None if w is None else np.array([w[n] for n in space.unplaced]))
+    tree = attach_at_root(tree, space.unplaced, h, None if w is None else np.array([w[n] for n in space.unplaced]))
     tree = lengthen_leaves(tree, lam * h)
     if w is not None:
         tree.feature_weights = np.array([w[n] for n in tree.leaf_names], dtype=np.float64)
-    tree.metadata.update({"mean_leaf_depth": h, "feature_source": space.source, "leaf_length": lam,
-                          "leaf_length_rule": "auto" if params.leaf_length is None else "fixed",
-                          "latent_energy": space.shared, "never_cooccur": space.never_cooccur})
+    tree.metadata.update(
+        {
+            "mean_leaf_depth": h,
+            "feature_source": space.source,
+            "leaf_length": lam,
+            "leaf_length_rule": "auto" if params.leaf_length is None else "fixed",
+            "latent_energy": space.shared,
+            "never_cooccur": space.never_cooccur,
+        }
+    )
     return tree
 
 
@@ -411,9 +472,14 @@ def learn_trees(
     if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)
         need = 3 * 8 * X.shape[0] * X.shape[1]  # the log values, their reconstruction, the dense rows
         if available is not None and need > 0.85 * available:
-            raise ResourceError(f"{{a}} {params.denoise} makes the {X.shape[0]} x {X.shape[1]} rows dense: about "
-                                f"{need / 1e9:.1f} GB, {available / 1e9:.1f} GB available; learn the tree on a "
-                                "subsample of the cells and map the rest with {b}", path, a="denoise", b="tree")
+            raise ResourceError(
+                f"{{a}} {params.denoise} makes the {X.shape[0]} x {X.shape[1]} rows dense: about "
+                f"{need / 1e9:.1f} GB, {available / 1e9:.1f} GB available; learn the tree on a "
+                "subsample of the cells and map the rest with {b}",
+                path,
+                a="denoise",
+                b="tree",
+            )
         with rep.stage(f"denoising (rank {params.denoise} principal axes)"):
             den = fit_denoiser(X, params.denoise)
             X = denoise(X, den)
@@ -422,17 +488,20 @@ def learn_trees(
     if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
         space.weights = dict(zip(feature_names, idf_weights(raw).tolist()))
     if len(space.names) < 2:
-        raise InputError("fewer than two features can be placed (non-zero columns, or vectors in the "
-                         "feature embedding): no tree to learn", path)
+        raise InputError(
+            "fewer than two features can be placed (non-zero columns, or vectors in the "
+            "feature embedding): no tree to learn",
+            path,
+        )
     if space.unplaced:
-        rep.note(f"{len(space.unplaced)} feature(s) without a vector hang from the root "
-                 f"(e.g. {', '.join(space.unplaced[:3])})")
+        rep.note(
+            f"{len(space.unplaced)} feature(s) without a vector hang from the root "
+            f"(e.g. {', '.join(space.unplaced[:3])})"
+        )
     F, space.matrix = space.matrix, None  # held here only: freed once the operator is built
     if available is not None:
-        need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None,
-                                 params, available, path)
-        rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; "
-                 f"{available / 1e9:.1f} GB available)")
+        need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None, params, available, path)  # type: ignore[union-attr]
+        rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; {available / 1e9:.1f} GB available)")
     out = {}
     if params.edge_weights == "lca":  # the default: the tree needs the HD-LCA values only
         op = feature_operator(F, params, rep)
@@ -458,10 +527,21 @@ def learn_trees(
         del F
         place(space, op, rep)
         for K in scales:
-            sub = emb if K == emb.n_scales - 1 else HyperbolicEmbedding(
-                psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1])
-            tree = decode_from_embedding(sub, space.names, rep, params.linkage, params.edge_weights,
-                                         tie_ranks=not isinstance(op, LandmarkOperator))
+            sub = (
+                emb
+                if K == emb.n_scales - 1
+                else HyperbolicEmbedding(
+                    psi=emb.psi[: K + 1], heights=emb.heights[: K + 1], negative_mass=emb.negative_mass[: K + 1]
+                )
+            )
+            tree = decode_from_embedding(
+                sub,
+                space.names,
+                rep,
+                params.linkage,
+                params.edge_weights,
+                tie_ranks=not isinstance(op, LandmarkOperator),
+            )
             tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
             out[K] = finish_tree(tree, space, params)
     if den is not None:  # the map, in each tree's leaf order, is applied to every sample the tree compares
@@ -471,15 +551,23 @@ def learn_trees(
             tree.metadata.update({"denoise": den.rank, "denoise_log_counts": den.log_counts})
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
-    rep.info(f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
-             f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "
-             f"{space.shared:.3g})")
+    rep.info(
+        f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
+        f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "
+        f"{space.shared:.3g})"
+    )
     return out
 
 
 @serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
-def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: Reporter | None = None,
-                          linkage: str = "single", edge_weights: str = "midpoint", tie_ranks: bool = True) -> Tree:
+def decode_from_embedding(
+    emb: HyperbolicEmbedding,
+    names: list[str],
+    reporter: Reporter | None = None,
+    linkage: str = "single",
+    edge_weights: str = "midpoint",
+    tie_ranks: bool = True,
+) -> Tree:
     """Alg. 1 with progress bars: HD-LCA (per row block on the large-m path), merge order, edge weights."""
     rep = reporter or Reporter(quiet=True)
     m = emb.n_features
@@ -489,5 +577,12 @@ def decode_from_embedding(emb: HyperbolicEmbedding, names: list[str], reporter: 
     with rep.stage(f"HD-LCA values ({m} x {m}, row blocks)", emb.n_scales * (m - 1)) as rows:
         held = [hd_lca_product(emb, progress=rows)]
     with rep.stage(f"{linkage} linkage and edge weights", emb.n_scales + 1) as adv:
-        return decode_tree(emb, names, progress=adv, linkage_rule=linkage, edge_weights=edge_weights,
-                           tie_ranks=False, lca_values=held.pop())
+        return decode_tree(
+            emb,
+            names,
+            progress=adv,
+            linkage_rule=linkage,
+            edge_weights=edge_weights,
+            tie_ranks=False,
+            lca_values=held.pop(),
+        )

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli._runtime import twins
+from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli.tree import _small
 
 __all__ = ["complete_linkage", "untied_complete_linkage", "square_bytes", "square_fits"]

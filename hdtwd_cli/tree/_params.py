@@ -1,6 +1,8 @@
-"""Orchestration of the stages: data -> diffusion -> embedding -> tree -> distances.
+r"""The configuration of a tree (:class:`TreeParams`), its presets, and the data transform.
 
-Pure functions over arrays (no file I/O) that the command line and the evaluation share.
+``TreeParams()`` is the library default and ``TreeParams.from_preset("paper")`` the paper's
+configuration (docs/defaults.md lists both); :func:`apply_transform` applies the element-wise
+transform a configuration names (e.g. ``log1p``) before anything else sees the data.
 """
 
 from __future__ import annotations
@@ -81,9 +83,16 @@ class TreeParams:
     denoise: int = 0
 
     def __post_init__(self) -> None:
-        choices = {"metric": METRICS, "linkage": LINKAGES, "bandwidth": BANDWIDTHS, "edge_weights": EDGE_WEIGHTS,
-                   "landmark_method": LANDMARK_METHODS, "feature_space": FEATURE_SPACES, "weighting": WEIGHTINGS,
-                   "transform": TRANSFORMS}
+        choices = {
+            "metric": METRICS,
+            "linkage": LINKAGES,
+            "bandwidth": BANDWIDTHS,
+            "edge_weights": EDGE_WEIGHTS,
+            "landmark_method": LANDMARK_METHODS,
+            "feature_space": FEATURE_SPACES,
+            "weighting": WEIGHTINGS,
+            "transform": TRANSFORMS,
+        }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ParameterError(f"must be one of {', '.join(allowed)}, not {getattr(self, name)!r}", name)
@@ -91,9 +100,15 @@ class TreeParams:
         for name, v in positive.items():
             if v is not None and not (np.isfinite(v) and v > 0):
                 raise ParameterError("(the kernel scale multiplier) must be positive", name)
-        at_least = {"scales": (self.scales, 0), "knn": (self.knn, 1), "feature_dims": (self.feature_dims, 1),
-                    "min_df": (self.min_df, 1), "max_features": (self.max_features, 0),
-                    "landmarks": (self.landmarks, 0), "denoise": (self.denoise, 0)}
+        at_least = {
+            "scales": (self.scales, 0),
+            "knn": (self.knn, 1),
+            "feature_dims": (self.feature_dims, 1),
+            "min_df": (self.min_df, 1),
+            "max_features": (self.max_features, 0),
+            "landmarks": (self.landmarks, 0),
+            "denoise": (self.denoise, 0),
+        }
         for name, (v, lo) in at_least.items():
             if v is not None and not (int(v) == v and v >= lo):
                 raise ParameterError(f"must be an integer >= {lo}", name)
@@ -103,7 +118,7 @@ class TreeParams:
             raise ParameterError("must be non-negative (or None for the automatic choice)", "leaf_length")
 
     @classmethod
-    def from_preset(cls, preset: str = "default", **overrides: Any) -> "TreeParams":
+    def from_preset(cls, preset: str = "default", **overrides: Any) -> TreeParams:
         """The named configuration ``preset`` with ``overrides`` (values that are not ``None``) on top.
 
         ``"default"`` is the library default (= ``TreeParams()``); ``"paper"`` reproduces the
@@ -124,8 +139,9 @@ class TreeParams:
         given = {k: v for k, v in overrides.items() if v is not None}
         unknown = sorted(set(given) - {f.name for f in fields(cls)})
         if unknown:
-            raise ParameterError(f"is not a tree parameter; choose from {', '.join(f.name for f in fields(cls))}",
-                                 unknown[0])
+            raise ParameterError(
+                f"is not a tree parameter; choose from {', '.join(f.name for f in fields(cls))}", unknown[0]
+            )
         cfg.update(given)
         if "eps" in given and "landmark_eps" not in given:
             cfg["landmark_eps"] = None  # an explicit eps applies to both paths
@@ -135,7 +151,7 @@ class TreeParams:
         """The multiplier c actually used: ``landmark_eps`` on the landmark path when set, else ``eps``."""
         return float(self.landmark_eps) if landmark_path and self.landmark_eps is not None else float(self.eps)
 
-    def replace(self, **changes: Any) -> "TreeParams":
+    def replace(self, **changes: Any) -> TreeParams:
         """A copy with ``changes`` applied (validated)."""
         return dataclasses.replace(self, **changes)
 

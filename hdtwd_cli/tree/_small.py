@@ -1,18 +1,11 @@
-r"""NumPy twins of the compiled kernels, for small problems: the same bits without numba's start-up.
+r"""NumPy twins of the tree's compiled kernels (:mod:`._kernels`, :mod:`._linkage`) for small problems.
 
-The first call of any compiled function costs about 0.5 s (numba sets up its typing context and
-loads the machine code from its cache), more than the whole work on a matrix of a few hundred
-samples (``sample_data/produce.csv``). Below ``_runtime.twins.SMALL_WORK`` elementary operations the
-callers use these functions instead. Each performs the same IEEE operations in the same order
-as its compiled twin, so the results are the same float64 values (tested bit for bit):
-
-- sums along a row are sequential (``np.cumsum``, i.e. ``np.add.accumulate``, never pairwise);
-- the L1 kernel's overlap sums keep its two-level order (passes of ``_TK`` columns summed one
-  value at a time, then the passes added);
-- element-wise expressions keep the compiled code's parenthesisation.
-
-A sequential sum started from ``0.0`` and ``np.cumsum`` differ only in the sign of an all-zero
-result (``0.0 + -0.0``); a final ``+ 0.0`` removes that difference.
+The first call of any compiled function costs numba's start-up (typing context, cached machine
+code), more than the whole work on a matrix of a few hundred samples. Below
+``_runtime.twins.SMALL_WORK`` elementary operations the callers use these functions instead. Each
+performs the same IEEE operations in the same order as its compiled twin, so the results are the
+same float64 values (tested bit for bit); element-wise expressions keep the compiled code's
+parenthesisation.
 """
 
 from __future__ import annotations
@@ -20,16 +13,16 @@ from __future__ import annotations
 import numpy as np
 
 
-
-def lca_factor_condensed(out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float,
-                         i0: int, c0: int, m: int) -> None:
+def lca_factor_condensed(
+    out: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float, i0: int, c0: int, m: int
+) -> None:
     """``_kernels.lca_factor_condensed``: ``g[i, j] *= max((s_r + s_c) - 2 G, 0) / 4 + h2`` for ``j > i``."""
     for r in range(G.shape[0]):
         i = i0 + r
         start = i * m - (i * (i + 1)) // 2
         n = m - 1 - i
         c = i + 1 - c0
-        out[start:start + n] *= _lca_factor(sq_rows[r], sq_cols[c:c + n], G[r, c:c + n], h2)
+        out[start : start + n] *= _lca_factor(sq_rows[r], sq_cols[c : c + n], G[r, c : c + n], h2)
 
 
 def lca_factor_tile(acc: np.ndarray, G: np.ndarray, sq_rows: np.ndarray, sq_cols: np.ndarray, h2: float) -> None:
@@ -50,7 +43,7 @@ def tile_to_condensed(acc: np.ndarray, out: np.ndarray, i0: int, j0: int, m: int
         i = i0 + r
         cf = max(i + 1 - j0, 0)
         start = i * m - (i * (i + 1)) // 2 + (j0 + cf - i - 1)
-        out[start:start + acc.shape[1] - cf] = acc[r, cf:]
+        out[start : start + acc.shape[1] - cf] = acc[r, cf:]
 
 
 def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:

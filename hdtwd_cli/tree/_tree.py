@@ -1,19 +1,9 @@
-r"""HD-LCA and hyperbolic binary tree decoding (paper Sec. 3.3-3.4, Props. 1 & 3, Alg. 1; docs/method.md section 3).
+r"""The :class:`Tree` type that every layer shares: a rooted tree whose leaves are the features.
 
-Per scale the hyperbolic LCA of two leaves is their geodesic midpoint, whose height is
-(Prop. 1)
-
-.. math:: \mathrm{proj}_k(j,j') = \sqrt{\lVert\psi_j^k - \psi_{j'}^k\rVert^2/4 + 2^{k-4}},
-
-and the HD-LCA value is their geometric mean over scales (Prop. 3)
-
-.. math:: a(j,j') = \Big(\prod_{k=0}^{K} \mathrm{proj}_k(j,j')\Big)^{1/(K+1)}.
-
-Alg. 1 merges pairs in INCREASING ``a`` (most similar first) as single linkage does: Kruskal's
-algorithm on the complete graph weighted by ``a``, i.e. a minimum spanning tree. Ties are broken
-by ``(a, min(j,j'), max(j,j'))``. Internal nodes are embedded at the geodesic midpoint of their
-two children at every scale, and each child's edge weight is
-:math:`\sum_k d_{\mathbb H}(z^k_{child}, z^k_{parent}) = \tfrac12 d_{\mathcal M}(z_A, z_B)`.
+Nodes are numbered leaves first, every parent after its children, the root last: so subtree sums
+and depths are single passes in index order (no recursion: single-linkage trees are chains
+thousands deep). Also the tree's small operations (root distances, subtree sums, leaves hung
+from the root) and its files, through the I/O layer (:meth:`Tree.write`, :meth:`Tree.read`).
 """
 
 from __future__ import annotations
@@ -99,8 +89,10 @@ class Tree:
         back = np.flatnonzero(p[:-1] <= idx)
         if back.size:
             i = int(back[0])
-            raise ValueError(f"node {i} has parent {int(p[i])}, which does not come after it "
-                             "(a cycle, or nodes not numbered children first)")
+            raise ValueError(
+                f"node {i} has parent {int(p[i])}, which does not come after it "
+                "(a cycle, or nodes not numbered children first)"
+            )
         if np.any(~np.isfinite(self.length)) or np.any(self.length < 0):
             raise ValueError("edge lengths must be finite and non-negative")
         has_child = np.zeros(n, dtype=bool)
@@ -113,9 +105,14 @@ class Tree:
         if w is not None and (w.shape != (L,) or not np.all(np.isfinite(w)) or np.any(w <= 0)):
             raise ValueError("feature weights must be one finite positive value per leaf")
         d = self.denoiser
-        if d is not None and (d.mean.shape != (L,) or d.axes.ndim != 2 or d.axes.shape[0] != L
-                              or d.covered.shape != (L,) or not np.all(np.isfinite(d.axes))
-                              or not np.all(np.isfinite(d.mean))):
+        if d is not None and (
+            d.mean.shape != (L,)
+            or d.axes.ndim != 2
+            or d.axes.shape[0] != L
+            or d.covered.shape != (L,)
+            or not np.all(np.isfinite(d.axes))
+            or not np.all(np.isfinite(d.mean))
+        ):
             raise ValueError("the denoiser must have one finite mean and axis row per leaf")
 
     def to_newick(self) -> str:
@@ -168,11 +165,17 @@ class Tree:
         """The tree of a :class:`~hdtwd_cli.io.TreeRecord` (what a file holds), validated; an invalid
         one is an :class:`~hdtwd_cli.errors.InputError` naming ``path`` and the format."""
         d = record.denoiser
-        tree = cls(parent=record.parent, length=record.length, leaf_names=record.leaf_names,
-                   merge_height=record.merge_height, metadata=dict(record.metadata),
-                   feature_weights=record.feature_weights,
-                   denoiser=None if d is None else Denoiser(mean=d.mean, axes=d.axes, log_counts=d.log_counts,
-                                                            covered=d.covered))
+        tree = cls(
+            parent=record.parent,
+            length=record.length,
+            leaf_names=record.leaf_names,
+            merge_height=record.merge_height,
+            metadata=dict(record.metadata),
+            feature_weights=record.feature_weights,
+            denoiser=None
+            if d is None
+            else Denoiser(mean=d.mean, axes=d.axes, log_counts=d.log_counts, covered=d.covered),
+        )
         try:
             tree.validate()
         except ValueError as e:
@@ -218,8 +221,7 @@ def mean_leaf_depth(tree: Tree) -> float:
     return float(root_distances(tree)[: tree.n_leaves].mean())
 
 
-def attach_at_root(tree: Tree, names: Sequence[str], length: float,
-                   weights: np.ndarray | None = None) -> Tree:
+def attach_at_root(tree: Tree, names: Sequence[str], length: float, weights: np.ndarray | None = None) -> Tree:
     r"""The tree with new leaves ``names`` hung directly from the root by edges of ``length``.
 
     This is the rule for features the tree was not learned from (no mass in the training rows,
@@ -239,18 +241,24 @@ def attach_at_root(tree: Tree, names: Sequence[str], length: float,
     parent = np.empty(n + u, dtype=np.int64)
     parent[new_index[:-1]] = new_index[old[:-1]]
     parent[-1] = -1
-    parent[L:L + u] = n + u - 1
+    parent[L : L + u] = n + u - 1
     length_all = np.empty(n + u, dtype=np.float64)
     length_all[new_index] = tree.length
-    length_all[L:L + u] = float(length)
+    length_all[L : L + u] = float(length)
     fw = None
     if tree.feature_weights is not None:
         if weights is None:
             raise ValueError("the tree has feature weights: give the new leaves' weights")
         fw = np.concatenate([tree.feature_weights, np.asarray(weights, dtype=np.float64)])
-    out = Tree(parent=parent, length=length_all, leaf_names=list(tree.leaf_names) + [str(s) for s in names],
-               merge_height=tree.merge_height, metadata=dict(tree.metadata), feature_weights=fw,
-               denoiser=None if tree.denoiser is None else tree.denoiser.extended(u))
+    out = Tree(
+        parent=parent,
+        length=length_all,
+        leaf_names=list(tree.leaf_names) + [str(s) for s in names],
+        merge_height=tree.merge_height,
+        metadata=dict(tree.metadata),
+        feature_weights=fw,
+        denoiser=None if tree.denoiser is None else tree.denoiser.extended(u),
+    )
     return out
 
 
@@ -267,5 +275,12 @@ def lengthen_leaves(tree: Tree, amount: float) -> Tree:
         raise ValueError("the leaf lengthening must be non-negative")
     length = tree.length.copy()
     length[: tree.n_leaves] += float(amount)
-    return Tree(parent=tree.parent, length=length, leaf_names=tree.leaf_names, merge_height=tree.merge_height,
-                metadata=dict(tree.metadata), feature_weights=tree.feature_weights, denoiser=tree.denoiser)
+    return Tree(
+        parent=tree.parent,
+        length=length,
+        leaf_names=tree.leaf_names,
+        merge_height=tree.merge_height,
+        metadata=dict(tree.metadata),
+        feature_weights=tree.feature_weights,
+        denoiser=tree.denoiser,
+    )

@@ -51,7 +51,7 @@ __all__ = [
     "pairwise_l1",
     "tree_wasserstein",
     "distance_blocks",
-    "nearest_neighbours",
+    "nearest_neighbors",
     "dense_output_bytes",
     "SPARSE_KERNEL_DENSITY",
     "query_distances",
@@ -91,7 +91,7 @@ def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
         s = row_sums(X)  # the same bits for dense and sparse storage of the same values
     _check_sums(s)
     if sp.issparse(X):
-        X.data /= np.repeat(s, np.diff(X.indptr))
+        X.data /= np.repeat(s, np.diff(X.indptr))  # type: ignore[misc,union-attr]
         return X
     X /= s[:, None]
     return X
@@ -150,7 +150,7 @@ def subtree_masses(tree: Tree, x: np.ndarray | sp.spmatrix) -> np.ndarray:
     if L != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
     M = np.zeros((n, tree.n_nodes), dtype=np.float64, order="F")
-    M[:, :L] = x.toarray() if sp.issparse(x) else x
+    M[:, :L] = x.toarray() if sp.issparse(x) else x  # type: ignore[union-attr]
     parent = tree.parent
     for c in range(tree.n_nodes - 1):
         M[:, parent[c]] += M[:, c]
@@ -172,8 +172,9 @@ def tree_embedding(tree: Tree, x: np.ndarray | sp.spmatrix, dtype: DType = "floa
     return np.ascontiguousarray(Y, dtype=np.dtype(dtype))
 
 
-def pairwise_l1(Y: np.ndarray, Yq: np.ndarray | None = None, dtype: DType = "float64",
-                out: np.ndarray | None = None) -> np.ndarray:
+def pairwise_l1(
+    Y: np.ndarray, Yq: np.ndarray | None = None, dtype: DType = "float64", out: np.ndarray | None = None
+) -> np.ndarray:
     r"""L1 distances :math:`\lVert y_i - y_{i'}\rVert_1` between rows (all pairs, or ``Yq`` x ``Y``).
 
     A tiled, multi-threaded compiled kernel (:mod:`hdtwd_cli._kernels`); accumulates in float64
@@ -239,8 +240,13 @@ def _kernel(tv: TreeVectors, kernel: Kernel) -> str:
     return kernel
 
 
-def tree_distances(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, dtype: DType = "float64",
-                   kernel: Kernel = "auto", out: np.ndarray | None = None) -> np.ndarray:
+def tree_distances(
+    tv: TreeVectors,
+    Xq: np.ndarray | sp.spmatrix | None = None,
+    dtype: DType = "float64",
+    kernel: Kernel = "auto",
+    out: np.ndarray | None = None,
+) -> np.ndarray:
     r"""TWD matrix of the rows of ``tv`` (all pairs), or of the rows ``Xq`` against them.
 
     Two kernels give the same bits (:mod:`hdtwd_cli.twd._pruned`): the dense tiled kernel on the
@@ -258,8 +264,13 @@ def tree_distances(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, 
     return l1_distances_pruned(_panels(tv, sp.csr_matrix(normalize_rows(Xq))), every, dtype, out)
 
 
-def tree_distance_blocks(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = None, block: int = 1024,
-                         dtype: DType = "float64", kernel: Kernel = "auto") -> Iterator[tuple[int, np.ndarray]]:
+def tree_distance_blocks(
+    tv: TreeVectors,
+    Xq: np.ndarray | sp.spmatrix | None = None,
+    block: int = 1024,
+    dtype: DType = "float64",
+    kernel: Kernel = "auto",
+) -> Iterator[tuple[int, np.ndarray]]:
     """:func:`tree_distances` by row blocks ``(start, D[start:start + block])`` (:func:`distance_blocks`)."""
     if _kernel(tv, kernel) == "dense":
         yield from distance_blocks(tv.rows(), None if Xq is None else tv.of(Xq), block, dtype)
@@ -267,7 +278,7 @@ def tree_distance_blocks(tv: TreeVectors, Xq: np.ndarray | sp.spmatrix | None = 
     every = _panels(tv, tv.x)
     xq = tv.x if Xq is None else sp.csr_matrix(normalize_rows(Xq))
     for i0 in range(0, xq.shape[0], block):
-        yield i0, l1_distances_pruned(_panels(tv, xq[i0:i0 + block]), every, dtype)  # diagonal: sums of +0
+        yield i0, l1_distances_pruned(_panels(tv, xq[i0 : i0 + block]), every, dtype)  # diagonal: sums of +0
 
 
 def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:
@@ -280,8 +291,9 @@ def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.any(x != 0, axis=0)
 
 
-def _fill_vectors(tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType,
-                  rows: np.ndarray | None = None) -> np.ndarray:
+def _fill_vectors(
+    tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType, rows: np.ndarray | None = None
+) -> np.ndarray:
     out = np.empty((x.shape[0] if rows is None else rows.shape[0], d), dtype=np.dtype(dtype))
     if x.shape[1] != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
@@ -298,8 +310,13 @@ class TreeVectors:
     run over n samples without the n x d matrix of all vectors.
     """
 
-    def __init__(self, tree: Tree, X: np.ndarray | sp.spmatrix, dtype: DType = "float64",
-                 extra: np.ndarray | sp.spmatrix | None = None) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        X: np.ndarray | sp.spmatrix,
+        dtype: DType = "float64",
+        extra: np.ndarray | sp.spmatrix | None = None,
+    ) -> None:
         self.tree = tree
         self.dtype = dtype
         self.x = normalize_rows(X)
@@ -342,15 +359,24 @@ class TreeVectors:
         if not sp.issparse(self.x) or top <= 0.0 or small_tree_work(idx.size, self.tree.parent):
             return quantise(self.of_rows(idx), top)
         out = np.empty((idx.size, self.dim), dtype=np.uint16)
-        quantised_tree_vectors_csr(self.x.indptr, self.x.indices, self.x.data, idx, self.tree.parent, self.cols,
-                                   self.tree.length, np.float32(SCALE_MAX / top), np.float32(SCALE_MAX), out)
+        quantised_tree_vectors_csr(
+            self.x.indptr,  # type: ignore[union-attr]
+            self.x.indices,  # type: ignore[union-attr]
+            self.x.data,
+            idx,
+            self.tree.parent,
+            self.cols,
+            self.tree.length,
+            np.float32(SCALE_MAX / top),
+            np.float32(SCALE_MAX),
+            out,
+        )
         return out
 
     def of(self, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
         """``y`` of other samples ``Xq`` on the same columns (pass them as ``extra`` so none is dropped)."""
         xq = normalize_rows(Xq)
-        return _fill_vectors(self.tree, sp.csr_matrix(xq) if sp.issparse(xq) else xq, self.cols, self.dim,
-                             self.dtype)
+        return _fill_vectors(self.tree, sp.csr_matrix(xq) if sp.issparse(xq) else xq, self.cols, self.dim, self.dtype)
 
 
 def twd_vectors(
@@ -399,7 +425,7 @@ def distance_blocks(
     """
     rows = Y if Yq is None else Yq
     for i0 in range(0, rows.shape[0], block):
-        D = l1_distances(rows[i0:i0 + block], Y, np.dtype(dtype))
+        D = l1_distances(rows[i0 : i0 + block], Y, np.dtype(dtype))
         if Yq is None:  # exact zeros on the diagonal, as in the symmetric kernel
             idx = np.arange(i0, min(i0 + block, rows.shape[0]))
             D[idx - i0, idx] = 0.0
@@ -422,8 +448,7 @@ def smallest_k(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return np.take_along_axis(d, part, axis=1), np.take_along_axis(i, part, axis=1)
 
 
-def _merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray,
-                      col0: int) -> None:
+def merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray, col0: int) -> None:
     """Fold block ``D`` (columns ``col0 ..``) into the running k best of ``rows``, in place.
 
     Only rows with an entry at or below their current k-th best are touched; among them the k
@@ -436,12 +461,13 @@ def _merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, 
         return
     r = rows[need]
     cd = np.concatenate([best_d[r], D[need]], axis=1)
-    ci = np.concatenate([best_i[r], np.broadcast_to(np.arange(col0, col0 + D.shape[1]), (need.size, D.shape[1]))],
-                        axis=1)
+    ci = np.concatenate(
+        [best_i[r], np.broadcast_to(np.arange(col0, col0 + D.shape[1]), (need.size, D.shape[1]))], axis=1
+    )
     best_d[r], best_i[r] = smallest_k(cd, ci, k)
 
 
-def nearest_neighbours(
+def nearest_neighbors(
     Y: np.ndarray | TreeVectors, k: int, block: int = 2048, progress: Callable[[int], None] | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each sample's ``k`` nearest other samples under the TWD, without an n x n matrix.
@@ -476,11 +502,11 @@ def nearest_neighbours(
             if j0 == i0:
                 D = l1_distances(YI).astype(np.float64, copy=False)
                 np.fill_diagonal(D, np.inf)  # not one's own neighbour
-                _merge_candidates(best_d, best_i, ri, D, i0)
+                merge_candidates(best_d, best_i, ri, D, i0)
             else:
                 D = l1_distances(YI, rows(j0, j1)).astype(np.float64, copy=False)
-                _merge_candidates(best_d, best_i, ri, D, j0)
-                _merge_candidates(best_d, best_i, np.arange(j0, j1), np.ascontiguousarray(D.T), i0)
+                merge_candidates(best_d, best_i, ri, D, j0)
+                merge_candidates(best_d, best_i, np.arange(j0, j1), np.ascontiguousarray(D.T), i0)
         if progress is not None:
             progress(i1 - i0)
     order = np.lexsort((best_i, best_d), axis=1)
@@ -491,7 +517,6 @@ def dense_output_bytes(n_rows: int, n_cols: int, dim: int, dtype: DType = "float
     """Bytes the in-memory path needs: the result, the vectors and the subtree masses."""
     item = np.dtype(dtype).itemsize
     return n_rows * n_cols * item + (n_rows + n_cols) * dim * (item + 8)
-
 
 
 def _default_names(names: list[str]) -> bool:
@@ -536,8 +561,9 @@ def align_to_tree(
         else:
             mass = np.abs(X[:, missing]).sum(axis=0)
         bad = missing[mass > 0]
-        if bad.size and (bad.size == len(feature_names)
-                         or (_default_names(feature_names) and not _default_names(tree.leaf_names))):
+        if bad.size and (
+            bad.size == len(feature_names) or (_default_names(feature_names) and not _default_names(tree.leaf_names))
+        ):
             # nothing matches, or the data has the default names f0, f1, ... and the tree real ones:
             # the names were not given (hd.distances(X, tree=T) for a tree learned with gene names)
             ours = ", ".join(repr(n) for n in feature_names[:3]).replace("{", "{{").replace("}", "}}")
@@ -545,15 +571,19 @@ def align_to_tree(
             raise InputError(
                 f"the data's feature names ({ours}, ...) are not the tree's leaf names ({leaves}, ...): "
                 f"{bad.size} of {len(feature_names)} feature(s) with mass match no leaf; give {{a}} as the tree was "
-                "learned with (or {b} root to hang unknown features from the root)", path,
-                a="feature_names", b="unseen")
+                "learned with (or {b} root to hang unknown features from the root)",
+                path,
+                a="feature_names",
+                b="unseen",
+            )
         if bad.size:
             shown = ", ".join(repr(feature_names[j]) for j in bad[:5]).replace("{", "{{").replace("}", "}}")
             raise InputError(
                 f"{bad.size} feature(s) with mass are not leaves of the tree: {shown}"
                 + (" ..." if bad.size > 5 else "")
                 + " ({a} root hangs them from the tree's root)",
-                path, a="unseen",
+                path,
+                a="unseen",
             )
     n, L = X.shape[0], tree.n_leaves
     if len(set(dest[dest >= 0].tolist())) != int((dest >= 0).sum()):
@@ -585,4 +615,3 @@ def align_to_tree(
     if w is not None:
         out *= w[None, :]
     return out
-

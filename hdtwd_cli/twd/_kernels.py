@@ -17,7 +17,7 @@ difference form), and an exact 0 for identical rows.
 Tiling (a small GEMM-like scheme)
     The output is cut into tiles of ``_TI`` rows of ``A`` x ``_TJ`` rows of ``B``; the tiles are
     spread over threads (``prange`` with a chunk size of 1, so the uneven tiles of the symmetric
-    case are balanced dynamically). Within a tile the columns are processed in passes of ``_TK``:
+    case are balanced dynamically). Within a tile the columns are processed in passes of ``TK``:
     each pass first *packs* ``B[j0:j1, k0:k1]`` transposed (k-major, float64) into a small
     scratch ``Bp`` that stays in L2, then a micro-kernel walks ``A`` four rows at a time and ``k``
     four columns at a time: the 16 values ``A[i..i+3, k..k+3]`` sit in registers (broadcast) and
@@ -31,7 +31,7 @@ Determinism
     No vector lane ever holds two columns ``k`` of the same pair: the lanes are different pairs.
     The sum for one pair is therefore always the same sequence of float64 operations,
     ``m_c = (((0 + min(a_k, b_k)) + min(a_{k+1}, b_{k+1})) + ...)`` over each pass
-    ``c = [k0, k0 + _TK)`` (``k0`` a multiple of ``_TK``) and ``M = ((0 + m_0) + m_1) + ...``
+    ``c = [k0, k0 + TK)`` (``k0`` a multiple of ``TK``) and ``M = ((0 + m_0) + m_1) + ...``
     (two-level summation, for accuracy), whatever the tile, thread, thread count, vector width or
     remainder loop that computes it; the norms ``S`` are summed in the same two-level order
     (:func:`row_norms`) and ``D = max((S_i + S_j) - 2 M, 0)``. Because float rounding is monotone
@@ -47,15 +47,16 @@ Determinism
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import DTypeLike
 
+from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli._runtime.sparse import canonical_csr, sp
-from hdtwd_cli._runtime import twins
 from hdtwd_cli.twd import _small
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
-_TK = 256  # columns per pass: packed B tile 256 x 128 float64 = 256 KiB (L2)
+TK = 256  # columns per pass: packed B tile 256 x 128 float64 = 256 KiB (L2)
 
 
 @njit(cache=True, nogil=True)
@@ -63,10 +64,10 @@ def _pack(B, j0, nj, k0, nk, Bp):  # pragma: no cover - compiled
     """``Bp[k, j] = B[j0 + j, k0 + k]`` as float64 (four rows of B read side by side)."""
     j = 0
     while j + 4 <= nj:
-        r0 = B[j0 + j, k0:k0 + nk]
-        r1 = B[j0 + j + 1, k0:k0 + nk]
-        r2 = B[j0 + j + 2, k0:k0 + nk]
-        r3 = B[j0 + j + 3, k0:k0 + nk]
+        r0 = B[j0 + j, k0 : k0 + nk]
+        r1 = B[j0 + j + 1, k0 : k0 + nk]
+        r2 = B[j0 + j + 2, k0 : k0 + nk]
+        r3 = B[j0 + j + 3, k0 : k0 + nk]
         for k in range(nk):
             Bp[k, j] = r0[k]
             Bp[k, j + 1] = r1[k]
@@ -74,7 +75,7 @@ def _pack(B, j0, nj, k0, nk, Bp):  # pragma: no cover - compiled
             Bp[k, j + 3] = r3[k]
         j += 4
     while j < nj:
-        r0 = B[j0 + j, k0:k0 + nk]
+        r0 = B[j0 + j, k0 : k0 + nk]
         for k in range(nk):
             Bp[k, j] = r0[k]
         j += 1
@@ -96,14 +97,22 @@ def _rows4(A, i, k0, nk, Bp, kb, acc, r, js, nj):  # pragma: no cover - compiled
     k = 0
     while k + 4 <= nk:
         c = k0 + k
-        a00 = np.float64(A[i, c]); a01 = np.float64(A[i, c + 1])
-        a02 = np.float64(A[i, c + 2]); a03 = np.float64(A[i, c + 3])
-        a10 = np.float64(A[i + 1, c]); a11 = np.float64(A[i + 1, c + 1])
-        a12 = np.float64(A[i + 1, c + 2]); a13 = np.float64(A[i + 1, c + 3])
-        a20 = np.float64(A[i + 2, c]); a21 = np.float64(A[i + 2, c + 1])
-        a22 = np.float64(A[i + 2, c + 2]); a23 = np.float64(A[i + 2, c + 3])
-        a30 = np.float64(A[i + 3, c]); a31 = np.float64(A[i + 3, c + 1])
-        a32 = np.float64(A[i + 3, c + 2]); a33 = np.float64(A[i + 3, c + 3])
+        a00 = np.float64(A[i, c])
+        a01 = np.float64(A[i, c + 1])
+        a02 = np.float64(A[i, c + 2])
+        a03 = np.float64(A[i, c + 3])
+        a10 = np.float64(A[i + 1, c])
+        a11 = np.float64(A[i + 1, c + 1])
+        a12 = np.float64(A[i + 1, c + 2])
+        a13 = np.float64(A[i + 1, c + 3])
+        a20 = np.float64(A[i + 2, c])
+        a21 = np.float64(A[i + 2, c + 1])
+        a22 = np.float64(A[i + 2, c + 2])
+        a23 = np.float64(A[i + 2, c + 3])
+        a30 = np.float64(A[i + 3, c])
+        a31 = np.float64(A[i + 3, c + 1])
+        a32 = np.float64(A[i + 3, c + 2])
+        a33 = np.float64(A[i + 3, c + 3])
         p0 = Bp[kb + k, js:nj]
         p1 = Bp[kb + k + 1, js:nj]
         p2 = Bp[kb + k + 2, js:nj]
@@ -168,14 +177,14 @@ def _rows1(A, i, k0, nk, Bp, kb, acc, r, js, nj):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True, nogil=True)
 def row_norms(A, out):  # pragma: no cover - compiled
-    """``out[i] = sum_k A[i, k]`` in the kernel's order: passes of ``_TK`` columns summed one value at a
+    """``out[i] = sum_k A[i, k]`` in the kernel's order: passes of ``TK`` columns summed one value at a
     time, then the passes added; a zero anywhere adds an exact ``+0`` (sparse panels give the same bits)."""
     n, d = A.shape
     for i in prange(n):
         tot = 0.0
-        for k0 in range(0, d, _TK):
+        for k0 in range(0, d, TK):
             s = 0.0
-            for k in range(k0, min(k0 + _TK, d)):
+            for k in range(k0, min(k0 + TK, d)):
                 s += np.float64(A[i, k])
             tot += s
         out[i] = tot
@@ -238,9 +247,9 @@ def _l1_tiles(A, B, sa, sb, out, symmetric, tiles):  # pragma: no cover - compil
         joff = 1 - j0 if symmetric else -(na + nb + 1)
         tot = np.zeros((_TI, _TJ), dtype=np.float64)
         acc = np.empty((_TI, _TJ), dtype=np.float64)
-        Bp = np.empty((_TK, _TJ), dtype=np.float64)
-        for k0 in range(0, d, _TK):
-            nk = min(k0 + _TK, d) - k0
+        Bp = np.empty((TK, _TJ), dtype=np.float64)
+        for k0 in range(0, d, TK):
+            nk = min(k0 + TK, d) - k0
             _pack(B, j0, nj, k0, nk, Bp)
             tile_pass(A, i0, k0, nk, Bp, 0, acc, ni, nj, i0 + joff)
             for r in range(ni):
@@ -255,7 +264,7 @@ def _l1_tiles(A, B, sa, sb, out, symmetric, tiles):  # pragma: no cover - compil
 def _tile_origins(na: int, nb: int, symmetric: bool) -> np.ndarray:
     """``(i0, j0)`` of every tile to compute; symmetric: only tiles holding a pair with j > i."""
     ii, jj = np.meshgrid(np.arange(0, na, _TI), np.arange(0, nb, _TJ), indexing="ij")
-    ii, jj = ii.ravel(), jj.ravel()
+    ii, jj = ii.ravel(), jj.ravel()  # type: ignore[assignment]
     if symmetric:
         keep = np.minimum(jj + _TJ, nb) > ii + 1
         ii, jj = ii[keep], jj[keep]
@@ -265,7 +274,7 @@ def _tile_origins(na: int, nb: int, symmetric: bool) -> np.ndarray:
 def norms(A: np.ndarray) -> np.ndarray:
     """Row sums of a non-negative ``A`` in the kernel's order (:func:`row_norms`)."""
     if A.size <= twins.SMALL_WORK:
-        return _small.norms(A, _TK)
+        return _small.norms(A, TK)
     out = np.empty(A.shape[0])
     if A.shape[0]:
         row_norms(np.ascontiguousarray(A), out)
@@ -277,8 +286,9 @@ def check_non_negative(A: np.ndarray) -> None:
         raise ValueError("the L1 kernel needs non-negative rows (TWD vectors are)")
 
 
-def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | str = np.float64,
-                 out: np.ndarray | None = None) -> np.ndarray:
+def l1_distances(
+    A: np.ndarray, B: np.ndarray | None = None, dtype: DTypeLike = np.float64, out: np.ndarray | None = None
+) -> np.ndarray:
     r"""All L1 distances between the NON-NEGATIVE rows of ``A`` (and ``B``); float64 accumulation.
 
     .. math:: \lVert a - b\rVert_1 = \lVert a\rVert_1 + \lVert b\rVert_1 - 2 \sum_k \min(a_k, b_k)
@@ -303,7 +313,7 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
     if not sym:
         check_non_negative(Bm)
     if A.shape[0] * Bm.shape[0] * A.shape[1] <= twins.SMALL_WORK:  # same bits, no numba start-up
-        D = _small.l1_distances(A, None if sym else Bm, np.dtype(dtype), _TK)
+        D = _small.l1_distances(A, None if sym else Bm, np.dtype(dtype), TK)
         if out is None:
             return D
         out[...] = D
@@ -323,11 +333,11 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None = None, dtype: np.dtype | s
 
 @njit(cache=True, nogil=True)
 def _overlap_sum(a, b, d):  # pragma: no cover - compiled
-    """``sum_k min(a_k, b_k)`` in the tiled kernel's order: passes of ``_TK`` columns, then their sum."""
+    """``sum_k min(a_k, b_k)`` in the tiled kernel's order: passes of ``TK`` columns, then their sum."""
     tot = 0.0
-    for k0 in range(0, d, _TK):
+    for k0 in range(0, d, TK):
         acc = 0.0
-        for k in range(k0, min(k0 + _TK, d)):
+        for k in range(k0, min(k0 + TK, d)):
             acc += min(np.float64(a[k]), np.float64(b[k]))
         tot += acc
     return tot
@@ -353,9 +363,9 @@ def _gather(A, B, sa, sb, cand, out):  # pragma: no cover - compiled
             b6 = B[cand[i, t0 + 6]]
             b7 = B[cand[i, t0 + 7]]
             s = np.zeros(8)
-            for k0 in range(0, d, _TK):
+            for k0 in range(0, d, TK):
                 m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
-                for k in range(k0, min(k0 + _TK, d)):
+                for k in range(k0, min(k0 + TK, d)):
                     x = np.float64(a[k])
                     m0 += min(x, np.float64(b0[k]))
                     m1 += min(x, np.float64(b1[k]))
@@ -381,7 +391,7 @@ def _gather(A, B, sa, sb, cand, out):  # pragma: no cover - compiled
 
 
 def l1_gather(A: np.ndarray, B: np.ndarray, cand: np.ndarray, out: np.ndarray) -> None:
-    """``out[i, t] = L1(A[i], B[cand[i, t]])``, each sum in the tiled kernel's order (passes of ``_TK``
+    """``out[i, t] = L1(A[i], B[cand[i, t]])``, each sum in the tiled kernel's order (passes of ``TK``
     columns summed sequentially, then added up), so the values are bit for bit :func:`l1_distances`'."""
     _gather(A, B, norms(A), norms(B), cand, out)
 
@@ -438,7 +448,9 @@ def tree_vectors_csr(indptr, indices, data, rows, parent, cols, scale, out):  # 
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def quantised_tree_vectors_csr(indptr, indices, data, rows, parent, cols, scale, factor, top_q, out):  # pragma: no cover - compiled
+def quantised_tree_vectors_csr(
+    indptr, indices, data, rows, parent, cols, scale, factor, top_q, out
+):  # pragma: no cover - compiled
     """``min(rint(float32(y) * factor), top_q)`` as uint16 of the tree vectors ``y`` of CSR ``rows``.
 
     Bit for bit ``_nndescent.quantise(tree_vectors(...), top)`` with ``factor = float32(top_q / top)``
@@ -455,8 +467,9 @@ def quantised_tree_vectors_csr(indptr, indices, data, rows, parent, cols, scale,
                 out[r, k] = np.uint16(q if q < top_q else top_q)
 
 
-def tree_vectors(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray,
-                 rows: np.ndarray | None = None) -> None:
+def tree_vectors(
+    x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray, rows: np.ndarray | None = None
+) -> None:
     """``out[r, cols[v]] = scale[v] * (mass of row rows[r] of x below node v)`` for dense or CSR ``x``
     (``rows`` default: all, in order).
 
@@ -514,8 +527,16 @@ def l1_distances_sparse(A, B) -> np.ndarray:
     if A.shape[1] != Bc.shape[1]:
         raise ValueError("the two sets of rows have different widths")
     out = np.empty((A.shape[0], Bc.shape[0]), dtype=np.float64)
-    _min_overlap(A.indptr.astype(np.int64), A.indices.astype(np.int64), A.data,
-                 Bc.indptr.astype(np.int64), Bc.indices.astype(np.int64), Bc.data, Bc.shape[0], out)
+    _min_overlap(
+        A.indptr.astype(np.int64),
+        A.indices.astype(np.int64),
+        A.data,
+        Bc.indptr.astype(np.int64),
+        Bc.indices.astype(np.int64),
+        Bc.data,
+        Bc.shape[0],
+        out,
+    )
     sa = np.asarray(A.sum(axis=1)).ravel()
     sb = np.asarray(Bc.sum(axis=1)).ravel()
     out *= -2.0
@@ -526,8 +547,9 @@ def l1_distances_sparse(A, B) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _tree_vectors_sparse(indptr, indices, data, parent, cols, back, scale, out_indptr, out_indices, out_data,
-                         fill):  # pragma: no cover - compiled
+def _tree_vectors_sparse(
+    indptr, indices, data, parent, cols, back, scale, out_indptr, out_indices, out_data, fill
+):  # pragma: no cover - compiled
     """Sparse rows of ``y_i = w * R x_i``: each leaf's value added along its path to the root.
 
     ``fill = False``: store each row's number of kept non-zero nodes in ``out_indptr[i + 1]``;
@@ -640,6 +662,5 @@ def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
     f = np.float32(SCALE_MAX / top)
     step = max(1, (1 << 24) // max(1, Y.shape[1]))
     for i0 in range(0, Y.shape[0], step):
-        out[i0:i0 + step] = np.minimum(np.rint(Y[i0:i0 + step] * f), SCALE_MAX)
+        out[i0 : i0 + step] = np.minimum(np.rint(Y[i0 : i0 + step] * f), SCALE_MAX)
     return out
-

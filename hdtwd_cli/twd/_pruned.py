@@ -15,7 +15,7 @@ gather per pair); this one keeps the dense micro-kernel and prunes per PAIR OF R
 
 Bit-identical to :func:`_kernels.l1_distances` on the dense vectors
     The dense kernel sums the overlap of a pair as :math:`M = ((0 + m_0) + m_1) + \dots` with
-    :math:`m_c = (0 + \min(a_k, b_k)) + \dots` over the columns ``k`` of pass ``c`` (``_TK``
+    :math:`m_c = (0 + \min(a_k, b_k)) + \dots` over the columns ``k`` of pass ``c`` (``TK``
     columns, increasing). A column outside the intersection is zero in one of the two rows, so
     its term is :math:`\min(a, 0) = +0`, and adding ``+0`` to a non-negative sum is exact; here
     the shared columns are grouped by the same passes and summed in the same order, the empty
@@ -32,7 +32,7 @@ import numpy as np
 
 from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli._runtime.sparse import sp
-from hdtwd_cli.twd._kernels import _TK, store_tile, tile_pass
+from hdtwd_cli.twd._kernels import TK, store_tile, tile_pass
 
 __all__ = ["Panels", "row_panels", "pruned_fraction", "l1_distances_pruned", "BLOCK_ROWS"]
 
@@ -138,7 +138,7 @@ def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr
             acc = 0.0
             cur = -1
             for u in range(t):
-                c = supp[supp_ptr[b] + u] // _TK
+                c = supp[supp_ptr[b] + u] // TK
                 if c != cur:
                     tot += acc
                     acc = 0.0
@@ -150,8 +150,18 @@ def _panels(indptr, indices, data, parent, cols, scale, R, fill, sizes, supp_ptr
 class Panels:
     """Row blocks of sparse tree vectors: per block its support and its values on it (see module doc)."""
 
-    def __init__(self, n: int, dim: int, R: int, sizes: np.ndarray, supp_ptr: np.ndarray, supp: np.ndarray,
-                 pan_ptr: np.ndarray, pan: np.ndarray, norms: np.ndarray) -> None:
+    def __init__(
+        self,
+        n: int,
+        dim: int,
+        R: int,
+        sizes: np.ndarray,
+        supp_ptr: np.ndarray,
+        supp: np.ndarray,
+        pan_ptr: np.ndarray,
+        pan: np.ndarray,
+        norms: np.ndarray,
+    ) -> None:
         self.n, self.dim, self.R = n, dim, R
         self.sizes, self.supp_ptr, self.supp, self.pan_ptr, self.pan = sizes, supp_ptr, supp, pan_ptr, pan
         self.norms = norms  # row sums in the kernel's order (:func:`_kernels.row_norms`)
@@ -161,8 +171,9 @@ class Panels:
         return int(self.supp.nbytes + self.pan.nbytes)
 
 
-def row_panels(x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: int, dtype=np.float64,
-               R: int = BLOCK_ROWS) -> Panels:
+def row_panels(
+    x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, dim: int, dtype=np.float64, R: int = BLOCK_ROWS
+) -> Panels:
     """:class:`Panels` of the tree vectors of the CSR rows ``x`` (kept columns ``cols``, ``-1``: dropped)."""
     x = sp.csr_matrix(x, dtype=np.float64)
     n = x.shape[0]
@@ -195,8 +206,10 @@ def pruned_fraction(a: Panels, b: Panels | None = None, samples: int = 256, seed
     rng = np.random.default_rng(seed)
     ii = rng.integers(0, a.sizes.size, samples)
     jj = rng.integers(0, b.sizes.size, samples)
-    u = [_shared(a.supp[a.supp_ptr[i]:a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j]:b.supp_ptr[j + 1]])
-         for i, j in zip(ii, jj)]
+    u = [
+        _shared(a.supp[a.supp_ptr[i] : a.supp_ptr[i + 1]], b.supp[b.supp_ptr[j] : b.supp_ptr[j + 1]])
+        for i, j in zip(ii, jj)
+    ]
     return float(np.mean(u)) / a.dim
 
 
@@ -210,8 +223,30 @@ def _shared(p: np.ndarray, q: np.ndarray) -> int:
 
 
 @njit(cache=True, nogil=True)
-def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr, b_pan, b_norm, symmetric,
-          kept, Apw, Bpw, tot, acc, out):  # pragma: no cover - compiled
+def _pair(
+    bi,
+    bj,
+    R,
+    na,
+    a_sptr,
+    a_supp,
+    a_pptr,
+    a_pan,
+    a_norm,
+    nb,
+    b_sptr,
+    b_supp,
+    b_pptr,
+    b_pan,
+    b_norm,
+    symmetric,
+    kept,
+    Apw,
+    Bpw,
+    tot,
+    acc,
+    out,
+):  # pragma: no cover - compiled
     """One pair of blocks: intersect the supports, pack both panels onto it, run the micro-kernel."""
     i0 = bi * R
     j0 = bj * R
@@ -224,8 +259,8 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_su
     pa = a_pptr[bi]
     pb = b_pptr[bj]
     w = min(sa, sb)
-    ApT = Apw[:w * ni].reshape((w, ni))  # k-major: the micro-kernel reads A[i..i+3, k] side by side
-    Bp = Bpw[:w * nj].reshape((w, nj))
+    ApT = Apw[: w * ni].reshape((w, ni))  # k-major: the micro-kernel reads A[i..i+3, k] side by side
+    Bp = Bpw[: w * nj].reshape((w, nj))
     p = 0
     q = 0
     nk = 0
@@ -249,10 +284,10 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_su
     joff = 1 - j0 if symmetric else -(na + nb + 1)
     tot[:, :] = 0.0
     q0 = 0
-    while q0 < nk:  # the shared columns, grouped by the dense kernel's passes of _TK columns
-        pss = kept[q0] // _TK
+    while q0 < nk:  # the shared columns, grouped by the dense kernel's passes of TK columns
+        pss = kept[q0] // TK
         q1 = q0 + 1
-        while q1 < nk and kept[q1] // _TK == pss:
+        while q1 < nk and kept[q1] // TK == pss:
             q1 += 1
         tile_pass(Ap, 0, q0, q1 - q0, Bp, q0, acc, ni, nj, i0 + joff)
         for r in range(ni):
@@ -263,8 +298,26 @@ def _pair(bi, bj, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_su
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def _pruned_pairs(chunks, pairs, width, R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr,
-                  b_pan, b_norm, symmetric, out):  # pragma: no cover - compiled
+def _pruned_pairs(
+    chunks,
+    pairs,
+    width,
+    R,
+    na,
+    a_sptr,
+    a_supp,
+    a_pptr,
+    a_pan,
+    a_norm,
+    nb,
+    b_sptr,
+    b_supp,
+    b_pptr,
+    b_pan,
+    b_norm,
+    symmetric,
+    out,
+):  # pragma: no cover - compiled
     """The pairs of blocks ``pairs[chunks[c]:chunks[c + 1]]`` of each chunk ``c``, one task per chunk.
 
     Scratch is allocated once per chunk (``width``: the largest support); a fresh
@@ -277,14 +330,38 @@ def _pruned_pairs(chunks, pairs, width, R, na, a_sptr, a_supp, a_pptr, a_pan, a_
         tot = np.empty((R, R))
         acc = np.empty((R, R))
         for t in range(chunks[ch], chunks[ch + 1]):
-            _pair(pairs[t, 0], pairs[t, 1], R, na, a_sptr, a_supp, a_pptr, a_pan, a_norm, nb, b_sptr, b_supp, b_pptr,
-                  b_pan, b_norm, symmetric, kept, Apw, Bpw, tot, acc, out)
+            _pair(
+                pairs[t, 0],
+                pairs[t, 1],
+                R,
+                na,
+                a_sptr,
+                a_supp,
+                a_pptr,
+                a_pan,
+                a_norm,
+                nb,
+                b_sptr,
+                b_supp,
+                b_pptr,
+                b_pan,
+                b_norm,
+                symmetric,
+                kept,
+                Apw,
+                Bpw,
+                tot,
+                acc,
+                out,
+            )
     if symmetric:
         for i in range(na):
             out[i, i] = 0.0
 
 
-def l1_distances_pruned(A: Panels, B: Panels | None = None, dtype=np.float64, out: np.ndarray | None = None) -> np.ndarray:
+def l1_distances_pruned(
+    A: Panels, B: Panels | None = None, dtype=np.float64, out: np.ndarray | None = None
+) -> np.ndarray:
     """All L1 distances between the rows of ``A`` (and ``B``), bit for bit :func:`_kernels.l1_distances`.
 
     Parameters
@@ -297,7 +374,7 @@ def l1_distances_pruned(A: Panels, B: Panels | None = None, dtype=np.float64, ou
         Where to write the ``na x nb`` result.
     """
     sym = B is None
-    Bm = A if sym else B
+    Bm: Panels = A if B is None else B
     if not sym and (A.dim != Bm.dim or A.R != Bm.R):
         raise ValueError("the two panel sets differ in width or block rows")
     if out is None:
@@ -313,8 +390,26 @@ def l1_distances_pruned(A: Panels, B: Panels | None = None, dtype=np.float64, ou
         chunks = np.linspace(0, pairs.shape[0], n_chunks + 1).astype(np.int64)
         width = int(min(A.sizes.max(initial=0), Bm.sizes.max(initial=0)))
         with numba.parallel_chunksize(1):  # dynamic schedule: chunks differ in cost
-            _pruned_pairs(chunks, pairs, width, A.R, A.n, A.supp_ptr, A.supp, A.pan_ptr, A.pan, A.norms, Bm.n,
-                          Bm.supp_ptr, Bm.supp, Bm.pan_ptr, Bm.pan, Bm.norms, sym, out)
+            _pruned_pairs(
+                chunks,
+                pairs,
+                width,
+                A.R,
+                A.n,
+                A.supp_ptr,
+                A.supp,
+                A.pan_ptr,
+                A.pan,
+                A.norms,
+                Bm.n,
+                Bm.supp_ptr,
+                Bm.supp,
+                Bm.pan_ptr,
+                Bm.pan,
+                Bm.norms,
+                sym,
+                out,
+            )
     elif sym:
         out[np.arange(A.n), np.arange(A.n)] = 0.0
     return out

@@ -1,13 +1,12 @@
-r"""NumPy twins of the compiled kernels, for small problems: the same bits without numba's start-up.
+r"""NumPy twins of the distance step's compiled kernels (:mod:`._kernels`) for small problems.
 
-The first call of any compiled function costs about 0.5 s (numba sets up its typing context and
-loads the machine code from its cache), more than the whole work on a matrix of a few hundred
-samples (``sample_data/produce.csv``). Below ``_runtime.twins.SMALL_WORK`` elementary operations the
-callers use these functions instead. Each performs the same IEEE operations in the same order
-as its compiled twin, so the results are the same float64 values (tested bit for bit):
+Below ``_runtime.twins.SMALL_WORK`` elementary operations the callers use these functions instead
+of the compiled kernels (whose first call costs numba's start-up). Each performs the same IEEE
+operations in the same order as its compiled twin, so the results are the same float64 values
+(tested bit for bit):
 
 - sums along a row are sequential (``np.cumsum``, i.e. ``np.add.accumulate``, never pairwise);
-- the L1 kernel's overlap sums keep its two-level order (passes of ``_TK`` columns summed one
+- the L1 kernel's overlap sums keep its two-level order (passes of ``TK`` columns summed one
   value at a time, then the passes added);
 - element-wise expressions keep the compiled code's parenthesisation.
 
@@ -61,7 +60,8 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None, dtype: np.dtype, tk: int) 
 
 
 def tree_vectors(x: np.ndarray, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:
-    """``_kernels.tree_vectors_dense`` / ``tree_vectors_csr`` (give ``x`` dense): masses added child to parent in node order."""
+    """``_kernels.tree_vectors_dense`` / ``tree_vectors_csr`` (give ``x`` dense): masses added child to
+    parent in node order."""
     n, L = x.shape
     y = np.zeros((n, parent.shape[0]))
     y[:, :L] = x
