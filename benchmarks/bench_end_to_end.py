@@ -125,7 +125,7 @@ _TIMED = [
     ("hdtwd_cli.twd._distance", "tree_distances", "distance"),
     ("hdtwd_cli.twd._distance", "pruned_share", "distance"),
     ("hdtwd_cli.twd._distance", "_panels", "distance"),
-    ("hdtwd_cli.twd._distance", "pairwise_l1", "distance"),
+    ("hdtwd_cli.twd._kernels", "l1_distances", "distance"),
     ("hdtwd_cli.twd._pruned", "l1_distances_pruned", "distance"),
     ("hdtwd_cli.io._output", "write_distances", "write"),
     ("hdtwd_cli.io._output", "write_npy_in_place", "write"),

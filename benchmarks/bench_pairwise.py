@@ -20,9 +20,9 @@ Trees
 
 Methods
     hdtwd          ``hdtwd_cli.twd._distance.tree_wasserstein(tree, X)``: normalisation + tree vectors +
-                   compiled kernel, timed whole (the kernel ``pairwise_l1`` is timed inside the same
+                   compiled kernel, timed whole (the kernel ``l1_distances`` is timed inside the same
                    calls through a wrapper);
-    scipy          ``pdist(Y, "cityblock")`` on ``Y = twd_vectors(tree, X)[0]``, without and with the
+    scipy          ``pdist(Y, "cityblock")`` on ``Y = TreeVectors(tree, X).rows()``, without and with the
                    time to build ``Y`` (same run);
     scikit-bio     ``beta_diversity("weighted_unifrac", counts, ..., normalized=False,
                    validate=False)`` with the default engine and with ``engine="numba"``; the Newick
@@ -309,7 +309,7 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
 
     # hdtwd, timed whole; the kernel is timed inside the same calls
     kern = {"s": 0.0}
-    orig = hd.pairwise_l1
+    orig = hd.l1_distances
 
     def wrapped(*a, **k):
         t = time.perf_counter()
@@ -318,7 +318,7 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
         finally:
             kern["s"] = time.perf_counter() - t
 
-    hd.pairwise_l1 = wrapped
+    hd.l1_distances = wrapped
     try:
         D, r = repeat(
             lambda: hd.tree_wasserstein(tree, X),
@@ -328,21 +328,21 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
             split=lambda: {"kernel_s": kern["s"]},
         )
     finally:
-        hd.pairwise_l1 = orig
-    Y = hd.twd_vectors(tree, X)[0]
+        hd.l1_distances = orig
+    Y = hd.TreeVectors(tree, X).rows()
     r["d"] = int(Y.shape[1])
     res["hdtwd"] = r
     ref = condensed(D)
     del D
     # the wrapped calls are the library's own: the result equals an unwrapped call bit for bit
-    res["hdtwd"]["equals_pairwise_l1_of_twd_vectors"] = bool(np.array_equal(ref, condensed(orig(Y))))
+    res["hdtwd"]["equals_l1_of_tree_vectors"] = bool(np.array_equal(ref, condensed(orig(Y))))
     del Y
 
     tY = {"s": 0.0}
 
     def y_then_pdist():
         t = time.perf_counter()
-        Yl = hd.twd_vectors(tree, X)[0]
+        Yl = hd.TreeVectors(tree, X).rows()
         tY["s"] = time.perf_counter() - t
         t = time.perf_counter()
         out = pdist(Yl, "cityblock")
@@ -353,7 +353,7 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
         y_then_pdist,
         reps,
         max_wait_s,
-        "twd_vectors + pdist",
+        "tree vectors + pdist",
         split=lambda: {"twd_vectors_s": tY["s"], "pdist_s": tY["pdist_s"]},
     )
     r["agreement"] = agreement(ref, d)
@@ -838,15 +838,16 @@ def _check_h5_rows(data: Path, tree, dout: Path, rows: int = 64) -> dict[str, An
     """Spot check: the first and last rows of the blocked output vs an in-process computation."""
     import h5py
 
-    from hdtwd_cli.twd._distance import pairwise_l1, twd_vectors
+    from hdtwd_cli.twd._distance import TreeVectors
+    from hdtwd_cli.twd._kernels import l1_distances
 
     X = sp.load_npz(data).tocsr()
-    Y = twd_vectors(tree, X)[0]
+    Y = TreeVectors(tree, X).rows()
     n = Y.shape[0]
     sel = np.r_[0:rows, n - rows : n]
     with h5py.File(dout, "r") as f:
         Dh = f["distances"][sel, :]
-    Dr = pairwise_l1(Y, Y[sel])  # rows sel, all columns
+    Dr = l1_distances(Y[sel], Y)  # rows sel, all columns
     Dr[np.arange(sel.size), sel] = 0.0
     a = agreement(Dr, Dh)
     return {"rows_checked": int(sel.size), **a}
@@ -891,7 +892,7 @@ def render(rec: dict[str, Any]) -> str:
         '`Y` + compiled kernel; returns the n x n matrix). "kernel" is `pairwise_l1(Y)` inside the same calls.'
     )
     o.append(
-        "- scipy: `pdist(Y, 'cityblock')` on `Y = twd_vectors(tree, X)[0]` (returns the condensed "
+        "- scipy: `pdist(Y, 'cityblock')` on `Y = TreeVectors(tree, X).rows()` (returns the condensed "
         'n(n-1)/2 vector; single-threaded); "+ Y" adds the time to build `Y` in the same run.'
     )
     o.append(
@@ -1106,7 +1107,7 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
         f"{hd['max_background_cores']:.2f} |"
     )
     out.append(
-        f"| {nlab} | · of which kernel `pairwise_l1(Y)` | {fmt_s(hd['median_kernel_s'])} | "
+        f"| {nlab} | · of which kernel `l1_distances(Y)` | {fmt_s(hd['median_kernel_s'])} | "
         f"{', '.join(fmt_s(x['kernel_s']) for x in hd['runs'])} | {hd['median_kernel_s'] / h:.2f} | | |"
     )
     if "scipy" in b:
@@ -1118,7 +1119,7 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
             f"{a:.2g} | {s['max_background_cores']:.2f} |"
         )
         out.append(
-            f"| {nlab} | scipy `twd_vectors` + `pdist` | {fmt_s(s['median_s'])} | {runs(s)} | "
+            f"| {nlab} | scipy tree vectors + `pdist` | {fmt_s(s['median_s'])} | {runs(s)} | "
             f"{s['median_s'] / h:.2f} | {a:.2g} | {s['max_background_cores']:.2f} |"
         )
     for eng in ("default", "numba"):

@@ -36,7 +36,6 @@ from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import (
     align_to_tree,
-    pairwise_l1,
     subtree_masses,
     tree_embedding,
 )
@@ -97,7 +96,7 @@ def run(name: str) -> dict:
 
     def twd(length: np.ndarray) -> np.ndarray:
         keep = np.flatnonzero(length > 0)
-        return pairwise_l1(np.ascontiguousarray(M[:, keep] * length[keep][None, :]))
+        return l1_distances(np.ascontiguousarray(M[:, keep] * length[keep][None, :]))
 
     rows: dict[str, np.ndarray] = {}
     L0 = tree.length
@@ -108,7 +107,7 @@ def run(name: str) -> dict:
     rows["edge length / subtree leaves"] = twd(L0 * size**-1.0)
     td = learn_tree(X, names, TreeParams(denoise=50))
     Ad = align_to_tree(X, names, td)
-    rows["--denoise 50"] = pairwise_l1(tree_embedding(td, Ad / Ad.sum(axis=1, keepdims=True)))
+    rows["--denoise 50"] = l1_distances(tree_embedding(td, Ad / Ad.sum(axis=1, keepdims=True)))
     rows["baseline: l1 (histograms)"] = l1_distances(H, None, np.dtype("float64"), None)
     Xd = X.toarray() if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     Z, _ = pca_representation(Xd, Xd)

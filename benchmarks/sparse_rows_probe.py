@@ -26,7 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 
 from bench_pairwise import make_corpus, random_tree
 
-from hdtwd_cli.twd._distance import twd_vectors
+from hdtwd_cli.twd._distance import TreeVectors
 from hdtwd_cli.twd._kernels import l1_distances
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
     X = make_corpus()[:n]
     T = random_tree(24000)
-    Y = twd_vectors(T, X, None, "float64")[0]
+    Y = TreeVectors(T, X, "float64").rows()
     Ysp = sp.csr_matrix(Y)
     print(
         f"{n} documents: TWD vectors {Y.shape[1]} of {T.n_nodes} nodes kept (zero weight or zero mass dropped); "

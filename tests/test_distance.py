@@ -8,7 +8,8 @@ from conftest import exact_ot, path_metric
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import normalize_rows, pairwise_l1, tree_wasserstein
+from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._kernels import l1_distances as pairwise_l1
 
 
 def random_case(seed):
@@ -229,7 +230,7 @@ def test_streamed_knn_equals_brute_force(block):
 
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
     from hdtwd_cli.tree._tree import Tree
-    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors, twd_vectors
+    from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors
 
     rng = np.random.default_rng(2)
     m = 40
@@ -241,7 +242,7 @@ def test_streamed_knn_equals_brute_force(block):
     counts = rng.poisson(0.4, size=(700, m))
     counts[np.arange(700), np.arange(700) % m] += 1
     Xs = sp.csr_matrix(counts.astype(np.float64))
-    Y, _ = twd_vectors(tree, Xs)
+    Y = TreeVectors(tree, Xs).rows()
     D = pairwise_l1(Y)
     np.fill_diagonal(D, np.inf)
     ref = np.argsort(D, axis=1, kind="stable")[:, :9]
@@ -281,10 +282,10 @@ def test_streamed_knn_never_holds_all_vectors():
 
 
 def test_compiled_tree_vectors_equal_the_numpy_reference():
-    """twd_vectors (compiled per-row pass) == tree_embedding (column passes) on the kept columns, bit for bit."""
+    """TreeVectors (compiled per-row pass) == tree_embedding (column passes) on the kept columns, bit for bit."""
     import scipy.sparse as sp
 
-    from hdtwd_cli.twd._distance import normalize_rows, tree_embedding, twd_vectors
+    from hdtwd_cli.twd._distance import TreeVectors, normalize_rows, tree_embedding
 
     for seed in range(5):
         X, tree = random_case(seed)
@@ -294,7 +295,8 @@ def test_compiled_tree_vectors_equal_the_numpy_reference():
         for dtype in ("float64", "float32"):
             ref = tree_embedding(tree, normalize_rows(X), dtype)
             ref = ref[:, np.any(ref != 0, axis=0)]
-            Y, Yq = twd_vectors(tree, sp.csr_matrix(X[2:]), X[:2], dtype)
+            tv = TreeVectors(tree, sp.csr_matrix(X[2:]), dtype, extra=X[:2])
+            Y, Yq = tv.rows(), tv.of(X[:2])
             assert np.array_equal(np.vstack([Yq, Y]), ref)
 
 

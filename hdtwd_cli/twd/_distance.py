@@ -46,9 +46,7 @@ __all__ = [
     "check_histograms",
     "subtree_masses",
     "tree_embedding",
-    "twd_vectors",
     "TreeVectors",
-    "pairwise_l1",
     "tree_wasserstein",
     "distance_blocks",
     "nearest_neighbors",
@@ -172,20 +170,6 @@ def tree_embedding(tree: Tree, x: np.ndarray | sp.spmatrix, dtype: DType = "floa
     return np.ascontiguousarray(Y, dtype=np.dtype(dtype))
 
 
-def pairwise_l1(
-    Y: np.ndarray, Yq: np.ndarray | None = None, dtype: DType = "float64", out: np.ndarray | None = None
-) -> np.ndarray:
-    r"""L1 distances :math:`\lVert y_i - y_{i'}\rVert_1` between rows (all pairs, or ``Yq`` x ``Y``).
-
-    A tiled, multi-threaded compiled kernel (:mod:`hdtwd_cli._kernels`); accumulates in float64
-    whatever the storage type and returns ``dtype``. The symmetric result has an exact zero
-    diagonal and ``D[i, j] == D[j, i]`` bit for bit. ``out``: where to write the result.
-    """
-    if Yq is None:
-        return l1_distances(Y, None, np.dtype(dtype), out)
-    return l1_distances(Yq, Y, np.dtype(dtype), out)
-
-
 def tree_wasserstein(
     tree: Tree,
     X: np.ndarray | sp.spmatrix,
@@ -250,14 +234,16 @@ def tree_distances(
     r"""TWD matrix of the rows of ``tv`` (all pairs), or of the rows ``Xq`` against them.
 
     Two kernels give the same bits (:mod:`hdtwd_cli.twd._pruned`): the dense tiled kernel on the
-    vectors :math:`y_i` (:func:`pairwise_l1`), and, for sparse data whose vectors are sparse
+    vectors :math:`y_i` (:func:`~hdtwd_cli.twd._kernels.l1_distances`), and, for sparse data whose vectors are sparse
     (documents), the kernel that visits, per pair of 32-row blocks, only the nodes with mass in
     both blocks. ``auto`` takes the pruned one when :func:`pruned_share` is below
     :data:`PRUNE_BELOW`; it never changes a value, only the time. ``out``: where to write the
     result (e.g. a memory-mapped output file).
     """
     if _kernel(tv, kernel) == "dense":
-        return pairwise_l1(tv.rows(), None if Xq is None else tv.of(Xq), dtype, out)
+        if Xq is None:
+            return l1_distances(tv.rows(), None, np.dtype(dtype), out)
+        return l1_distances(tv.of(Xq), tv.rows(), np.dtype(dtype), out)
     every = _panels(tv, tv.x)
     if Xq is None:
         return l1_distances_pruned(every, None, dtype, out)
@@ -379,23 +365,6 @@ class TreeVectors:
         return _fill_vectors(self.tree, sp.csr_matrix(xq) if sp.issparse(xq) else xq, self.cols, self.dim, self.dtype)
 
 
-def twd_vectors(
-    tree: Tree,
-    X: np.ndarray | sp.spmatrix,
-    Xq: np.ndarray | sp.spmatrix | None = None,
-    dtype: DType = "float64",
-) -> tuple[np.ndarray, np.ndarray | None]:
-    r"""The L1 vectors :math:`y_i = w \odot R x_i` of ``X`` (and ``Xq``), sharing their columns.
-
-    Kept columns: nodes with a positive edge length and mass below them in some sample (a node
-    without mass anywhere adds nothing to any distance). Computed by a compiled per-row pass
-    (:func:`_kernels.tree_vectors`) that writes the kept columns straight into the C-order
-    result; the values are bit for bit those of :func:`tree_embedding`.
-    """
-    tv = TreeVectors(tree, X, dtype, extra=Xq)
-    return tv.rows(), None if Xq is None else tv.of(Xq)
-
-
 def query_distances(tree: Tree, X: np.ndarray | sp.spmatrix, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
     r"""TWD between the query rows ``Xq`` and the rows ``X`` (``q x n``), the fastest exact way for the data.
 
@@ -411,7 +380,7 @@ def query_distances(tree: Tree, X: np.ndarray | sp.spmatrix, Xq: np.ndarray | sp
     tv = TreeVectors(tree, X, extra=Xq)
     Y = tree_vectors_sparse(tv.x, tree.parent, tv.cols, tree.length, tv.dim)
     if Y.nnz >= SPARSE_KERNEL_DENSITY * Y.shape[0] * max(tv.dim, 1):
-        return pairwise_l1(tv.rows(), tv.of(Xq))  # what tree_wasserstein computes, from the same tv
+        return l1_distances(tv.of(Xq), tv.rows())  # what tree_wasserstein computes, from the same tv
     Yq = tree_vectors_sparse(sp.csr_matrix(normalize_rows(Xq)), tree.parent, tv.cols, tree.length, tv.dim)
     return l1_distances_sparse(Yq, Y)
 
