@@ -17,10 +17,11 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["njit", "intrinsic", "prange", "load"]
+__all__ = ["njit", "intrinsic", "ir_supported", "prange", "load"]
 
 _PENDING: list[_Lazy] = []
-_INTRINSICS: list[tuple[str, str, Callable]] = []  # (module, name, typer) made numba intrinsics by load()
+#: (module, name, typer, fallback, needs): made numba intrinsics by load(), or the fallback's kernel
+_INTRINSICS: list[tuple[str, str, Callable, str | None, tuple[str, ...]]] = []
 _LOADED = False
 
 
@@ -101,34 +102,58 @@ def load() -> None:
     if _simd._ON_LOAD and "numba" not in sys.modules:
         _simd.prefer_wide_vectors()  # the command's choice, before numba reads its target features
     _LOADED = True
-    while _INTRINSICS:
+    while _PENDING:
+        _dispatch(_PENDING.pop(0))
+    while _INTRINSICS:  # after the kernels: a fallback is one of them (compilation stays lazy)
         _make_intrinsic(*_INTRINSICS.pop(0))
-    if _PENDING:
-        while _PENDING:
-            _dispatch(_PENDING.pop(0))
-        for name, module in list(sys.modules.items()):
-            if name.split(".")[0] == __name__.split(".")[0]:
-                for attr, value in list(vars(module).items()):
-                    if isinstance(value, _Lazy) and value.dispatcher is not None:
-                        setattr(module, attr, value.dispatcher)
+    for name, module in list(sys.modules.items()):
+        if name.split(".")[0] == __name__.split(".")[0]:
+            for attr, value in list(vars(module).items()):
+                if isinstance(value, _Lazy) and value.dispatcher is not None:
+                    setattr(module, attr, value.dispatcher)
 
 
-def _make_intrinsic(module: str, name: str, typer: Callable) -> None:
+def ir_supported(needs: tuple[str, ...]) -> bool:
+    """Whether the installed numba has every ``numba.core.cgutils`` helper in ``needs``: the API that
+    hand-written LLVM IR is built with (numba does not promise it between versions)."""
+    try:
+        from numba.core import cgutils
+    except ImportError:  # pragma: no cover - another numba layout
+        return False
+    return all(hasattr(cgutils, n) for n in needs)
+
+
+def _make_intrinsic(module: str, name: str, typer: Callable, fallback: str | None, needs: tuple[str, ...]) -> Any:
     from numba.extending import intrinsic as numba_intrinsic
 
-    setattr(sys.modules[module], name, numba_intrinsic(typer))
+    mod = sys.modules[module]
+    if fallback is not None and not ir_supported(needs):
+        value = getattr(mod, fallback)  # the plain compiled loop: the same integers, slower
+        value = value.dispatcher if isinstance(value, _Lazy) else value
+    else:
+        value = numba_intrinsic(typer)
+    setattr(mod, name, value)
+    return value
 
 
-def intrinsic(typer: Callable) -> Any:
+def intrinsic(*, fallback: str | None = None, needs: tuple[str, ...] = ()) -> Callable[[Callable], Any]:
     """``numba.extending.intrinsic(typer)`` (LLVM IR written by hand), put in its module's namespace
     when numba is loaded (:func:`load`), before any kernel that calls it is compiled. Until then
-    the name holds ``typer`` itself, which only compiled code may call."""
-    if _LOADED:
-        from numba.extending import intrinsic as numba_intrinsic
+    the name holds ``typer`` itself, which only compiled code may call.
 
-        return numba_intrinsic(typer)
-    _INTRINSICS.append((typer.__module__, typer.__name__, typer))
-    return typer
+    ``fallback`` names a kernel of the same module (decorated with :func:`njit`, defined BEFORE the
+    intrinsic) that computes the same values in plain numba; it takes the intrinsic's place when
+    the installed numba lacks a ``numba.core.cgutils`` helper in ``needs`` (:func:`ir_supported`).
+    """
+
+    def deco(typer: Callable) -> Any:
+        entry = (typer.__module__, typer.__name__, typer, fallback, needs)
+        if _LOADED:
+            return _make_intrinsic(*entry)
+        _INTRINSICS.append(entry)
+        return typer
+
+    return deco
 
 
 def njit(**options: Any) -> Callable[[Callable], Any]:

@@ -97,7 +97,20 @@ U32_SPAN = 65536
 SAD_WIDTH = 32
 
 
-@intrinsic
+#: The ``numba.core.cgutils`` helpers :func:`_sad_u8`'s IR is built with.
+SAD_IR_NEEDS = ("get_or_insert_function", "alloca_once_value", "for_range")
+
+
+@njit(cache=True, nogil=True)
+def _sad_u8_loop(Q, a, b, k0, k1):  # pragma: no cover - compiled
+    """:func:`_sad_u8` as a plain numba loop: the same integers, where numba's IR helpers change."""
+    total = 0
+    for k in range(k0, k1):
+        total += abs(np.int64(Q[a, k]) - np.int64(Q[b, k]))
+    return total
+
+
+@intrinsic(fallback="_sad_u8_loop", needs=SAD_IR_NEEDS)
 def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
     r""":math:`\sum_{k_0 \le k < k_1} |Q_{ak} - Q_{bk}|` of a C-contiguous uint8 matrix, ``k1 - k0`` a
     multiple of :data:`SAD_WIDTH`, exactly (int64).
@@ -106,8 +119,9 @@ def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
     to int32, takes ``llvm.abs`` of the difference and ``llvm.vector.reduce.add`` of the 32 values.
     x86's backend turns that pattern into one ``vpsadbw`` per 32 columns (AVX2 and AVX-512; other
     targets get their own instructions for the same integers). numba's own loop over the same
-    sum widens every byte to a 32-bit lane and never emits it: 4,000 columns in cache 86 ns against
-    306 ns (AMD EPYC Zen 3, AVX2; benchmarks/RESULTS.md, issue 28).
+    sum (:func:`_sad_u8_loop`) widens every byte to a 32-bit lane and never emits it, at about a
+    third of the speed (docs/performance.md, "Tricks"). That loop takes this function's place where
+    the installed numba lacks the ``cgutils`` helpers the IR is built with (:data:`SAD_IR_NEEDS`).
     """
     from llvmlite import ir
     from numba import types

@@ -1,0 +1,97 @@
+"""The start-up and platform tricks of ``hdtwd_cli/_runtime`` and the hand-written LLVM IR: each one
+either works on the installed libraries or says loudly that it has fallen back (docs/performance.md,
+"Tricks"), and every fallback gives the same values."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from hdtwd_cli._runtime import jit
+from hdtwd_cli.knn import _nndescent
+
+
+def test_numba_still_has_the_private_cache_api_the_cache_load_uses():
+    """``jit._load_cached_code_only`` replaces numba's ``Cache.load_overload`` on hdtwd's dispatchers;
+    with another numba layout it leaves them alone (numba's own path: correct, 0.2 s slower)."""
+    import numba
+    from numba.core.caching import Cache
+    from numba.core.runtime import nrt
+
+    missing = [a for a in ("_load_overload", "_guard_against_spurious_io_errors") if not hasattr(Cache, a)]
+    missing += [] if hasattr(nrt, "rtsys") and hasattr(nrt.rtsys, "initialize") else ["nrt.rtsys.initialize"]
+    assert not missing, (
+        f"numba {numba.__version__} lacks {missing}: the cache-load trick of hdtwd_cli/_runtime/jit.py is "
+        "off (the plain fallback runs); re-measure the start-up and update docs/performance.md"
+    )
+
+
+def test_numba_still_has_the_ir_helpers_the_byte_sum_is_built_with():
+    import numba
+
+    assert jit.ir_supported(_nndescent.SAD_IR_NEEDS), (
+        f"numba {numba.__version__} lacks a cgutils helper of {_nndescent.SAD_IR_NEEDS}: NN-descent's byte "
+        "sums run the plain loop (_sad_u8_loop: the same lists, slower); re-measure docs/performance.md"
+    )
+
+
+def _sums(Q, ranges):
+    """The byte sums through the IR (one group per range, through l1_bytes) and through the plain loop."""
+    jit.load()
+    import numba
+
+    @numba.njit
+    def both(Q, G, a, b):
+        out = np.empty((a.size, 2), np.int64)
+        for t in range(a.size):
+            out[t, 0] = _nndescent.l1_bytes(Q, G, a[t], b[t])
+            out[t, 1] = _nndescent._sad_u8_loop(Q, a[t], b[t], G[0, 0], G[0, 1])
+        return out
+
+    rng = np.random.default_rng(0)
+    a, b = rng.integers(0, Q.shape[0], 300), rng.integers(0, Q.shape[0], 300)
+    return [both(Q, np.array([[k0, k1, 0]], dtype=np.int64), a, b) for k0, k1 in ranges]
+
+
+def test_the_plain_loop_gives_the_irs_integers():
+    rng = np.random.default_rng(1)
+    Q = rng.integers(0, 256, size=(40, 32 * 9), dtype=np.uint8)
+    Q[0] = 255
+    Q[1] = 0  # the extreme difference in every column
+    for out in _sums(Q, [(0, 32), (32, 96), (64, 32 * 9)]):
+        assert np.array_equal(out[:, 0], out[:, 1])
+
+
+def test_without_the_ir_helpers_the_search_falls_back_to_the_same_lists(tmp_path):
+    """A numba without the helpers (simulated: ``ir_supported`` says no) runs the plain loop, and
+    NN-descent gives the same lists; a fresh numba cache, so that no IR machine code is reused."""
+    code = (
+        "import sys, numpy as np\n"
+        "from hdtwd_cli._runtime import jit\n"
+        "jit.ir_supported = lambda needs: sys.argv[1] == 'ir'\n"
+        "from hdtwd_cli.knn import _nndescent\n"
+        "rng = np.random.default_rng(3)\n"
+        "Y = np.abs(rng.normal(size=(400, 64))) * (rng.random((400, 64)) < 0.5)\n"
+        "Q, code = _nndescent.encode_floats(Y)\n"
+        "I = _nndescent.nn_descent(Q, code, 10, 0)\n"
+        "used = jit.sys.modules['hdtwd_cli.knn._nndescent']._sad_u8\n"
+        "np.save(sys.argv[2], I)\n"
+        "print(type(used).__name__)\n"
+    )
+    kinds = {}
+    for mode in ("ir", "loop"):
+        env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / f"cache-{mode}"))
+        proc = subprocess.run(
+            [sys.executable, "-c", code, mode, str(tmp_path / f"{mode}.npy")],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        assert proc.returncode == 0, proc.stderr
+        kinds[mode] = proc.stdout.strip()
+    assert kinds["ir"] != kinds["loop"], kinds  # the intrinsic, then the loop's dispatcher
+    assert np.array_equal(np.load(tmp_path / "ir.npy"), np.load(tmp_path / "loop.npy"))
