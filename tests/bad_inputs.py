@@ -559,7 +559,7 @@ CASES: list[Case] = [
         2,
         "the file also holds raw.X (--use-raw)",
     ),
-    # --- issue 15: trees, embeddings, matrix files and names that real users hand over -----------
+    # --- trees, embeddings, matrix files and names that real users hand over -----------
     (
         "nwk-no-length",
         "a Newick tree without branch lengths",

@@ -1,4 +1,4 @@
-"""The public Python API (issue 12): scanpy's semantics field by field, the README's Python example,
+"""The public Python API: scanpy's semantics field by field, the README's Python example,
 one result whatever the face (API, CLI), and the defects found by using hdtwd as a scanpy client."""
 
 import doctest
@@ -219,7 +219,7 @@ def test_docs_python_example_runs(tmp_path):
     assert (tmp_path / "pbmc68k_umap.png").stat().st_size > 10_000
 
 
-# ------------------------------------------------------------------ the defects of issue 12, each a test
+# ------------------------------------------------- defects found by using hdtwd as a scanpy client, each a test
 def test_transpose_with_an_h5ad_output(tmp_path):
     ad = cells()
     genes_x_cells = anndata.AnnData(ad.X.T.copy(), obs=ad.var.copy(), var=ad.obs.copy())
@@ -299,7 +299,7 @@ def test_negative_values_error_points_to_raw_and_layers(tmp_path):
 
 
 def test_a_named_tree_without_feature_names_points_to_feature_names_first():
-    """Issue 24: hd.distances(X, tree=T) for a tree learned with gene names must say what to pass."""
+    """hd.distances(X, tree=T) for a tree learned with gene names must say what to pass."""
     X = np.asarray(cells().X)
     names = [f"GENE{j:02d}" for j in range(X.shape[1])]
     T = hd.learn_tree(X, names)

@@ -1,4 +1,4 @@
-"""Issue 26: the competitors of ``classify --methods`` (Quadtree, MST, cluster trees, exact OT).
+"""The paper's competitors of ``classify --methods`` (Quadtree, MST, cluster trees, exact OT).
 
 Each tree is a valid tree over all features whose TWD equals exact OT on its path metric; the
 Quadtree is deterministic per seed and its path metric dominates the Euclidean ground cost (so

@@ -1,4 +1,4 @@
-"""Issue 25: the denoise lever (rank-r principal-component reconstruction of the samples' values).
+"""The denoise lever (rank-r principal-component reconstruction of the samples' values).
 
 The contract: the TWD of denoised samples is still an exact tree-Wasserstein distance (exact OT
 on the tree's path metric between the denoised, weighted histograms); the map equals an

@@ -235,7 +235,7 @@ def test_symmetrize_is_the_bits_of_the_expression(m, block):
 
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
 def test_features_identical_up_to_rounding_get_the_same_kernel_on_every_cpu(metric):
-    """Issue 24: a distance of 0 on one CPU and 1e-16 on another switched the self-tuning bandwidth of
+    """A distance of 0 on one CPU and 1e-16 on another switched the self-tuning bandwidth of
     a feature with k identical copies between the median and ~1e-8 (a kernel that differed by 1.0,
     trees that differed on BBCSPORT between the AVX-512 and AVX2 paths). Distances within the
     rounding of their formula are exactly 0, so a perturbation at rounding level changes nothing."""

@@ -1,4 +1,4 @@
-"""Issue 11: unseen features, feature weights, the leaf term, latent / given feature spaces, baselines."""
+"""Unseen features, feature weights, the leaf term, latent / given feature spaces, baselines."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def write_10x_h5_genomes(path, genomes=("hg19_chr21", "mm10_chr21")):
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_10x_h5_genomes_as_scanpy(tmp_path):
-    """Issue 24: a Cell Ranger 2 file with two genomes is a 10x file; --genome picks one as scanpy's genome=."""
+    """A Cell Ranger 2 file with two genomes is a 10x file; --genome picks one as scanpy's genome=."""
     sc = pytest.importorskip("scanpy")
     path = write_10x_h5_genomes(str(tmp_path / "multiple_genomes.h5"))
     with pytest.raises(InputError, match=r"holds 2 genomes \(hg19_chr21, mm10_chr21\)") as e:

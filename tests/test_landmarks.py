@@ -1,4 +1,4 @@
-"""Landmark diffusion and the large-m HD-LCA path (issue 6; docs/method.md section 6)."""
+"""Landmark diffusion and the large-m HD-LCA path (docs/method.md section 6)."""
 
 from __future__ import annotations
 
@@ -261,7 +261,7 @@ def test_landmark_path_kernel_scale_default_and_override():
 
 
 def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
-    """Issue 24: a corpus whose rare words have no affinity to any landmark (the self-tuning kernel
+    """A corpus whose rare words have no affinity to any landmark (the self-tuning kernel
     underflows for them) ran into an error with the defaults; now they hang from the root, ``-v``
     says how many, and the TWD on that tree is still exact OT on its path metric."""
     from conftest import exact_ot, run_hdtwd
@@ -311,7 +311,7 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
 
 
 def test_embed_then_decode_hangs_the_unreached_features_from_the_root_as_learn_tree_does():
-    """The features no landmark reaches are unplaced on the embed / decode-tree path too (issue 24)."""
+    """The features no landmark reaches are unplaced on the embed / decode-tree path too."""
     import hdtwd_cli as hd
     from hdtwd_cli.evaluate._synthetic import planted_corpus
 

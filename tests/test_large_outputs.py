@@ -1,4 +1,4 @@
-"""Issue 5 paths: cross distances, blocked HDF5 output, kNN graphs in scanpy's layout, memory refusal."""
+"""Outputs at scale: cross distances, blocked HDF5 output, kNN graphs in scanpy's layout, memory refusal."""
 
 import os
 
@@ -109,7 +109,7 @@ def test_memory_refusal_points_to_the_ways_out(tmp_path):
 
 
 def test_knn_distance_matrix_leaves_the_callers_arrays_unchanged():
-    """Issue 12: the CSR constructor shared an int32 index array and sort_indices reordered it."""
+    """The CSR constructor shared an int32 index array and sort_indices reordered it."""
     from hdtwd_cli.knn._graph import knn_distance_matrix
 
     for dtype in (np.int32, np.int64):

@@ -1,4 +1,4 @@
-"""Issue 27: the annotated Nexus tree (``.nex``) for FigTree, DendroPy and Bio.Phylo.
+"""The annotated Nexus tree (``.nex``) for FigTree, DendroPy and Bio.Phylo.
 
 DendroPy (the reader that parses FigTree's ``[&key=value]`` comments) and Bio.Phylo read what
 hdtwd writes: the same leaves, branch lengths, feature weights and masses; hdtwd reads it back

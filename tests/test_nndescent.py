@@ -290,7 +290,7 @@ def test_bad_list_length():
 
 
 def test_the_approximate_search_needs_no_pynndescent():
-    """Issue 28: hdtwd's NN-descent is cached by numba once per machine; pynndescent (25-39 s of
+    """hdtwd's NN-descent is cached by numba once per machine; pynndescent (25-39 s of
     compilation in every process) is neither imported nor needed."""
     import subprocess
     import sys

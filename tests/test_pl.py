@@ -1,4 +1,4 @@
-"""Issue 27: the pictures (``hdtwd_cli.pl._pictures``, ``hdtwd plot``, ``classify --plot``).
+"""The pictures (``hdtwd_cli.pl``, ``hdtwd plot``, ``classify --plot``).
 
 Each picture function writes a non-empty image for small trees and a 20,000-leaf chain (no
 recursion); the clades of the tree picture partition the leaves and expand the heaviest first;

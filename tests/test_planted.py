@@ -7,7 +7,7 @@ Thresholds were measured and are written here (c = 1, K = 7 in both presets):
   defaults (complete linkage, lca weights, self-tuning bandwidth): 10, 10, 10, 5.
 - App. E toy (balanced binary tree, 15 nodes, x ~ N(5, pinv(L)) drawn along the tree's edges, the
   same samples on every CPU; n = 1000): Pearson correlation of hdtwd's TWD with the true tree's TWD
-  over 400 seeds (``benchmarks/bench_toy.py``, benchmarks/RESULTS.md, issue 24):
+  over 400 seeds (``benchmarks/bench_toy.py``; benchmarks/RESULTS.md):
   ``--preset paper``: mean 0.871, std 0.086, min 0.643, 1 % quantile 0.672, and the lowest mean
   of 5 consecutive seeds 0.774; defaults: mean 0.992, std 0.0004, min 0.991. The thresholds below
   hold for ANY draw of that distribution (below its minimum over 400 seeds), not only for the

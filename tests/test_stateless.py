@@ -1,4 +1,4 @@
-"""No hidden state (issue 24): every public function gives the float64 answer whatever the input's
+"""No hidden state: every public function gives the float64 answer whatever the input's
 dtype and storage, whatever ran before it in the process, and never changes its input.
 
 The defect this guards against: ``scipy.sparse.csr_matrix(X, dtype=np.float64)`` shares a float32
