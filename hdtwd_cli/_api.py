@@ -736,13 +736,14 @@ def classify(
     methods : sequence of str, optional
         ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
         ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
-        ``tswd-5``, ``tswd-10``: :mod:`competitors`) and exact OT (``ot``: :mod:`exact_ot`, needs POT).
+        ``tswd-5``, ``tswd-10``: :mod:`hdtwd_cli.evaluate._competitors`) and exact OT (``ot``:
+        :mod:`hdtwd_cli.evaluate._exact_ot`, needs POT).
         Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
     ot_budget : int
-        Transport variables per split for ``ot`` (:func:`evaluation.ot_test_rows`): its accuracy is
-        measured on the test rows that fit, listed in its ``params``.
+        Transport variables per split for ``ot`` (:func:`hdtwd_cli.evaluate._protocol.ot_test_rows`):
+        its accuracy is measured on the test rows that fit, listed in its ``params``.
 
     Returns
     -------
@@ -823,7 +824,7 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
     """The methods :func:`classify` compares: ``methods`` checked, or the default for the data:
     hdtwd, cosine, euclidean, l1; then tf-idf L1 and cosine for counts; and PCA (scanpy's
     representation) unless most pairs of features never share a sample, the property that picks
-    the features' space (:func:`features.never_cooccur_fraction`): cells' UMI counts get PCA
+    the features' space (:func:`hdtwd_cli.tree._features.never_cooccur_fraction`): cells' UMI counts get PCA
     beside tf-idf, documents' word counts only tf-idf."""
     counts = is_count_data(X)
     cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT

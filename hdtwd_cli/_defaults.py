@@ -39,7 +39,7 @@ BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
 
 #: Named configurations. ``paper`` reproduces docs/method.md sections 1-4 exactly (the paper's Alg. 1 and
 #: Eq. 5, with the paper's default grid point c = 1, K = 7); ``default`` is the library default,
-#: chosen from the ablation in benchmarks/RESULTS.md across all the data sets.
+#: chosen by an ablation across all the data sets (docs/defaults.md).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
         "eps": 1.0,
@@ -76,7 +76,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "denoise": 0,
     },
 }
-#: Element-wise transforms of the data (:func:`hdtwd_cli.pipeline.apply_transform`).
+#: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")
 #: Default kernel-scale multiplier c (eps = c * median distance).
 DEFAULT_EPS = float(PRESETS["default"]["eps"])
@@ -94,9 +94,9 @@ AUTO_LANDMARKS_ABOVE = 5000
 #: Landmarks used by the automatic switch.
 DEFAULT_LANDMARKS = 500
 
-#: Agglomeration rules on the HD-LCA values (:func:`hdtwd_cli.tree.hd_binary_tree`).
+#: Agglomeration rules on the HD-LCA values (:func:`hdtwd_cli.tree._hd_lca.hd_lca_merge_order`).
 LINKAGES = ("single", "average", "complete", "weighted")
-#: Edge-length rules (:func:`hdtwd_cli.tree.edge_lengths`).
+#: Edge-length rules (:func:`hdtwd_cli.tree._hd_lca.decode_tree`).
 EDGE_WEIGHTS = ("midpoint", "lca")
 
 #: Neighbour counts tried by the kNN evaluation.

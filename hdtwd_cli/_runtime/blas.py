@@ -3,15 +3,15 @@
 OpenBLAS splits some reductions by thread: LAPACK's eigensolvers and QR / SVD (``syevd``'s
 ``symv`` / ``syr2k`` steps, for instance) on every CPU kind, and on the Haswell (AVX2) kernels
 products as well. The same matrix then gives eigenvectors that differ in the last bits with 1 and
-with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach the tree: 100,000 cells
-gave other tree vectors under ``OMP_NUM_THREADS=1`` (a Dask worker's setting, or ``--threads 1``)
-than with two threads, and a million-cell kNN graph differed in 70 rows (issue 28). So tree
-learning runs inside :func:`serial_blas`: :func:`hdtwd_cli.pipeline.learn_trees` and the stages that
-``embed`` / ``decode-tree`` run on their own (``feature_space``, ``embed``, ``decode_from_embedding``;
-under the AVX2 kernels, embedding then decoding gave another tree than ``learn_tree`` while only
-the latter was serial), and so does every LAPACK factorisation, for callers of the stages' own functions. Cost: 100,000
-cells x 2,000 genes, ``learn_tree`` 11.1 s against 10.4 s; ``syevd`` of 4,000 features 14.0 s
-against 7.6 s on two threads (this machine).
+with 2 threads (2,000 x 2,000: up to 2.4e-13), and those differences reach the tree: the tree
+vectors, and so the kNN graph, would depend on ``OMP_NUM_THREADS`` (1 in a Dask worker, or with
+``--threads 1``). So tree learning runs inside :func:`serial_blas`:
+:func:`hdtwd_cli.tree._learn.learn_trees` and the stages that ``embed`` / ``decode-tree`` run on
+their own (``feature_space``, ``embed``, ``decode_from_embedding``; under the AVX2 kernels,
+embedding then decoding gave another tree than ``learn_tree`` while only the latter was serial),
+and so does every LAPACK factorisation, for callers of the stages' own functions. The price is
+LAPACK's speed-up from more threads, mostly in the eigendecomposition of many features
+(benchmarks/RESULTS.md, "Whole commands with the defaults").
 """
 
 from __future__ import annotations

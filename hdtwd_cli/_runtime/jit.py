@@ -1,7 +1,7 @@
 """numba on first use: ``njit`` that defers importing numba until a compiled kernel is called.
 
-Importing numba costs about 0.2 s (and its first compiled call about 0.5 s more), which small
-problems never need: they take the NumPy twins of the kernels (:mod:`hdtwd_cli._small`), and
+Importing numba (and its first compiled call) is a fixed start-up cost that small problems never
+need: they take the NumPy twins of the kernels (``tree/_small.py``, ``twd/_small.py``), and
 ``hdtwd distance`` on a few hundred values should not wait for a compiler. The kernel modules
 decorate their functions with :func:`njit` from here and import :func:`prange` from here; the
 first call of any of them imports numba, sets every registered module's ``prange`` to
@@ -63,8 +63,8 @@ def _load_cached_code_only(dispatcher: Any) -> None:
 
     numba's ``Cache.load_overload`` first calls ``target_context.refresh()``, which imports and
     installs every lowering registry numba has (NumPy, linear algebra, random, typed containers,
-    and through them SciPy's BLAS bindings): 0.18-0.25 s on the first call of a process (measured
-    on CBMC, benchmarks/RESULTS.md, issue 14), none of it needed to run machine code that is
+    and through them SciPy's BLAS bindings) on the first call of every process (benchmarks/RESULTS.md,
+    "Start-up"), none of it needed to run machine code that is
     already compiled. Loading that code needs the symbols it links against: numba's C helpers and
     math functions (installed when the context is created), the parallel runtime (re-run by the
     cached entry's own ``reload_init``) and the NRT, which this initialises. A cache miss still

@@ -2,8 +2,8 @@
 
 LLVM tunes Intel server CPUs since Skylake-X for 256-bit vectors (``prefer-256-bit``), so numba's
 kernels use half of an AVX-512 register. Compiled without that preference, the pairwise L1
-kernel (:mod:`hdtwd_cli._kernels`) runs 1.77x faster on this project's Xeon (21.6 vs 12.2 G
-terms/s, 4,096 x 1,000, benchmarks/RESULTS.md, issue 14), with the same bits: its sums do not
+kernel (:mod:`hdtwd_cli.twd._kernels`) runs markedly faster on AVX-512 CPUs (docs/performance.md,
+"Dependencies"), with the same bits: its sums do not
 depend on the vector width (the kernels' determinism contract).
 
 Numba reads its target features once, when it is imported, from ``NUMBA_CPU_FEATURES``;

@@ -1,9 +1,9 @@
-"""``scipy.sparse`` on first use: its import is 0.17 s that a run on dense data never needs.
+"""``scipy.sparse`` on first use: its import is start-up time that a run on dense data never needs.
 
-``from ._sparse import sp`` stands for ``import scipy.sparse as sp``. Any attribute imports SciPy's
+``from hdtwd_cli._runtime.sparse import sp`` stands for ``import scipy.sparse as sp``. Any attribute imports SciPy's
 sparse package on first access, except :func:`issparse`, which answers ``False`` without importing
 it while it is not loaded: no sparse matrix can exist before its class does. A dense ``.npy`` run
-of ``hdtwd distance --tree`` therefore never imports it (benchmarks/RESULTS.md, issue 14).
+of ``hdtwd distance --tree`` therefore never imports it (tested; benchmarks/RESULTS.md, "Start-up").
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def canonical_csr(X: Any) -> Any:
     summing duplicates in place then rewrites the CALLER's matrix. For a float32 CSR matrix with
     unsorted indices (scanpy's ``pbmc68k_reduced().raw.X``) that sorted the caller's indices but
     not its values (the float32 values had been copied): the caller's matrix was silently
-    corrupted, and every later call on it gave wrong distances (issue 24). Here a matrix that is
+    corrupted, and every later call on it gave wrong distances. Here a matrix that is
     not canonical is copied before it is canonicalised; a canonical one is returned as it is
     (sharing memory with ``X``: callers never write into it).
     """

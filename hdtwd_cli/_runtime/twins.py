@@ -1,6 +1,6 @@
 """When a problem is small enough for the NumPy twins of the compiled kernels.
 
-The first call of any compiled function costs about 0.5 s (numba sets up its typing context and
+The first call of any compiled function has a fixed cost (numba sets up its typing context and
 loads the machine code from its cache), more than the whole work on a matrix of a few hundred
 samples. Below :data:`SMALL_WORK` elementary operations the callers use the twins instead
 (``tree/_small.py``, ``twd/_small.py``), which give the compiled kernels' bits (tested). The

@@ -272,11 +272,11 @@ def distance(
         dtype=dtype.value,
         progress=rep,
     )
-    # the input's fingerprint (a hash of all values: 0.1-0.5 s on Zeisel / CBMC) only where it is stored
+    # the input's fingerprint (a hash of all values: a pass over the input) only where it is stored
     stored = save_tree or newick or stores_metadata(str(output), output_format and output_format.value, knn is not None)
     meta = {**(md.record() if stored else {}), **dv.record, "preset": o.preset.value}
     for path in (save_tree, newick):
-        if path is not None:  # a Nexus tree carries the samples' mass per node (io.nexus)
+        if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
             dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
     adata = (
         (md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)) if h5ad_out else None
@@ -511,8 +511,8 @@ def _exit(code: int) -> None:
     """End the process with ``code`` once its work is done, without tearing the interpreter down.
 
     The ``atexit`` handlers run and standard output and error are flushed, as at a normal exit;
-    what is skipped is the final garbage collection of every module (numba, LLVM, SciPy):
-    0.10-0.30 s of nothing after the result is written (benchmarks/RESULTS.md, issue 14). Every
+    what is skipped is the final garbage collection of every module (numba, LLVM, SciPy), work of
+    no use once the result is written. Every
     output file is closed and renamed before this point. Where a flush fails (a closed pipe), the
     normal exit reports it; under a profiler or a tracer (cProfile, a debugger) the exit is the
     normal one, so that they can report.

@@ -1,8 +1,8 @@
 r"""The trees of the paper's competitors (Table 1), built on the features' vectors.
 
-Each function returns a :class:`~hdtwd_cli.tree.Tree` whose leaves are the features, so that the
+Each function returns a :class:`~hdtwd_cli.Tree` whose leaves are the features, so that the
 distance on it is an exact tree-Wasserstein distance computed by hdtwd's own kernels
-(:func:`distance.query_distances`); only the tree differs from hdtwd's learned hierarchy.
+(:func:`hdtwd_cli.twd._distance.query_distances`); only the tree differs from hdtwd's learned hierarchy.
 ``classify --methods quadtree,mst`` builds them from the TRAINING rows' feature vectors in the
 features' space hdtwd uses for the data (docs/method.md section 12).
 
@@ -277,11 +277,11 @@ def competitor_trees(
     r"""The ``method`` tree(s) (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
 
     The feature vectors are those hdtwd's diffusion would read for ``params``
-    (:func:`pipeline.feature_space`: the data columns, the latent space or the given embedding),
+    (:func:`hdtwd_cli.tree._learn.feature_space`: the data columns, the latent space or the given embedding),
     scaled to unit length (hdtwd compares them by cosine distance; the Euclidean distance between
     unit vectors is :math:`\sqrt{2 \cdot \text{cosine distance}}`). Features without a vector
     hang from the root and the idf weights are attached as for hdtwd's tree
-    (:func:`pipeline.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
+    (:func:`hdtwd_cli.tree._learn.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
 
     Seeds: ``quadtree`` ``params.seed + split``; ``cluster-tree`` ``params.seed`` (one fixed tree);
     ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``. The distance of ``tswd-n`` is the

@@ -7,16 +7,16 @@ The reference every tree-Wasserstein distance approximates (paper Table 1, rows 
     W(a, b) = \min_{P \ge 0,\; P\mathbf 1 = a,\; P^\top \mathbf 1 = b} \sum_{u,v} P_{uv}\, \lVert f_u - f_v \rVert_2,
 
 with :math:`f_u` the vector of feature :math:`u` in hdtwd's features' space, scaled to unit length
-(:func:`competitors.feature_vectors`, the vectors the competitors' trees are built on; a feature
+(:func:`_competitors.feature_vectors`, the vectors the competitors' trees are built on; a feature
 without a vector sits at the origin, at distance 1 from every placed feature). With word2vec
 vectors this is the Word Mover's Distance (Kusner et al. 2015), with gene vectors the Gene Mover's
 Distance (Bellazzi et al. 2021). Each pair is one linear program over the two histograms' supports,
 solved exactly by POT's network simplex (``ot.emd2``; an optional dependency, ``hdtwd[ot]``).
 
 Cost and budget
-    The program of a pair has :math:`s_a s_b` variables (the supports' sizes) and takes about
-    :math:`10^{-7}` s per variable on the benchmark machines (benchmarks/RESULTS.md, issue 26):
-    documents (100 words) take about a millisecond, cells with 2,000 expressed genes a second.
+    The program of a pair has :math:`s_a s_b` variables (the supports' sizes) and its time grows
+    about linearly with that count (benchmarks/RESULTS.md, "Speed against peers"): two documents
+    of 100 words give :math:`10^4` variables, two cells with 2,000 expressed genes :math:`4 \cdot 10^6`.
     ``hdtwd classify --methods ot`` therefore computes, per split, the distances of a seeded random
     subset of the test rows to ALL training rows (the kNN classifier is unchanged; its accuracy is
     measured on fewer rows), the largest prefix of a permutation whose variables

@@ -68,7 +68,7 @@ BASELINE_INPUT = {
     "tfidf-cosine": "tf-idf (idf from the training rows), rows L1-normalised",
     "pca": "50 principal components fitted on the training rows (log1p counts-per-10k for counts)",
 }
-#: What each competitor's tree is built from (:mod:`competitors`).
+#: What each competitor's tree is built from (:mod:`._competitors`).
 TREE_INPUT = {
     "quadtree": "Indyk & Thaper's randomly shifted quadtree of the unit feature vectors (cell diameters as edges)",
     "mst": "Euclidean minimum spanning tree of the unit feature vectors",
@@ -186,7 +186,7 @@ def pca_representation(
     Counts (every value whole) become :math:`\log(1 + 10^4 X_{ij} / \sum_j X_{ij})` first; values
     already on another scale are used as they are. The training rows are centred by their mean
     and the leading ``n_components`` principal axes :math:`V` come from
-    :func:`denoise.principal_axes`; both sets of rows are projected, :math:`Z = (X - \mu) V`.
+    :func:`hdtwd_cli.tree._denoise.principal_axes`; both sets of rows are projected, :math:`Z = (X - \mu) V`.
     Returns ``(Z_test, Z_train)``.
     """
     if is_count_data(X_train) and is_count_data(X_test):
@@ -222,7 +222,7 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
 
     ``cosine``, ``euclidean``, ``l1``: on the row-normalised histograms. ``tfidf-l1``,
     ``tfidf-cosine``: on the rows of :math:`X \odot u` with the smoothed idf ``u`` of the TRAINING
-    rows (:func:`features.idf_weights`, scikit-learn's ``TfidfTransformer(smooth_idf=True)``),
+    rows (:func:`hdtwd_cli.tree._features.idf_weights`, scikit-learn's ``TfidfTransformer(smooth_idf=True)``),
     L1-normalised. ``pca``: Euclidean distances in the principal components of
     :func:`pca_representation`.
     """
@@ -353,13 +353,13 @@ def select_params(
 def ot_test_rows(
     X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray, np.ndarray]], budget: int = OT_BUDGET, seed: int = 0
 ) -> list[np.ndarray]:
-    """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`exact_ot.budget_rows`,
+    """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`_exact_ot.budget_rows`,
     seed ``[seed, split, 26]``).
 
     Raises
     ------
     ValueError
-        Before any program is solved, when a split gets fewer than :data:`exact_ot.OT_MIN_TEST_ROWS`
+        Before any program is solved, when a split gets fewer than :data:`_exact_ot.OT_MIN_TEST_ROWS`
         rows (or fewer than all its test rows, when it has fewer); the message gives the budget needed.
     """
     require_pot()
@@ -398,14 +398,14 @@ def evaluate(
 ) -> list[MethodResult]:
     """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`, ``ot``) on the same splits.
 
-    A competitor's tree(s) (:func:`competitors.competitor_trees`) are built from each split's
+    A competitor's tree(s) (:func:`_competitors.competitor_trees`) are built from each split's
     training rows in hdtwd's features' space, seeded per split as documented there. ``ot``
-    (:mod:`exact_ot`) scores the test rows of :func:`ot_test_rows` only (``ot_budget``), with all
+    (:mod:`._exact_ot`) scores the test rows of :func:`ot_test_rows` only (``ot_budget``), with all
     the training rows as neighbours.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
     :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
-    given ambient vectors (:func:`pipeline.feature_space`).
+    given ambient vectors (:func:`hdtwd_cli.tree._learn.feature_space`).
     """
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)

@@ -99,7 +99,7 @@ def gaussian_tree_samples(n: int, seed: int = 0, levels: int = 4, mean: float = 
     edge weights). Only additions of the generator's draws, in a fixed order: the same seed gives
     the same samples, bit for bit, on every CPU. (``multivariate_normal(method="eigh")`` did not:
     ``L`` has repeated eigenvalues, so the eigenvector basis, and every sample, depended on the
-    BLAS kernels; issue 24.)
+    BLAS kernels.)
 
     Returns
     -------

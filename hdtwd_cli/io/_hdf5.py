@@ -87,7 +87,7 @@ ENCODING_VERSION = "0.1.0"
 
 
 def _h5py() -> Any:
-    """h5py, imported on first use (0.05 s that a run writing ``.npy`` never needs)."""
+    """h5py, imported on first use (start-up time that a run writing ``.npy`` never needs)."""
     import h5py
 
     return h5py

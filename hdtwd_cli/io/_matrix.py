@@ -160,7 +160,7 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
             raise InputError(f"matrix has non-numeric type {X.dtype}", path)
-        X = canonical_csr(X)  # never sorts the caller's index arrays in place (issue 24)
+        X = canonical_csr(X)  # never sorts the caller's index arrays in place
         vals = X.data
     else:
         X = np.asarray(X)

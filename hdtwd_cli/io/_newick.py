@@ -41,7 +41,7 @@ def write_newick(tree: TreeLike, comments: list[str] | None = None) -> str:
     """The tree as one Newick line ending in ``;\\n`` (explicit stack, no recursion).
 
     ``comments``: one string per node (``""`` for none), written after the node's label or
-    closing parenthesis, before its length (FigTree's ``[&key=value]`` annotations: :mod:`io.nexus`).
+    closing parenthesis, before its length (FigTree's ``[&key=value]`` annotations: :mod:`._nexus`).
     """
     children = children_of(tree.parent)
     labels = [format_label(s) for s in tree.leaf_names]

@@ -108,9 +108,9 @@ _MADV_POPULATE_WRITE = 23
 def _populate(address: int, nbytes: int) -> Any:
     """Fault in the fresh mapping ``[address, address + nbytes)`` for writing, in a background thread.
 
-    Else the compute threads take one page fault per 4 kB page as they write (145,000 for CBMC's
-    594 MB result: 0.45-0.7 s of system time; one ``madvise(MADV_POPULATE_WRITE)`` call does the
-    same in 0.15-0.4 s, benchmarks/RESULTS.md, issue 14). The call runs beside the work, with the
+    Else the compute threads take one page fault per 4 kB page as they write (``nbytes / 4096``
+    faults, each in system time); one ``madvise(MADV_POPULATE_WRITE)`` call does the same work in
+    the kernel in a fraction of that time. The call runs beside the work, with the
     GIL released (ctypes): a page the work reaches first is faulted in as before, one populated
     first is written without a fault; the bytes are the same either way. Returns the thread to
     join, or ``None`` where it is skipped: results over a quarter of the available memory (the
@@ -143,8 +143,8 @@ def _populate(address: int, nbytes: int) -> Any:
 def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Callable[[np.ndarray], Any]) -> None:
     """Write a ``.npy`` file atomically by computing straight into it: ``fill(out)`` gets a memory map.
 
-    The same bytes as ``np.save`` of the computed array, without the copy: for CBMC's 8,617 x
-    8,617 result that copy was 0.7 s of a 5 s run (benchmarks/RESULTS.md, issue 14). The file's
+    The same bytes as ``np.save`` of the computed array, without the copy of the whole result
+    into the file (the result may be tens of gigabytes). The file's
     blocks are reserved first (``posix_fallocate``): a full disk is an error before any work,
     never a SIGBUS while the mapped pages are written. The pages are faulted in beside the work
     (:func:`_populate`).
@@ -171,7 +171,7 @@ def write_tree_file(
     path: str, tree: TreeLike, meta: dict, mass: np.ndarray | None = None, size: np.ndarray | None = None
 ) -> None:
     """Write ``tree`` by suffix: HDF5 (``tree.metadata`` as its parameters, ``meta`` as file attributes),
-    Nexus annotated with the feature weights and each node's ``mass`` and ``size`` (:mod:`.nexus`), or Newick."""
+    Nexus annotated with the feature weights and each node's ``mass`` and ``size`` (:mod:`._nexus`), or Newick."""
     from hdtwd_cli.io._nexus import NEXUS_SUFFIXES, write_nexus
 
     suffix = Path(path).suffix.lower()

@@ -4,17 +4,17 @@ The candidate generator of the approximate neighbour search (:mod:`hdtwd_cli.knn
 a dense matrix gets ``c`` approximate nearest other rows under :math:`\|q_a - q_b\|_1`, where
 :math:`q = \mathrm{rint}(y \cdot 65535 / \max y)` are the tree vectors on a common uint16 grid
 (:func:`quantise`), each column then kept to its 8 leading bits (:class:`ByteCode`): one byte per
-column, summed 32 at a time by ``vpsadbw`` (:func:`l1_bytes`). On the 100,002 cells of a 10^6
-partition this took NN-descent from 143.1 to 57.7 s (AMD EPYC Zen 3, AVX2) for recall@14 0.9758
-against 0.9774 with the uint16 values themselves (benchmarks/RESULTS.md, issue 28); the candidates
-are re-ranked by the exact TWD afterwards (:mod:`hdtwd_cli.knn._search`). NN-descent keeps, for every
-row, a list of the ``c`` nearest rows found so far and improves all lists by the *local join*: two
-rows that appear in a common row's list (as its neighbour or reverse neighbour) are compared, and
-each is offered to the other's list ("a neighbour of a neighbour is likely a neighbour"). Only pairs with at least one *new* member (one
-that entered a list since the last round) are compared, at most ``max_candidates`` new and old
-candidates per row (sampled by a seeded hash; :data:`JOIN_FACTOR` x ``c`` by default: a row that is
-the neighbour of many, a hub, gets its reverse neighbours compared in a few rounds rather than
-never), and the rounds stop when fewer than
+column, summed 32 at a time by ``vpsadbw`` (:func:`l1_bytes`). The byte code makes NN-descent
+much faster than on the uint16 values themselves, for almost the same recall
+(benchmarks/RESULTS.md, "Approximate neighbours"); the candidates are re-ranked by the exact TWD
+afterwards (:mod:`hdtwd_cli.knn._search`). NN-descent keeps, for every row, a list of the ``c``
+nearest rows found so far and improves all lists by the *local join*: two rows that appear in a
+common row's list (as its neighbour or reverse neighbour) are compared, and each is offered to the
+other's list ("a neighbour of a neighbour is likely a neighbour"). Only pairs with at least one
+*new* member (one that entered a list since the last round) are compared, at most
+``max_candidates`` new and old candidates per row (sampled by a seeded hash; :data:`JOIN_FACTOR`
+x ``c`` by default: a row that is the neighbour of many, a hub, gets its reverse neighbours
+compared in a few rounds rather than never), and the rounds stop when fewer than
 ``delta * n * c`` list entries changed in one.
 
 Determinism, whatever the thread count or CPU
@@ -31,9 +31,9 @@ Determinism, whatever the thread count or CPU
     - distances are integer sums (:func:`l1_bytes`): exact, so any vectorisation on any CPU gives
       the same value (integer addition is associative; LLVM vectorises it without fast-math).
 
-The result is the same bytes in one process with 1 or 16 threads and in a Dask task (issue 28).
+The result is the same bytes in one process at any thread count and in a Dask task (tested).
 Unlike pynndescent's, whose distance is a first-class function argument that numba does not keep
-in its on-disk cache (25-39 s of compilation in every process), these kernels are cached once per
+in its on-disk cache (so it is compiled again in every process), these kernels are cached once per
 machine like hdtwd's others.
 """
 
@@ -46,29 +46,27 @@ import numpy as np
 from hdtwd_cli._runtime.jit import intrinsic, njit, prange
 from hdtwd_cli.twd._kernels import quantise
 
-#: Random projection trees that start the lists. On 100,000 UMI-like cells of 10 types (10,000 cells
-#: per type, as a partition of 10^6 cells holds; 21 candidates) 8 trees took recall@14 from 0.770
-#: to 0.805 and the search from 51.5 to 44.6 s (fewer rounds to converge; benchmarks/RESULTS.md, issue 28).
+#: Random projection trees that start the lists. Better starting lists converge in fewer rounds: on
+#: near-equidistant cells (10,000 per type, as a partition of 10^6 cells holds) 8 trees give both a
+#: higher recall and a shorter search than fewer (benchmarks/RESULTS.md, "Approximate neighbours").
 N_TREES = 8
 #: Rows whose local joins are computed against the same snapshot of the lists, at most.
 BLOCK = 4096
 #: Bytes of pending offers of one block of joins (the block has fewer rows where they would pass it).
 JOIN_BYTES = 1 << 28
 #: New (and old) candidates joined per row and round, as a multiple of the list length ``c`` (at most
-#: :data:`JOIN_CAP`, at least ``c``). Recall is bought here more cheaply than with longer lists: on
-#: 100,002 UMI-like cells of 10 types (10,000 near-equidistant multinomial draws each, a partition
-#: of 10^6 cells), recall@14 of 1,000 sampled rows (candidates re-ranked exactly) was 0.921 with
-#: 32 candidates joined per row (pynndescent's rule, ``min(60, c)``), 0.963 with 64 and 0.977 with
-#: 96, at 69 / 108 / 117 s, against 0.978 for 40-long lists joined 64 at a time (118 s); 24 / 28-long
-#: lists joined 96 at a time: 0.953 / 0.968 (benchmarks/RESULTS.md, issue 28). Rows with few
+#: :data:`JOIN_CAP`, at least ``c``). Recall is bought here at least as cheaply as with longer lists:
+#: on near-equidistant cells (10,000 multinomial draws per type, as a partition of 10^6 cells holds),
+#: joining 3c per row aims at recall@14 of about 0.98 (candidates re-ranked exactly), where
+#: pynndescent's rule, ``min(60, c)``, stays well below it and shorter lists lose recall
+#: (benchmarks/RESULTS.md, "Approximate neighbours"). Rows with few
 #: reverse neighbours have fewer candidates than the cap, so the cost grows far less than its square.
 JOIN_FACTOR = 3
 JOIN_CAP = 128
 #: ... in the first round, where every entry is new and the lists are projection-tree leaves and
-#: random rows: on the 100,002 cells above (lists of 32) joining 48 rather than 96 per row in round 1
-#: took the pairs compared in all rounds from 4,458 to 4,236 per row (-5 %), recall@14 0.9761 ->
-#: 0.9775 (round 1 gains less, round 2 makes it up); 32 in round 1: 4,266 pairs, 0.9771, one more round
-#: (benchmarks/RESULTS.md, issue 28).
+#: random rows: joining half as many per row in round 1 compares fewer pairs over all rounds for the
+#: same recall (round 1 gains less, round 2 makes it up); fewer still costs another round
+#: (benchmarks/RESULTS.md, "Approximate neighbours").
 FIRST_JOIN_FACTOR = 1.5
 
 _U = np.uint64
@@ -241,7 +239,7 @@ def _project(H, i, w):  # pragma: no cover - compiled
     """``<h_i, w>`` for a split's normal ``w`` (:func:`_hyperplane`): a split's side.
 
     Products are at most ``255 * 255`` in magnitude, so int32 sums over spans of ``U32_SPAN // 2``
-    columns cannot overflow; int64 across spans (32-bit lanes are about 3x faster than int64 sums)."""
+    columns cannot overflow; int64 across spans (a vector holds twice as many 32-bit lanes as 64-bit ones)."""
     x = H[i]
     total = 0
     for k0 in range(0, x.size, U32_SPAN // 2):
@@ -257,9 +255,8 @@ def _project(H, i, w):  # pragma: no cover - compiled
 @njit(parallel=True, cache=True, nogil=True)
 def _rp_trees(H, seed, leaf, perm, start):  # pragma: no cover - compiled
     """Random projection trees (one per row of ``perm``) of the top bytes ``H`` of the rows
-    (:func:`_top_bytes`; streaming uint8 rather than uint16 rows took 8 trees of 100,002 rows from
-    4.6-6.2 to 3.2-4.2 s natively and from 6.1-6.8 to 4.2-5.0 s on the AVX2 kernels, the same trees,
-    benchmarks/RESULTS.md, issue 28): each node's rows are split by the hyperplane
+    (:func:`_top_bytes`; streaming uint8 rather than uint16 rows halves the memory traffic and
+    gives the same trees): each node's rows are split by the hyperplane
     half-way between two of them chosen by hash, until at most ``leaf`` remain; ``perm[t]`` lists the
     rows leaf after leaf, ``start[t, p] = 1`` where a leaf begins. A split that leaves one side empty
     (equal rows) halves the node instead."""
@@ -491,8 +488,8 @@ def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
 @njit(parallel=True, cache=True, nogil=True)
 def column_extremes(Y, lows, highs):  # pragma: no cover - compiled
     """``lows = minimum(lows, Y.min(0))``, ``highs = maximum(highs, Y.max(0))`` in one pass, in parallel
-    over chunks of 256 columns (exact: any order gives the same extremes). With NumPy's two
-    reductions per block the partition stage at 10^6 x 3,998 took 77.2 s; with this, 51.4 s."""
+    over chunks of 256 columns (exact: any order gives the same extremes). NumPy's two reductions
+    would read each block twice, on one thread; this reads it once, in parallel."""
     d = Y.shape[1]
     for c in prange((d + 255) // 256):
         k0 = c * 256

@@ -11,13 +11,13 @@ vectors quantised to bytes (a common uint16 grid, each column kept to 8 bits of 
 TWD (float64, bit for bit the exact kernel's values). Only the neighbour SET may differ from the
 exact one; every stored distance is an exact TWD. The candidates are the same for a seed at any
 thread count and on a Dask cluster (hashed random choices, integer distances, lists that keep the
-smallest offers whatever their order; tested), and on AVX2 and AVX-512 (integer sums; measured),
+smallest offers whatever their order; tested), and on AVX2 and AVX-512 (integer sums, no rounding),
 so the graph is too; only :func:`partitions` uses BLAS (its k-means), whose rounding another CPU
 kind may change for a sample on a border. Above
 :data:`SEARCH_BYTES` of search vectors the samples are searched in overlapping k-means partitions
 (:func:`partitions`), each one task (here, one after another; with a client, on its workers).
-All the tree-vector columns are searched: keeping only the 256 or 1,024 columns that carry most
-of the TWD lost recall (Zeisel: 0.63 and 0.81 instead of 0.9999).
+All the tree-vector columns are searched: keeping only the few columns that carry most of the TWD
+loses much of the recall.
 """
 
 from __future__ import annotations
@@ -59,17 +59,15 @@ KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
 #: backends only propose candidates; the exact TWD re-ranks them, so every distance is exact.
 KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
 #: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
-#: operations: 977 s for 100,000 samples x 2,000 features on 2 cores (benchmarks/RESULTS.md,
-#: issue 5), so about 10 s at 10,000 and 40 s at 20,000, growing as n^2; hdtwd's NN-descent grows
-#: as about n log n and, cached by numba, starts in about a second (pynndescent, used until issue 28,
-#: compiled for 25-39 s in every process). Below 20,000 samples the exact search is about as fast and
-#: has no recall to lose.
+#: operations, growing as n^2; hdtwd's NN-descent grows as about n log n and, cached by numba,
+#: starts without compiling (pynndescent compiles in every process). Below 20,000 samples the exact
+#: search is about as fast and has no recall to lose (benchmarks/RESULTS.md, "Approximate neighbours").
 AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
 #: Recall is bought where many samples are nearly equidistant (a cell type of 10,000 multinomial
-#: draws): on 100,000 such cells, with ``c`` candidates joined per row, 21 candidates for k = 14
-#: gave recall 0.805 in 45 s and 32 gave 0.921 in 66 s; joining 3 x 32 per row
-#: (:data:`hdtwd_cli.knn._nndescent.JOIN_FACTOR`) gives 0.977 in 117 s (benchmarks/RESULTS.md, issue 28).
+#: draws): for k = 14, 32 candidates per sample, joined 3 x 32 per row
+#: (:data:`hdtwd_cli.knn._nndescent.JOIN_FACTOR`), aim at recall@14 of about 0.98 on such cells; fewer
+#: candidates or joins are faster but lose much of it (benchmarks/RESULTS.md, "Approximate neighbours").
 CANDIDATE_FACTOR = 2.25
 #: Samples searched at once, as bytes of their uint16 grid vectors (n x d x 2; NN-descent holds their
 #: byte rows, half of that); above it the samples are searched in overlapping partitions
@@ -78,16 +76,14 @@ SEARCH_BYTES = 1 << 30
 #: Partitions each sample is placed in (its nearest k-means clusters) when the search is partitioned, at most.
 PARTITION_OVERLAP = 2
 #: A sample joins its 2nd (3rd...) nearest cluster only if that centre is at most this many times
-#: as far as its nearest one (a border sample); ``inf``: always. On 10^6 UMI-like cells (partitions of
-#: 536,000 rows, 1,000 sampled rows' 14 exact neighbours) 1.3 kept 99.96 % of the neighbours in a
-#: partition shared with their row (99.97 % with every sample in 2) for 1.26 placements per sample
-#: instead of 2; 1.1: 99.1 % for 1.06 (benchmarks/RESULTS.md, issue 28).
+#: as far as its nearest one (a border sample); ``inf``: always. 1.3 keeps nearly as many exact
+#: neighbours in a partition shared with their row as placing every sample in 2, for far fewer
+#: placements; a tighter border loses neighbours (benchmarks/RESULTS.md, "Approximate neighbours").
 PARTITION_BORDER = 1.3
 #: Mean k-means cluster size as a fraction of a partition's most rows (clusters above it are cut in
-#: overlapping pieces): room for clusters of unequal size. On 10^6 UMI-like cells (134,000-row
-#: partitions, border 1.3), 0.25 made 30 clusters, 1.63 placements per sample and kept 98.3 % of the
-#: exact neighbours in a partition shared with their row; 0.5: 15 clusters, 1.43 placements, 99.99 %
-#: (benchmarks/RESULTS.md, issue 28).
+#: overlapping pieces): room for clusters of unequal size. Against 0.25, 0.5 halves the clusters,
+#: places each sample in fewer partitions and keeps more of the exact neighbours in a partition
+#: shared with their row (benchmarks/RESULTS.md, "Approximate neighbours").
 PARTITION_FILL = 0.5
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
@@ -96,7 +92,7 @@ _KMEANS_ITERATIONS = 10
 RECALL_SAMPLE = 50
 #: Below this recall on the sampled samples a partitioned search warns: its partitions do not
 #: follow the samples' neighbourhoods. k-means partitions of word-count documents can keep half of
-#: the exact neighbours out of reach (benchmarks/RESULTS.md, issue 28).
+#: the exact neighbours out of reach (benchmarks/RESULTS.md, "Approximate neighbours").
 RECALL_WARN = 0.9
 #: Rows per re-ranking task (:func:`rerank`).
 RERANK_TASK_ROWS = 1 << 16
@@ -231,8 +227,8 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
 
     In blocks whose own vectors and their candidates' vectors fit a fixed budget (:data:`_RERANK_BYTES`):
     neighbouring rows (in :func:`locality_order`) share candidates, so each vector is computed about
-    twice instead of ``c`` times (100,000 x 2,000 cells: 40 s before). Distances come from
-    :func:`_kernels.l1_gather`, bit for bit the exact kernel's.
+    twice instead of ``c`` times. Distances come from
+    :func:`hdtwd_cli.twd._kernels.l1_gather`, bit for bit the exact kernel's.
     """
     m = rows.size
     out_d = np.empty((m, k))
@@ -393,8 +389,8 @@ def partition_neighbors(
     NN-descent (:func:`hdtwd_cli.knn._nndescent.nn_descent`) runs on the rows' byte vectors
     (:func:`byte_vectors`, ``code`` of all samples); the re-ranking (:func:`rerank_rows`) takes the rows in
     the :func:`locality_order` of the partition's own candidate graph, so a block of rows needs the
-    vectors of few others (a re-ranking of all samples' merged candidates after the partitions took
-    282 s at 10^6, 8.2 us per candidate, against 1.5 us within one partition). Memory: ``|rows|`` x
+    vectors of few others (a re-ranking of all samples' merged candidates after the partitions
+    would gather scattered vectors, several times the cost per candidate). Memory: ``|rows|`` x
     ``code.width`` bytes and the re-ranking's blocks (:data:`_RERANK_BYTES`). ``progress`` gets half of ``share`` after
     the NN-descent and the rest after the re-ranking.
     """
@@ -504,8 +500,8 @@ def cluster_sums(Z: np.ndarray, labels: np.ndarray, count: int) -> np.ndarray:
     """``S[p] = sum of the rows Z[i] with labels[i] == p``, added in row order (float64).
 
     ``np.bincount`` with weights, one column at a time: the same additions in the same order as
-    ``np.add.at(S, labels, Z)``, hence the same bits, in 0.3 s instead of 3.7 s for 10^6 x 32 (k-means'
-    update step in :func:`partitions`, 11 rounds; benchmarks/RESULTS.md, issue 28).
+    ``np.add.at(S, labels, Z)``, hence the same bits, in a fraction of its time (``np.add.at`` is
+    unbuffered, one element at a time); k-means' update step in :func:`partitions`.
     """
     return np.stack([np.bincount(labels, weights=Z[:, j], minlength=count) for j in range(Z.shape[1])], axis=1)
 

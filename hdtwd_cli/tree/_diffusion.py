@@ -56,7 +56,7 @@ EUCLIDEAN_ROUNDING = 1e-6
 
 #: Precision of the BLAS product :math:`S^t = W W^\top` behind the embedding
 #: (:func:`diffusion_sqrt_densities`): float32, like the HD-LCA Gram matrices
-#: (:data:`hdtwd_cli.tree.PRODUCT_DTYPE`). ``W`` is formed in float64 and rounded once; the scaling,
+#: (:data:`hdtwd_cli.tree._hd_lca.PRODUCT_DTYPE`). ``W`` is formed in float64 and rounded once; the scaling,
 #: clipping and square root run in float64. Tolerance: docs/method.md section 3.
 POWER_DTYPE = np.float32
 
@@ -150,8 +150,8 @@ def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: n
 
     Why: the self-tuning bandwidth replaces a zero k-th neighbour distance by the median (a
     feature with k identical copies), so a distance that is 0 on one CPU and 3e-16 on another
-    gave kernels that differed by 1.0 and trees that differed by 20 % of the distances on
-    BBCSPORT's words between the AVX-512 and AVX2 code paths (issue 24). Identical columns are now
+    gives kernels that differ by 1.0, and so different trees on the AVX-512 and AVX2 code paths
+    (docs/method.md section 10). Identical columns are now
     identical on every CPU; two genuinely different features are never this close. Row blocks of
     256: the masks and tolerances take 256 x m' values, never another m x m array.
     """
@@ -216,7 +216,7 @@ def kernel_scale(D: np.ndarray) -> float:
         raise ValueError("at least two features are needed")
     # the upper triangle copied row by row and partitioned in place: the same multiset as
     # ``D[np.triu_indices(m, 1)]`` (so the same median, bit for bit) without the two index arrays
-    # of m^2/2 int64 each and their gather (0.22-0.49 -> 0.11 s at m = 4,000)
+    # of m^2/2 int64 each and their gather
     upper = np.concatenate([D[i, i + 1 :] for i in range(m - 1)])
     return float(np.median(upper, overwrite_input=True))
 

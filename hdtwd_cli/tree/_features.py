@@ -68,7 +68,7 @@ def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
         df = np.zeros(C.shape[1], dtype=np.int64)
         for s in range(
             0, C.nnz, _DF_CHUNK
-        ):  # chunks: no nnz-long temporaries (4.7-6.9 s -> 0.75-0.9 s at 10^6 x 2,000)
+        ):  # chunks of stored entries: no nnz-long temporaries, one chunk's mask and bincount at a time
             stored, values = C.indices[s : s + _DF_CHUNK], C.data[s : s + _DF_CHUNK]
             df += np.bincount(stored if values.all() else stored[values != 0], minlength=C.shape[1])
         return df

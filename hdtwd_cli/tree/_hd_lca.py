@@ -54,7 +54,7 @@ from hdtwd_cli.tree._tree import Tree
 PRODUCT_DTYPE = np.float32
 
 _TILE_ROWS = 512  # rows of a tile of the stored-embedding product: 512 x 2,048 (A and B packed by BLAS
-# once per 1 M pairs: 15-25 % faster than 256 rows at 14,000 features, the same bits; 64 rows changes them)
+# once per 1 M pairs: half the packing of 256 rows, the same bits; 64 rows changes them)
 _TILE_COLS = 2048
 
 
@@ -295,7 +295,7 @@ def hd_lca_products(
       (:func:`_tiled_products`), whose accumulators stay in cache;
     - otherwise (the exact operator, :math:`m' = m`) the scales are streamed: scale ``k`` is
       embedded (``op.sqrt_densities``: :math:`\psi^k = \sqrt{P^{2^{-k}}}` in float64 rounded to
-      ``dtype``, as :func:`hyperbolic.hyperbolic_embedding`), multiplied into the running
+      ``dtype``, as :func:`_hyperbolic.hyperbolic_embedding`), multiplied into the running
       condensed product (:func:`_multiply_scale`) and dropped: one scale's ``psi`` at a time.
 
     ``dtype`` is the precision of the BLAS products (:data:`PRODUCT_DTYPE`). ``square``: where the
@@ -308,7 +308,7 @@ def hd_lca_products(
     products : dict
         ``K -> g`` (condensed, as :func:`hd_lca_product`; or square, see ``square``).
     negative_mass : ndarray, shape (max(scales) + 1,)
-        As :attr:`hyperbolic.HyperbolicEmbedding.negative_mass`.
+        As :attr:`_hyperbolic.HyperbolicEmbedding.negative_mass`.
     """
     return _products(
         op.n_features,
@@ -385,7 +385,7 @@ def hd_lca_product_merge_order(
 def stable_argsort(x: np.ndarray) -> np.ndarray:
     """``np.argsort(x, kind="stable")`` (equal values in index order), from NumPy's faster default sort.
 
-    The default (SIMD) sort is about 3x faster than the stable one on millions of values;
+    The default (SIMD) sort is much faster than the stable one on millions of values;
     runs of equal values, rare in practice, are then put in index order by a lexsort of the tied
     entries only. The result is the unique order by ``(x, index)``, so it is identical to the
     stable sort's.
@@ -412,8 +412,8 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
     tree is unique; computed by :mod:`hdtwd_cli.tree._linkage` where its square matrix fits). There the
     chain first runs on ``log a`` itself: when no tie decided any of its steps (as on real data
     without duplicated features) its tree is the one of the ranks, bit for bit
-    (:func:`_linkage.untied_complete_linkage`), and the sort is skipped (1.0-1.3 -> 0.2-0.25 s at
-    4,000 features, benchmarks/RESULTS.md, issue 14). ``average`` and
+    (:func:`_linkage.untied_complete_linkage`), and the sort, most of the work otherwise, is
+    skipped. ``average`` and
     ``weighted`` (UPGMA / WPGMA) average the values of ``a`` between clusters (SciPy's
     nearest-neighbour chain; deterministic for a given input).
 
@@ -468,7 +468,7 @@ def hd_binary_tree(
     r"""Edge weights of the binary tree given by ``children`` (Alg. 1, "geodesic edge weight").
 
     At every scale each internal node is placed at the hyperbolic geodesic midpoint of its two
-    children (:func:`hyperbolic.geodesic_midpoint`), so both children get
+    children (:func:`_hyperbolic.geodesic_midpoint`), so both children get
     :math:`d_{\mathbb H}(z_A^k, z_B^k)/2`; summed over scales the weight of each child edge is
     :math:`\tfrac12 d_{\mathcal M}(z_A, z_B)`.
 

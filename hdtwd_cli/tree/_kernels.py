@@ -25,7 +25,7 @@ from hdtwd_cli.tree import _small
 def lca_factor_condensed(out, G, sq_rows, sq_cols, h2, i0, c0, m):  # pragma: no cover - compiled
     """``g[i, j] *= max(sq_rows[r] + sq_cols[c] - 2 G[r, c], 0) / 4 + h2`` on the condensed ``g = out``.
 
-    One scale's factor of the HD-LCA product (tree.hd_lca_product) for the rows ``i = i0 + r``
+    One scale's factor of the HD-LCA product (:func:`_hd_lca.hd_lca_product`) for the rows ``i = i0 + r``
     of ``G`` against the columns ``j = c0 + c``: only the pairs ``j > i``, each at its condensed
     slot ``i m - i (i + 1) / 2 + (j - i - 1)``.
     """
@@ -49,7 +49,7 @@ def lca_product_tile(acc, Gs, sq_rows, sq_cols, h2, reset):  # pragma: no cover 
     Every scale of a row of the tile in one pass, in order (the bits of multiplying the factors
     in one scale at a time), so ``acc`` is written once instead of read and written once per
     scale. One thread: a tile is small, and it runs between BLAS calls whose worker threads are
-    still spinning (a parallel region here would fight them for the cores: 20x slower, measured).
+    still spinning (a parallel region here would fight them for the cores, many times slower).
     """
     K1, nr, nc = Gs.shape
     for r in range(nr):
@@ -107,7 +107,7 @@ def _sqrt_densities(T, s, out, negp, B):  # pragma: no cover - compiled
     """``out[j, i] = sqrt(max(S[j, i] * s[i] / s[j], 0))`` rounded to ``out``'s type, from the upper
     triangle of the symmetric ``S`` (``T[j, i]``, ``i >= j``; the lower one is never read).
 
-    The operations of :func:`diffusion.diffusion_densities` (``phi *= s[None, :]``,
+    The operations of :func:`_diffusion.diffusion_densities` (``phi *= s[None, :]``,
     ``phi /= s[:, None]``, clip) and of the square root, in the same order: the same bits as
     NumPy's passes on the mirrored matrix, without writing ``phi``. Tiles of ``B x B``: tile
     ``(J, I)``, ``I >= J``, gives ``out[j, i]`` (rows of ``T``, unit stride) and then ``out[i, j]``
@@ -201,7 +201,7 @@ def gram_upper(W: np.ndarray) -> np.ndarray:
 
     One BLAS syrk straight from SciPy (``ssyrk`` or ``dsyrk`` by ``W``'s type) on the Fortran view
     of ``W`` in either layout, no copy: half a GEMM, and none of the strided mirror pass that
-    NumPy's ``W @ W.T`` adds (about 45 ms at 4,000 x 4,000). Used for :math:`S^t` (diffusion) and
+    NumPy's ``W @ W.T`` adds. Used for :math:`S^t` (diffusion) and
     the HD-LCA Gram matrices (tree).
     """
     from scipy.linalg import blas
@@ -282,7 +282,7 @@ def column_gram_csr(X) -> np.ndarray:
     About ``sum_i nnz_i^2 / 2`` multiply-adds, in parallel over blocks of output rows; each entry
     is summed over the rows of ``X`` in order (deterministic for any thread count; exact, hence
     equal to any other order, for integer counts divided by powers of two). scipy's sparse
-    product took 33 s on 100,000 x 2,000 UMI-like counts (two passes, one thread).
+    product builds the m x m result as CSR, in two passes on one thread.
     """
     X = canonical_csr(X)
     m = X.shape[1]
@@ -316,8 +316,8 @@ def column_absmax_csr(X, parts: int | None = None) -> np.ndarray:
 
     One pass over the stored values (:func:`canonical_csr` first, so duplicates are summed), in
     parts whose maxima are then combined: a maximum is exact, so the same bits for any part count.
-    scipy's ``abs(X).max(axis=0)`` copied ``|X|`` and converted it to CSC: 9.4 s on 10^6 x 2,000
-    UMI-like counts, against 0.3 s (benchmarks/RESULTS.md, issue 28).
+    scipy's ``abs(X).max(axis=0)`` copies ``|X|`` and converts it to CSC, many times slower on
+    millions of rows.
     """
     X = canonical_csr(X)
     m = X.shape[1]
@@ -350,8 +350,7 @@ def column_presence_csr(X, cols: np.ndarray):
 
     ``B[i, t] = 1`` where ``X[i, cols[t]] != 0`` (after :func:`canonical_csr`). Two compiled passes (count,
     then fill), in parallel over the rows, over the stored entries, instead of scipy's column
-    indexing and ``eliminate_zeros``: 1.6 s against 5.4 s for 1,000 of the 2,000 columns of 10^6
-    UMI-like cells (benchmarks/RESULTS.md, issue 28). Column order is kept, so the rows stay sorted.
+    indexing (a serial copy) and ``eliminate_zeros``. Column order is kept, so the rows stay sorted.
     """
     X = canonical_csr(X)
     new_column = np.full(X.shape[1], -1, dtype=np.int64)
@@ -395,9 +394,9 @@ def nearest_centres(Z: np.ndarray, centres: np.ndarray, count: int) -> tuple[np.
     r"""The ``count`` nearest centres of each row: :math:`\lVert z_i - c_p\rVert_2^2` summed over the
     columns in order (the same bits on any CPU and thread count), ascending by (distance, index).
 
-    k-means' assignment step (:func:`hdtwd_cli.knn._search.partitions`) without an n x p matrix: 1,000,000
-    rows of 32 columns against 30 centres, 2 nearest, in 0.40-0.48 s where NumPy's ``|z|^2 - 2 z.c +
-    |c|^2`` and a stable argsort took 0.78-2.2 s, AVX-512 and AVX2 alike (benchmarks/RESULTS.md, issue 28).
+    k-means' assignment step (:func:`hdtwd_cli.knn._search.partitions`) without an n x p matrix: one
+    pass, where NumPy's ``|z|^2 - 2 z.c + |c|^2`` and a stable argsort would form and sort that
+    matrix (and give bits that depend on BLAS).
 
     Returns
     -------

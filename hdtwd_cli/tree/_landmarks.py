@@ -1,6 +1,6 @@
 r"""Landmark diffusion for large feature counts (Roseland, Shen & Wu 2022; docs/method.md section 6).
 
-The exact operator of :mod:`diffusion` needs an ``m x m`` kernel and its eigendecomposition
+The exact operator of :mod:`._diffusion` needs an ``m x m`` kernel and its eigendecomposition
 (:math:`O(m^3)` time, :math:`m^2` memory). With ``m'`` landmarks :math:`l_1..l_{m'}` (feature
 columns chosen at random, or k-means centroids of the feature columns) only the ``m x m'``
 affinity
@@ -256,7 +256,7 @@ def landmark_distances(
     ``L`` holds landmark vectors in the scaled space of :func:`select_landmarks` (unit columns
     for ``cosine``). Distances from a landmark feature to itself (``landmark_index``, random
     landmarks) are set to exactly 0, and so are distances within rounding of 0
-    (:func:`diffusion.zero_rounding`).
+    (:func:`_diffusion.zero_rounding`).
     """
     Xs, sq, scale = _scaled_columns(X, metric)
     G = _gram_with(Xs, L)
@@ -365,7 +365,7 @@ def landmark_operator(
     n_landmarks : int
         ``m'``, between 2 and ``m``.
     eps, metric, bandwidth, knn
-        As for :func:`diffusion.diffusion_operator`.
+        As for :func:`_diffusion.diffusion_operator`.
     method : {"random", "kmeans"}
     seed : int
         Seed of the landmark draw.

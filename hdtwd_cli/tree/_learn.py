@@ -69,7 +69,7 @@ def tree_memory_bytes(
     covers the arrays the stages allocate, not the input itself (already in memory).
     ``store_embedding`` (default: unless the edge weights are ``lca``): the float64 embedding is
     kept (``hdtwd embed``, ``midpoint`` weights); otherwise the tree comes straight from the
-    operator (:func:`tree.hd_lca_products`). ``available``: complete linkage's square matrix is
+    operator (:func:`_hd_lca.hd_lca_products`). ``available``: complete linkage's square matrix is
     counted where it will be used (at most half of ``available``; SciPy's condensed copy otherwise).
     Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
     ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
@@ -166,7 +166,7 @@ def feature_operator(
     """The feature diffusion operator of ``X``'s columns, in spectral form (Eq. 1).
 
     With ``params.landmarks`` (or automatically above ``AUTO_LANDMARKS_ABOVE`` features) the
-    landmark operator (:mod:`landmarks`), else the exact one (:func:`diffusion.diffusion_operator`).
+    landmark operator (:mod:`._landmarks`), else the exact one (:func:`_diffusion.diffusion_operator`).
     """
     rep = reporter or Reporter(quiet=True)
     m = X.shape[1]
@@ -332,7 +332,7 @@ def feature_space(
         ok &= df >= max(1, int(params.min_df))
     cols = np.flatnonzero(ok)
     keep_all = cols.size == X.shape[1]
-    Xk = X if keep_all else X[:, cols]  # every column kept (the usual case): no copy (10^6 cells: 5.4 s)
+    Xk = X if keep_all else X[:, cols]  # every column kept (the usual case): no copy
     big = min(X.shape[0], cols.size) > params.feature_dims
     wanted, never = params.feature_space, -1.0
     if wanted == "auto" and embedding is None:
@@ -365,7 +365,7 @@ def feature_space(
 
 def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
     r"""Fraction :math:`\varepsilon = \sum_{i \le r} s_i^2 / \lVert M\rVert_F^2` of the energy of the unit rows ``M``
-    (:func:`features.latent_feature_space`) that its ``r`` latent dimensions capture."""
+    (:func:`_features.latent_feature_space`) that its ``r`` latent dimensions capture."""
     nonzero_rows = int(np.count_nonzero(np.asarray(abs(X).sum(axis=1)).ravel()))
     return float(min(1.0, float(np.sum(latent * latent)) / max(nonzero_rows, 1)))
 

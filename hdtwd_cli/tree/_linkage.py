@@ -12,8 +12,8 @@ come out of height order; a stable sort by height (a cluster is created before i
 no greater height) and a relabelling give SciPy's linkage matrix.
 
 SciPy runs the same algorithm on the condensed vector, where the values of one cluster lie
-``m - i`` entries apart: every scan and every update touches a new cache line for most entries
-(18-25 s at 20,000 features, benchmarks/RESULTS.md issue 14). Here the matrix is square and
+``m - i`` entries apart: every scan and every update touches a new cache line for most entries.
+Here the matrix is square and
 symmetric and only the ACTIVE clusters are visited (a sorted list, shortened at each merge): a scan
 reads one row in increasing order, an update writes one row and the active entries of one column,
 so the work shrinks with the number of clusters (:math:`\sum_s (m - s) \approx m^2/2` entries).

@@ -34,24 +34,25 @@ from hdtwd_cli.tree._landmarks import LANDMARK_METHODS
 class TreeParams:
     """Parameters of the tree-learning stages (docs/method.md sections 1-3 and 6-7).
 
-    Bare ``TreeParams()`` is the library default (the ``"default"`` preset, chosen by the
-    ablation in benchmarks/RESULTS.md); ``TreeParams.from_preset("paper")`` reproduces the paper.
-    Every value is checked on construction (:class:`errors.ParameterError` names the field).
+    Bare ``TreeParams()`` is the library default (the ``"default"`` preset, chosen by an ablation
+    across the data sets: docs/defaults.md); ``TreeParams.from_preset("paper")`` reproduces the paper.
+    Every value is checked on construction (:class:`hdtwd_cli.errors.ParameterError` names the field).
     ``transform`` is the element-wise transform of the data before everything (:func:`apply_transform`).
     ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
     ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
     ``edge_weights`` is ``midpoint`` (docs/method.md section 3) or ``lca`` (HD-LCA heights);
     ``landmarks`` is the number of diffusion landmarks (``0``: exact operator, ``None``: automatic,
-    see :func:`landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``;
+    see :func:`_landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``;
     ``landmark_eps`` is the kernel-scale multiplier used on the landmark path instead of ``eps``
     (``None``: ``eps``). The distance to the k-th nearest LANDMARK is much larger than to the k-th
-    nearest feature, so the self-tuning kernel needs a smaller c there (benchmarks/RESULTS.md, issue 6).
+    nearest feature, so the self-tuning kernel needs a smaller c there (docs/defaults.md, "Large
+    feature counts: landmarks").
     ``feature_space`` is the features' ambient space for the initial distance: ``data`` (the data
-    columns), ``svd`` (``feature_dims`` latent dimensions, :mod:`features`) or ``auto`` (``svd``
-    when most pairs of features never co-occur, :func:`features.never_cooccur_fraction`); a
+    columns), ``svd`` (``feature_dims`` latent dimensions, :mod:`._features`) or ``auto`` (``svd``
+    when most pairs of features never co-occur, :func:`_features.never_cooccur_fraction`); a
     feature embedding given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
-    edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`auto_leaf_length`;
+    edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`_learn.auto_leaf_length`;
     docs/method.md section 7). Features non-zero
     in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root; so do
     all but the ``max_features`` most frequent ones (``0``: no cap), which bounds the

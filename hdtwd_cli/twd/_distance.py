@@ -65,10 +65,9 @@ SPARSE_KERNEL_DENSITY = 0.1
 DType = Literal["float32", "float64"]
 
 #: :func:`tree_distances` prunes per pair of row blocks when the nodes with mass in BOTH blocks of a
-#: pair are, on average, below this fraction of the nodes. Measured on a 24,000-word synthetic corpus
-#: (2,000 documents, one thread): a shared fraction of 0.125 made the pruned kernel 2.9x faster than
-#: the dense one (2.52 s vs 7.40 s); the merge of two supports and the packing grow with the
-#: supports, so the threshold keeps a margin.
+#: pair are, on average, below this fraction of the nodes. The pruned kernel's work is the shared
+#: nodes, the dense one's all nodes; the merge of two supports and the packing add work that grows
+#: with the supports, so the threshold keeps a margin below 1.
 PRUNE_BELOW = 0.5
 
 
@@ -503,12 +502,12 @@ def align_to_tree(
     """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
 
     When the tree carries a denoiser (:attr:`Tree.denoiser`), the rows are replaced by their
-    denoised values first (dense; :func:`denoise.denoise`). When it carries feature weights
+    denoised values first (dense; :func:`hdtwd_cli.tree._denoise.denoise`). When it carries feature weights
     (:attr:`Tree.feature_weights`), each column is multiplied by its leaf's weight, so the rows
     become the weighted values whose histograms the TWD compares.
 
     The result may be ``X`` itself (dense, already in leaf order, no weights): callers copy before
-    writing (:func:`distance.normalize_rows` does).
+    writing (:func:`normalize_rows` does).
 
     Leaves absent from the data get zero mass. Data features absent from the tree are an
     error when they carry mass (the message names a few); all-zero ones are ignored. With
@@ -571,7 +570,7 @@ def align_to_tree(
     if w is None and X.shape[1] == L and np.array_equal(dest, np.arange(L)):
         return np.asarray(X, dtype=np.float64)  # already in leaf order (e.g. the tree was learned from X): no copy
     # a gather along the rows (one pass, each output row written in order) rather than a scatter
-    # into columns: 0.04 s instead of 0.44 s on 3,005 x 4,000 (benchmarks/RESULTS.md, issue 14)
+    # into columns, whose writes are strided
     known = np.flatnonzero(dest >= 0)
     src = np.zeros(L, dtype=np.int64)  # the data column of each leaf (0 for absent leaves, zeroed below)
     src[dest[known]] = known

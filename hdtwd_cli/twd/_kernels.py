@@ -6,13 +6,13 @@ For NON-NEGATIVE rows (TWD vectors are subtree masses times edge lengths),
           \qquad S_i = \sum_k A_{ik},
 
 since :math:`|a - b| = a + b - 2\min(a, b)`. The overlap sum costs two vector operations per term
-(``min``, ``add``) where ``|a - b|`` costs three (``sub``, ``and``, ``add``): 1.76x on CBMC's vectors,
-one thread, same tiles. And a term with a zero on either side is an exact ``+0``, which the pruned
-kernel for sparse documents (:mod:`hdtwd_cli.twd._pruned`) exploits: only nodes with mass in BOTH
-blocks of a pair of row blocks are visited. Every sum is accumulated in float64 whatever the
-storage type (float32 values are widened exactly). Rounding: the absolute error is about
-``1e-16 (S_i + S_j)``, i.e. about 1e-15 of the distances' scale (measured against the
-difference form), and an exact 0 for identical rows.
+(``min``, ``add``) where ``|a - b|`` costs three (``sub``, ``and``, ``add``), a faster kernel with
+the same tiles (docs/performance.md, "Dependencies"). And a term with a zero on either side is
+an exact ``+0``, which the pruned kernel for sparse documents (:mod:`hdtwd_cli.twd._pruned`)
+exploits: only nodes with mass in BOTH blocks of a pair of row blocks are visited. Every sum is
+accumulated in float64 whatever the storage type (float32 values are widened exactly). Rounding:
+the absolute error is about ``1e-16 (S_i + S_j)``, i.e. about 1e-15 of the distances' scale
+against the difference form (tested), and an exact 0 for identical rows.
 
 Tiling (a small GEMM-like scheme)
     The output is cut into tiles of ``_TI`` rows of ``A`` x ``_TJ`` rows of ``B``; the tiles are
@@ -402,7 +402,7 @@ def tree_vectors_dense(X, rows, parent, cols, scale, out):  # pragma: no cover -
 
     Per row: the leaves' values, then each node's mass added to its parent in increasing node
     order (children precede parents), the same additions in the same order as
-    ``distance.subtree_masses``; rows in parallel, picked by index (no copy of ``X``), written
+    ``twd._distance.subtree_masses``; rows in parallel, picked by index (no copy of ``X``), written
     straight into C-order output.
     """
     L = X.shape[1]
@@ -453,7 +453,7 @@ def quantised_tree_vectors_csr(
 ):  # pragma: no cover - compiled
     """``min(rint(float32(y) * factor), top_q)`` as uint16 of the tree vectors ``y`` of CSR ``rows``.
 
-    Bit for bit ``_nndescent.quantise(tree_vectors(...), top)`` with ``factor = float32(top_q / top)``
+    Bit for bit ``quantise(tree_vectors(...), top)`` with ``factor = float32(top_q / top)``
     (the float32 product, rounded half to even), without the float64 and float32 matrices.
     """
     n_nodes = parent.shape[0]
@@ -474,7 +474,7 @@ def tree_vectors(
     (``rows`` default: all, in order).
 
     :func:`tree_vectors_dense` / :func:`tree_vectors_csr`, or their NumPy twin for small problems
-    (same bits, :mod:`hdtwd_cli._small`).
+    (same bits, :mod:`hdtwd_cli.twd._small`).
     """
     picked = np.arange(x.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     if small_tree_work(picked.shape[0], parent):
@@ -647,7 +647,8 @@ SCALE_MAX = 65535
 
 def quantise(Y: np.ndarray, top: float | None = None) -> np.ndarray:
     """``rint(Y * SCALE_MAX / top)`` as uint16 (``top`` default ``max(Y)``): the common integer grid
-    of the search vectors, before their byte code (:func:`byte_code`, :func:`encode`).
+    of the search vectors, before their byte code (:func:`hdtwd_cli.knn._nndescent.byte_code`,
+    :func:`hdtwd_cli.knn._nndescent.encode`).
 
     One scale for all columns, so the integer L1 is the float L1 divided by the scale, up to the
     rounding of each entry (at most half a step, 1 / 131,070 of the largest entry). Element-wise and

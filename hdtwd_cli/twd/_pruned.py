@@ -215,7 +215,7 @@ def pruned_fraction(a: Panels, b: Panels | None = None, samples: int = 256, seed
 
 def _shared(p: np.ndarray, q: np.ndarray) -> int:
     """``|p n q|`` of two sorted supports without repeats: each of ``p`` looked up in ``q`` (binary search;
-    ``np.intersect1d`` would sort and deduplicate both again: 1 s of the corpus's 5,000 x 24,000 run)."""
+    ``np.intersect1d`` would sort and deduplicate both again)."""
     if not p.size or not q.size:
         return 0
     at = np.minimum(np.searchsorted(q, p), q.size - 1)
