@@ -95,3 +95,13 @@ def test_without_the_ir_helpers_the_search_falls_back_to_the_same_lists(tmp_path
         kinds[mode] = proc.stdout.strip()
     assert kinds["ir"] != kinds["loop"], kinds  # the intrinsic, then the loop's dispatcher
     assert np.array_equal(np.load(tmp_path / "ir.npy"), np.load(tmp_path / "loop.npy"))
+
+
+def test_the_fast_exit_still_finds_cpythons_atexit_runner():
+    """``cli._app._exit`` runs the atexit handlers itself, then skips the interpreter's teardown; without
+    CPython's ``atexit._run_exitfuncs`` it takes the normal exit (correct, slower)."""
+    import atexit
+
+    assert callable(getattr(atexit, "_run_exitfuncs", None)), (
+        "atexit._run_exitfuncs is gone: hdtwd's fast exit falls back to sys.exit; update docs/performance.md"
+    )

@@ -251,3 +251,12 @@ def test_square_product_is_the_condensed_one_and_gives_the_same_tree(compiled, m
     assert np.array_equal(a.parent, b.parent) and np.array_equal(a.length, b.length)
     with pytest.raises(ValueError, match="complete"):
         tree_mod.hd_lca_product_merge_order(np.zeros((90, 90)), 90, 5, "single")
+
+
+def test_stable_argsort_is_numpys_stable_sort():
+    """The HD-LCA values' order from the default sort plus a lexsort of ties: NumPy's stable order."""
+    from hdtwd_cli.tree._hd_lca import stable_argsort
+
+    rng = np.random.default_rng(2)
+    for x in (rng.random(5000), rng.integers(0, 40, 5000).astype(float), np.zeros(7), np.array([1.0])):
+        assert np.array_equal(stable_argsort(x), np.argsort(x, kind="stable"))

@@ -520,9 +520,10 @@ def _exit(code: int) -> None:
     import atexit
     import os
 
-    if sys.getprofile() is not None or sys.gettrace() is not None:
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)  # CPython's; absent elsewhere: the normal exit
+    if run_exitfuncs is None or sys.getprofile() is not None or sys.gettrace() is not None:
         sys.exit(code)
-    atexit._run_exitfuncs()
+    run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
