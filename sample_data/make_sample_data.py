@@ -6,6 +6,11 @@
 - cells_labels.txt  one label per cell (same as obs['cell_type'])
 - corpus.npz    sparse documents x words (scipy.sparse.save_npz), 400 x 300
 - corpus.mtx    the same corpus in Matrix Market format
+
+Not generated here: bbcsport.h5ad, the BBC Sport corpus (Greene & Cunningham, 2006; 737 articles of
+5 sports) as word counts (737 x 13,162, CSR float32), obs['label'] the sport; the preprocessing and
+the source are in the file's ``uns['preprocessing']`` and ``uns['provenance']``. The documentation's
+BBCSPORT tutorial and pictures read it, so that a clone builds its own documentation.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ BBCSPORT: from word counts to a tree picture and a classify report
 ==================================================================
 
 737 BBC sports articles (athletics, cricket, football, rugby, tennis) as counts of 13,162 words,
-one of the paper's four document sets (``../shared/data/text``: set ``HDTWD_TEXT_DIR`` to read
-it from elsewhere). hdtwd learns the words' hierarchy from the articles, draws it, and compares
+one of the paper's four document sets, shipped in ``sample_data/bbcsport.h5ad``. hdtwd learns the
+words' hierarchy from the articles, draws it, and compares
 the tree-Wasserstein distance with the usual document distances and with the paper's competitors
 by the kNN protocol of ``hdtwd classify``.
 """
@@ -12,7 +12,6 @@ by the kNN protocol of ``hdtwd classify``.
 # %%
 # The word counts
 # ---------------
-import os
 from pathlib import Path
 
 import anndata
@@ -21,8 +20,7 @@ import matplotlib.pyplot as plt
 import hdtwd_cli as hd
 
 here = Path(__file__).resolve().parent if "__file__" in globals() else Path.cwd()
-text = Path(os.environ.get("HDTWD_TEXT_DIR", here.parents[2] / "shared" / "data" / "text"))
-docs = anndata.read_h5ad(text / "bbcsport.h5ad")
+docs = anndata.read_h5ad(here.parents[1] / "sample_data" / "bbcsport.h5ad")
 X, words, sport = docs.X, list(docs.var_names), docs.obs["label"].astype(str).to_numpy()
 print(f"{X.shape[0]} articles x {X.shape[1]} words, {X.nnz / X.shape[0]:.0f} distinct words per article")
 

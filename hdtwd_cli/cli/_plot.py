@@ -1,7 +1,7 @@
 """``hdtwd plot tree|heatmap|report``: the pictures of :mod:`hdtwd_cli.pl`, one library call each.
 
 The picture's format is the suffix of ``-o`` (.png, .svg, .pdf), checked before anything is read;
-the file is written atomically. matplotlib is the optional extra ``hdtwd[plot]``.
+the file is written atomically (matplotlib, a dependency).
 """
 
 from __future__ import annotations

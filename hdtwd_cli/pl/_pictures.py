@@ -1,4 +1,4 @@
-r"""Pictures of what hdtwd learns (scanpy's ``pl`` naming; matplotlib is the optional extra ``hdtwd[plot]``).
+r"""Pictures of what hdtwd learns (scanpy's ``pl`` naming; matplotlib draws them).
 
 - :func:`tree`: the learned feature tree as a dendrogram of its heaviest clades, edge lengths to scale;
 - :func:`distance_heatmap`: a distance matrix, samples ordered by their own average-linkage tree,
@@ -35,7 +35,7 @@ def require_matplotlib() -> Any:
     try:
         import matplotlib.figure
     except ImportError:
-        raise ImportError("pictures need matplotlib: pip install 'hdtwd[plot]' (or pip install matplotlib)") from None
+        raise ImportError("pictures need matplotlib, a dependency of hdtwd: pip install matplotlib") from None
     return matplotlib.figure
 
 

@@ -1,0 +1,47 @@
+"""Run the README's "Install and run" and "First steps" shell blocks as a new user would.
+
+Each line of those ```sh blocks runs with bash in a fresh temporary folder holding a copy of
+sample_data/, after exactly the README's install (``pip install .``, run on this checkout). A line
+that fails stops the script with its command and stderr (exit 1). CI (.ci/run) runs this in a
+virtual environment that has nothing but that install.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = ("## Install and run", "## First steps")
+
+
+def commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    out = []
+    for title in SECTIONS:
+        body = text.split(title, 1)[1].split("\n## ", 1)[0]
+        for block in re.findall(r"```sh\n(.*?)```", body, flags=re.S):
+            out += [line.strip() for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    return out
+
+
+def main() -> None:
+    cmds = commands()
+    if not any(c.startswith("pip install .") for c in cmds) or not any("hdtwd plot" in c for c in cmds):
+        sys.exit("README: the install line or the first steps are not where this script looks")
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copytree(REPO / "sample_data", Path(tmp) / "sample_data")
+        for cmd in cmds:
+            run = re.sub(r"^pip install \.(?=\s|$)", f"pip install --quiet {REPO}", cmd)
+            proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", run], cwd=tmp, capture_output=True, text=True)
+            if proc.returncode != 0:
+                sys.exit(f"README step failed ({proc.returncode}): {cmd}\n{proc.stderr}")
+            print(f"ok: {cmd}")
+
+
+if __name__ == "__main__":
+    main()
