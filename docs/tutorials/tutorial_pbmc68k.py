@@ -33,8 +33,7 @@ print(adata)
 # ----------------------------------
 # ``neighbors_key`` points scanpy's tools at the graph ``hd.neighbors`` wrote.
 sc.tl.umap(adata, neighbors_key="hdtwd", random_state=0)
-sc.tl.leiden(adata, neighbors_key="hdtwd", key_added="leiden_hdtwd", flavor="igraph", n_iterations=2,
-             random_state=0)
+sc.tl.leiden(adata, neighbors_key="hdtwd", key_added="leiden_hdtwd", flavor="igraph", n_iterations=2, random_state=0)
 fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), layout="constrained")
 sc.pl.umap(adata, color="bulk_labels", ax=axes[0], show=False, title="bulk_labels")
 sc.pl.umap(adata, color="leiden_hdtwd", ax=axes[1], show=False, title="Leiden on the hdtwd graph")
@@ -47,8 +46,10 @@ sc.pl.umap(adata, color="leiden_hdtwd", ax=axes[1], show=False, title="Leiden on
 sc.pp.neighbors(adata, n_neighbors=15, random_state=0)
 sc.tl.leiden(adata, key_added="leiden_pca", flavor="igraph", n_iterations=2, random_state=0)
 for key in ("leiden_hdtwd", "leiden_pca"):
-    print(f"{key}: {adata.obs[key].nunique()} clusters, ARI with bulk_labels "
-          f"{adjusted_rand_score(adata.obs['bulk_labels'], adata.obs[key]):.3f}")
+    print(
+        f"{key}: {adata.obs[key].nunique()} clusters, ARI with bulk_labels "
+        f"{adjusted_rand_score(adata.obs['bulk_labels'], adata.obs[key]):.3f}"
+    )
 
 # %%
 # The genes' hierarchy
