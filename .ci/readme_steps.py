@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -37,10 +38,11 @@ def main() -> None:
         shutil.copytree(REPO / "sample_data", Path(tmp) / "sample_data")
         for cmd in cmds:
             run = re.sub(r"^pip install \.(?=\s|$)", f"pip install --quiet {REPO}", cmd)
+            start = time.perf_counter()
             proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", run], cwd=tmp, capture_output=True, text=True)
             if proc.returncode != 0:
                 sys.exit(f"README step failed ({proc.returncode}): {cmd}\n{proc.stderr}")
-            print(f"ok: {cmd}")
+            print(f"ok ({time.perf_counter() - start:.1f} s): {cmd}", flush=True)
 
 
 if __name__ == "__main__":
