@@ -128,7 +128,6 @@ SCRUBBED_ENV = (
     "PYTHONSAFEPATH",
     "DASK_SCHEDULER_ADDRESS",
     "HDTWD_MEMORY_LIMIT",
-    "HDTWD_FAULT_DIR",
 )
 K = "15"  # --knn / n_neighbors
 

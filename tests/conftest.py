@@ -11,11 +11,11 @@ from hdtwd_cli._runtime.simd import prefer_wide_vectors
 
 prefer_wide_vectors()  # before numba loads: the kernels compiled here are those of the `hdtwd` subprocesses
 
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
-from scipy.optimize import linprog  # noqa: E402
-from scipy.sparse.csgraph import shortest_path  # noqa: E402
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+from scipy.sparse.csgraph import shortest_path
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "sample_data"
@@ -33,9 +33,7 @@ def run_hdtwd(*args: str, input: bytes | None = None, check: bool = True) -> sub
         timeout=600,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(
-            f"hdtwd {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr.decode()}"
-        )
+        raise AssertionError(f"hdtwd {' '.join(map(str, args))} exited {proc.returncode}\n{proc.stderr.decode()}")
     return proc
 
 
@@ -57,8 +55,14 @@ def exact_ot(a: np.ndarray, b: np.ndarray, C: np.ndarray) -> float:
     # (a plan of cost 2.7e-12 between two identical histograms). Solved on the cost scaled to 1.
     scale = float(C.max()) if C.size and C.max() > 0 else 1.0
     # Tolerances at HiGHS's tightest (1e-10 of the largest cost): the oracle is exact to ~1e-10 C.max().
-    res = linprog(C.ravel() / scale, A_eq=A_eq, b_eq=np.concatenate([a, b]), bounds=(0, None), method="highs",
-                  options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10})
+    res = linprog(
+        C.ravel() / scale,
+        A_eq=A_eq,
+        b_eq=np.concatenate([a, b]),
+        bounds=(0, None),
+        method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
     assert res.status == 0, res.message
     return float(res.fun) * scale
 
@@ -76,8 +80,7 @@ def caterpillar(m: int):
     parent = np.empty(2 * m - 1, dtype=np.int64)
     parent[0] = m
     parent[1:m] = m + np.arange(m - 1)
-    parent[m:2 * m - 2] = np.arange(m + 1, 2 * m - 1)
+    parent[m : 2 * m - 2] = np.arange(m + 1, 2 * m - 1)
     parent[-1] = -1
     length = np.r_[np.random.default_rng(0).random(2 * m - 2), 0.0]
     return Tree(parent=parent, length=length, leaf_names=[f"t{i}" for i in range(m)])
-

@@ -12,11 +12,10 @@ import resource
 import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
-
+from _faults import paused_run
 from conftest import run_hdtwd
 
 
@@ -36,8 +35,13 @@ def _leftovers(folder):
 def _popen(*args, env=None, **kw):
     e = dict(os.environ, **(env or {}))
     e.pop("COLUMNS", None)
-    return subprocess.Popen([sys.executable, "-m", "hdtwd_cli", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=e, **kw)
+    return subprocess.Popen(
+        [sys.executable, "-m", "hdtwd_cli", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=e,
+        **kw,
+    )
 
 
 def _one_line(stderr: bytes) -> str:
@@ -58,8 +62,12 @@ def test_disk_full_keeps_the_previous_output(tmp_path):
     def small_disk():
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
-    proc = subprocess.run([sys.executable, "-m", "hdtwd_cli", "distance", str(data), "-o", str(out), "-q"],
-                          capture_output=True, preexec_fn=small_disk, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-m", "hdtwd_cli", "distance", str(data), "-o", str(out), "-q"],
+        capture_output=True,
+        preexec_fn=small_disk,
+        timeout=300,
+    )
     assert proc.returncode == 3
     line = _one_line(proc.stderr)
     assert str(out) in line and "cannot write" in line
@@ -77,8 +85,10 @@ def tmpfs(tmp_path):
     def mount(options):
         r = subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True)
         if r.returncode != 0:
-            pytest.skip(f"cannot mount a tmpfs here ({r.stderr.decode().strip() or 'not root'}): "
-                        "the fault needs a file system of its own")
+            pytest.skip(
+                f"cannot mount a tmpfs here ({r.stderr.decode().strip() or 'not root'}): "
+                "the fault needs a file system of its own"
+            )
         mounted.append(point)
         return point
 
@@ -128,18 +138,15 @@ def test_killed_while_writing_keeps_the_old_file(tmp_path, sig, code):
     out.write_bytes(b"previous result")
     faults = tmp_path / "faults"
     faults.mkdir()
-    (faults / "pause-before-rename").touch()
-    proc = _popen("distance", data, "-o", out, "-q", env={"HDTWD_FAULT_DIR": str(faults)})
-    deadline = time.monotonic() + 240
-    while not (faults / "writing").exists():
-        assert proc.poll() is None, proc.stderr.read().decode()
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    tmp_file = (faults / "writing").read_text()
-    assert os.path.exists(tmp_file)  # the complete temporary file, not yet renamed
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == code
+    # handshake (tests/_faults.py): the run announces its complete temporary file just before the
+    # rename and waits; the signal reaches it there, whatever the machine's speed
+    with paused_run(faults, "distance", data, "-o", out, "-q", pause=("writing",)) as run:
+        tmp_file = run.wait("writing")
+        assert os.path.exists(tmp_file)  # the complete temporary file, not yet renamed
+        run.proc.send_signal(sig)
+        run.release("writing")  # moot once the signal has ended the run; never a hang if it did not
+        _, err = run.proc.communicate(timeout=120)
+    assert run.proc.returncode == code
     assert out.read_bytes() == b"previous result"
     if sig == signal.SIGTERM:
         line = _one_line(err)
@@ -152,24 +159,36 @@ def test_killed_while_writing_keeps_the_old_file(tmp_path, sig, code):
         assert np.load(out).shape == (60, 60)
 
 
-def test_sigterm_during_computation_exits_143_and_leaves_nothing(tmp_path):
-    # ~4 s of work on this machine (2.7 s at 400 features: too short to aim at). The data go through a
-    # real pipe: once the last byte is written the run is reading or computing, with no need to catch
-    # the short-lived spool file (polling for it raced with fast runs).
-    data = _data(tmp_path, n=3000, m=1500)
+@pytest.mark.parametrize("point", ["reading", "computing"])
+def test_sigterm_during_computation_exits_143_and_leaves_nothing(tmp_path, point):
+    # The data go through a real pipe (spooled to a private file under TMPDIR). Handshake
+    # (tests/_faults.py): the run announces that it is reading its spooled copy, or computing into
+    # its open temporary output, and waits there; the test sends SIGTERM at that moment, then
+    # releases it (moot once the signal has ended the run; a run that ignored it finishes and fails
+    # the exit-code assertion instead of hanging).
+    data = _data(tmp_path, n=300, m=40)
     out = tmp_path / "D.npy"
     spool = tmp_path / "spool"
     spool.mkdir()
+    faults = tmp_path / "faults"
+    faults.mkdir()
     r, w = os.pipe()
-    proc = _popen("distance", "-", "-o", out, "-q", env={"TMPDIR": str(spool)}, stdin=r)
-    os.close(r)
-    with open(w, "wb") as pipe:
-        pipe.write(data.read_bytes())
-    time.sleep(0.3)
-    assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 143, err.decode()
+    with paused_run(
+        faults, "distance", "-", "-o", out, "-q", pause=(point,), env={"TMPDIR": str(spool)}, stdin=r
+    ) as run:
+        os.close(r)
+        with open(w, "wb") as pipe:
+            pipe.write(data.read_bytes())
+        held = run.wait(point)
+        if point == "reading":
+            assert held.startswith(str(spool)) and os.path.exists(held)  # the spooled copy of standard input
+        else:
+            assert _leftovers(tmp_path) == [os.path.basename(held)]  # the output being computed into
+        assert run.proc.poll() is None, "the run ended before it could be interrupted"
+        run.proc.send_signal(signal.SIGTERM)
+        run.release(point)
+        _, err = run.proc.communicate(timeout=120)
+    assert run.proc.returncode == 143, err.decode()
     assert _one_line(err) == "hdtwd: terminated (SIGTERM); no output written"
     assert not out.exists() and _leftovers(tmp_path) == []
     assert list(spool.iterdir()) == []  # the spooled copy of standard input is gone too
@@ -218,28 +237,24 @@ def test_input_from_a_fifo_is_read_like_standard_input(tmp_path):
 
 def test_input_changed_while_read_is_an_error(tmp_path):
     rng = np.random.default_rng(0)
-    n, m = 60_000, 40
+    n, m = 2_000, 40
     path = tmp_path / "big.csv"
     with open(path, "w") as fh:
         fh.write(",".join(f"g{j}" for j in range(m)) + "\n")
         block = rng.integers(0, 9, size=(n, m))
         fh.write("\n".join(",".join(map(str, r)) for r in block) + "\n")
     out = tmp_path / "D.npy"
-    proc = _popen("distance", path, "-o", out, "-q")
-    deadline = time.monotonic() + 120
-    fd_dir = f"/proc/{proc.pid}/fd"
-    while True:  # wait until the file is open, then change it under the reader
-        assert proc.poll() is None and time.monotonic() < deadline
-        try:
-            if any(os.path.realpath(os.path.join(fd_dir, f)) == str(path) for f in os.listdir(fd_dir)):
-                break
-        except OSError:
-            pass
-        time.sleep(0.005)
-    with open(path, "a") as fh:
-        fh.write(",".join(["1"] * m) + "\n")
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 2, err.decode()
+    faults = tmp_path / "faults"
+    faults.mkdir()
+    # handshake (tests/_faults.py): the reader has taken the file's (inode, size, mtime) and waits
+    # before reading it; the test changes the file under it, then releases it
+    with paused_run(faults, "distance", path, "-o", out, "-q", pause=("reading",)) as run:
+        assert run.wait("reading") == str(path)
+        with open(path, "a") as fh:
+            fh.write(",".join(["1"] * m) + "\n")
+        run.release("reading")
+        _, err = run.proc.communicate(timeout=300)
+    assert run.proc.returncode == 2, err.decode()
     line = _one_line(err)
     assert str(path) in line and "changed while it was being read" in line
     assert not out.exists() and _leftovers(tmp_path) == []

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import numpy as np
-
 from conftest import SAMPLE, run_hdtwd
 
 
@@ -54,9 +53,22 @@ def test_binary_output_to_a_terminal_is_refused():
 
     master, slave = os.openpty() if hasattr(os, "openpty") else pty.openpty()
     try:
-        proc = subprocess.run([sys.executable, "-m", "hdtwd_cli", "distance", str(SAMPLE / "produce.csv"),
-                               "-o", "-", "--output-format", "npy"], stdout=slave, stderr=subprocess.PIPE,
-                              timeout=120)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hdtwd_cli",
+                "distance",
+                str(SAMPLE / "produce.csv"),
+                "-o",
+                "-",
+                "--output-format",
+                "npy",
+            ],
+            stdout=slave,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
     finally:
         os.close(slave)
         os.close(master)
@@ -65,8 +77,11 @@ def test_binary_output_to_a_terminal_is_refused():
 
 
 def test_reader_closing_the_pipe_is_not_an_error():
-    p1 = subprocess.Popen([sys.executable, "-m", "hdtwd_cli", "distance", str(SAMPLE / "corpus.npz"), "-o", "-"],
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p1 = subprocess.Popen(
+        [sys.executable, "-m", "hdtwd_cli", "distance", str(SAMPLE / "corpus.npz"), "-o", "-"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     first = p1.stdout.read(10)
     p1.stdout.close()
     err = p1.stderr.read()
@@ -76,7 +91,8 @@ def test_reader_closing_the_pipe_is_not_an_error():
 
 def test_ctrl_c_leaves_no_partial_output(tmp_path):
     import signal
-    import time
+
+    from _faults import paused_run
 
     rng = np.random.default_rng(0)
     X = rng.poisson(1.0, size=(300, 2000)).astype(float) + (rng.random((300, 2000)) < 0.01)
@@ -86,19 +102,25 @@ def test_ctrl_c_leaves_no_partial_output(tmp_path):
     out.write_bytes(b"previous result")  # an earlier output must survive an interrupted run
     faults = tmp_path.parent / f"{tmp_path.name}-faults"
     faults.mkdir()
-    (faults / "pause-before-rename").touch()  # the run waits with its finished temporary file
-    proc = subprocess.Popen([sys.executable, "-m", "hdtwd_cli", "distance", str(tmp_path / "x.npy"), "-o", str(out)],
-                            stderr=subprocess.PIPE, env=dict(os.environ, HDTWD_FAULT_DIR=str(faults)),
-                            # a shell's background job inherits SIGINT ignored: give the child the
-                            # terminal's default, as Ctrl-C in a foreground shell would find it
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    deadline = time.monotonic() + 240
-    while not (faults / "writing").exists():
-        assert proc.poll() is None and time.monotonic() < deadline
-        time.sleep(0.02)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err.decode()
+    # handshake (tests/_faults.py): the run announces its finished temporary file and waits before
+    # the rename; Ctrl-C reaches it there, then the test releases it (moot once it has ended)
+    with paused_run(
+        faults,
+        "distance",
+        tmp_path / "x.npy",
+        "-o",
+        out,
+        pause=("writing",),
+        stdout=None,
+        # a shell's background job inherits SIGINT ignored: give the child the
+        # terminal's default, as Ctrl-C in a foreground shell would find it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    ) as run:
+        run.wait("writing")
+        run.proc.send_signal(signal.SIGINT)
+        run.release("writing")
+        _, err = run.proc.communicate(timeout=120)
+    assert run.proc.returncode == 130, err.decode()
     assert b"interrupted" in err and b"Traceback" not in err
     assert out.read_bytes() == b"previous result"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["D.npy", "x.npy"]

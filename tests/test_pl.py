@@ -149,5 +149,5 @@ def test_missing_matplotlib_is_one_clear_error(monkeypatch, tmp_path):
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ParameterError, match=r"pip install 'hdtwd\[plot\]'"):
+    with pytest.raises(ParameterError, match=r"pip install matplotlib"):
         check_picture(tmp_path / "x.png", [])

@@ -8,7 +8,6 @@ import sys
 
 from conftest import REPO
 
-
 DOC_PAGES = ["README.md", "docs/usage.md", "docs/python.md", "docs/classify.md", "docs/plots.md"]
 
 
@@ -30,12 +29,13 @@ def test_readme_examples_run(tmp_path):
     shutil.copytree(REPO / "sample_data", tmp_path / "sample_data")
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    (bindir / "hdtwd").write_text(f"#!/bin/sh\nexec {sys.executable} -m hdtwd_cli \"$@\"\n")
+    (bindir / "hdtwd").write_text(f'#!/bin/sh\nexec {sys.executable} -m hdtwd_cli "$@"\n')
     (bindir / "hdtwd").chmod(0o755)
     env = dict(os.environ, PATH=f"{bindir}:{os.environ['PATH']}")
     for cmd in cmds:
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=env,
-                              capture_output=True, timeout=300)
+        proc = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, timeout=300
+        )
         # a closed pipe (`| head`) is not a failure of the example
         assert proc.returncode in (0, 141), f"{cmd}\n{proc.stderr.decode()}"
     assert (tmp_path / "D.npy").exists() and (tmp_path / "tree.nwk").exists()

@@ -20,7 +20,7 @@ from hdtwd_cli.errors import OutputError, check_terminated
 __all__ = ["atomic_path", "check_output_path"]
 
 
-def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLike] = ()) -> str:
+def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLike | None] = ()) -> str:
     """Refuse outputs that cannot be written or that name one of the ``inputs``.
 
     Raises
@@ -33,10 +33,14 @@ def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLik
     if p == "-":
         return p
     if os.path.exists(p) and not os.path.isdir(p) and not os.path.isfile(p):
-        raise OutputError("is not a regular file (a FIFO, socket or device); write to a file, or to - for "
-                          "standard output where the command offers it", p)
-    if os.path.isdir(p) and not (p.rstrip("/").lower().endswith(".zarr")
-                                 and os.path.exists(os.path.join(p, "zarr.json"))):  # a store is replaced whole
+        raise OutputError(
+            "is not a regular file (a FIFO, socket or device); write to a file, or to - for "
+            "standard output where the command offers it",
+            p,
+        )
+    if os.path.isdir(p) and not (
+        p.rstrip("/").lower().endswith(".zarr") and os.path.exists(os.path.join(p, "zarr.json"))
+    ):  # a store is replaced whole
         raise OutputError("is a directory", p)
     d = os.path.dirname(os.path.abspath(p))
     if not os.path.isdir(d):
@@ -66,9 +70,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     remove_stale_temporaries(target)
     try:
         yield str(tmp)
-        _pause_hook(tmp)
         check_terminated()
-        os.replace(tmp, target)
+        _publish(tmp, target)
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -79,21 +82,9 @@ def atomic_path(path: str | os.PathLike) -> Iterator[str]:
         raise
 
 
-def _pause_hook(tmp: Path) -> None:
-    """Testing hook: with ``HDTWD_FAULT_DIR`` holding a file ``pause-before-rename``, announce the
-    finished temporary file in ``DIR/writing`` and wait (up to 60 s) until that file is removed, so
-    that a test can kill the process at this exact point."""
-    d = os.environ.get("HDTWD_FAULT_DIR")
-    if not d or not os.path.exists(os.path.join(d, "pause-before-rename")):
-        return
-    import time
-
-    with open(os.path.join(d, "writing.part"), "w") as fh:
-        fh.write(str(tmp))
-    os.replace(os.path.join(d, "writing.part"), os.path.join(d, "writing"))
-    deadline = time.monotonic() + 60
-    while os.path.exists(os.path.join(d, "pause-before-rename")) and time.monotonic() < deadline:
-        time.sleep(0.02)
+def _publish(tmp: Path, target: Path) -> None:
+    """Put the finished temporary file ``tmp`` in place at ``target`` (one atomic rename)."""
+    os.replace(tmp, target)
 
 
 def _alive(pid: int) -> bool:
@@ -108,7 +99,7 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_temporaries(target: Path) -> list[Path]:
     """Remove the temporary files of ``target`` left by runs that were killed (their process is gone)."""
-    removed = []
+    removed = []  # type: ignore[var-annotated]
     prefix = f".{target.stem}.hdtwd-tmp-"
     try:
         entries = os.listdir(target.parent if str(target.parent) else ".")
@@ -117,7 +108,7 @@ def remove_stale_temporaries(target: Path) -> list[Path]:
     for name in entries:
         if not (name.startswith(prefix) and name.endswith(target.suffix)):
             continue
-        pid = name[len(prefix):len(name) - len(target.suffix)]
+        pid = name[len(prefix) : len(name) - len(target.suffix)]
         if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             p = target.with_name(name)
             with contextlib.suppress(OSError):

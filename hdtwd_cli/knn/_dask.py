@@ -33,7 +33,7 @@ from hdtwd_cli.errors import ClusterError, InputError, OutputError
 from hdtwd_cli.twd._distance import TreeVectors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances
 
-__all__ = ["connect", "nearest_neighbours_dask", "write_zarr", "ZARR_SUFFIX", "Shipped"]
+__all__ = ["connect", "nearest_neighbors_dask", "write_zarr", "ZARR_SUFFIX", "Shipped"]
 
 ZARR_SUFFIX = ".zarr"
 #: Rows per task.
@@ -55,23 +55,9 @@ def connect(address: str | None) -> Any:
         raise InputError(f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {e})") from None
 
 
-def _fault_hook() -> None:
-    """Testing hook: with ``HDTWD_FAULT_DIR`` set, a file ``kill-once`` there kills the worker running
-    the next task (the file is removed first), ``kill-always`` kills every one."""
-    d = os.environ.get("HDTWD_FAULT_DIR")
-    if not d:
-        return
-    if os.path.exists(os.path.join(d, "kill-always")):
-        os._exit(17)
-    try:
-        os.remove(os.path.join(d, "kill-once"))
-    except FileNotFoundError:
-        return
-    os._exit(17)
-
-
-def _knn_pair_task(tv: TreeVectors, i0: int, i1: int, j0: int, j1: int,
-                   k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _knn_pair_task(
+    tv: TreeVectors, i0: int, i1: int, j0: int, j1: int, k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One block pair (rows ``i0 .. i1-1`` x ``j0 .. j1-1``, ``j0 >= i0``), each distance computed once.
 
     Returns the ``k`` nearest (by (distance, index)) of the I rows among the J rows and of the J
@@ -79,7 +65,6 @@ def _knn_pair_task(tv: TreeVectors, i0: int, i1: int, j0: int, j1: int,
     block excludes each sample itself. The kernel gives ``D[i, j] == D[j, i]`` bit for bit, so the
     transposed block is what a task for rows J would have computed.
     """
-    _fault_hook()
     YI = tv.rows(i0, i1)
     diagonal = i0 == j0
     D = l1_distances(YI, YI if diagonal else tv.rows(j0, j1)).astype(np.float64, copy=False)
@@ -104,8 +89,10 @@ def _finished(futures: list) -> Iterator[tuple[Any, Any]]:
         except Exception as e:
             for f in futures:
                 f.cancel()
-            raise ClusterError(f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
-                               f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written") from e
+            raise ClusterError(
+                f"the cluster did not finish task {fut.key} ({type(e).__name__}: "
+                f"{str(e).splitlines()[0] if str(e) else 'no detail'}); nothing was written"
+            ) from e
         yield fut, result
 
 
@@ -134,14 +121,13 @@ def _payload(client: Any, tv: TreeVectors) -> Any:
 
 
 def _run(fn: Callable, tv: TreeVectors, *args: Any) -> Any:
-    _fault_hook()
     return fn(tv, *args)
 
 
 class Shipped:
     """A client and tree vectors sent to its workers once, for any number of :meth:`map` calls.
 
-    The approximate search (:func:`hdtwd_cli.knn._search.approximate_neighbours`) maps its partitions'
+    The approximate search (:func:`hdtwd_cli.knn._search.approximate_neighbors`) maps its partitions'
     NN-descent and exact re-ranking with it: one task per item, retried on another worker if
     its worker dies, the results returned in the items' order (so the order in which tasks finish
     changes nothing).
@@ -151,16 +137,24 @@ class Shipped:
         self.client = client
         self.payload = _payload(client, tv)
 
-    def map(self, fn: Callable, args: list[tuple], name: str, progress: Callable[[int], None] | None = None,
-            sizes: list[int] | None = None) -> list:
+    def map(
+        self,
+        fn: Callable,
+        args: list[tuple],
+        name: str,
+        progress: Callable[[int], None] | None = None,
+        sizes: list[int] | None = None,
+    ) -> list:
         """``[fn(tv, *a) for a in args]``, each a task on the cluster."""
         import warnings
 
         token = uuid.uuid4().hex[:8]
         with warnings.catch_warnings():  # items carry their rows: a few MB of graph, on purpose
             warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
-            futures = [self.client.submit(_run, fn, self.payload, *a, key=f"hdtwd-{name}-{token}-{i}", retries=2)
-                       for i, a in enumerate(args)]
+            futures = [
+                self.client.submit(_run, fn, self.payload, *a, key=f"hdtwd-{name}-{token}-{i}", retries=2)
+                for i, a in enumerate(args)
+            ]
         where = {f.key: i for i, f in enumerate(futures)}
         out: list = [None] * len(futures)
         for fut, result in _finished(futures):
@@ -171,9 +165,10 @@ class Shipped:
         return out
 
 
-def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS,
-                            progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`hdtwd_cli.twd._distance.nearest_neighbours` as one task per pair of row blocks, same bits.
+def nearest_neighbors_dask(
+    client: Any, tv: TreeVectors, k: int, block: int = TASK_ROWS, progress: Callable[[int], None] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`hdtwd_cli.twd._distance.nearest_neighbors` as one task per pair of row blocks, same bits.
 
     Tasks for the block pairs ``J >= I`` compute every distance once (as the single-process
     symmetric search does); the client folds each finished task's ``k`` best into the running ``k``
@@ -188,8 +183,7 @@ def nearest_neighbours_dask(client: Any, tv: TreeVectors, k: int, block: int = T
     for a, i0 in enumerate(starts):
         for j0 in starts[a:]:
             i1, j1 = min(i0 + block, n), min(j0 + block, n)
-            f = client.submit(_knn_pair_task, payload, i0, i1, j0, j1, k, key=f"hdtwd-knn-{token}-{i0}-{j0}",
-                              retries=2)
+            f = client.submit(_knn_pair_task, payload, i0, i1, j0, j1, k, key=f"hdtwd-knn-{token}-{i0}-{j0}", retries=2)
             futures.append(f)
             spans[f.key] = (i0, i1, j0, j1)
     best_d = np.full((n, k), np.inf)
@@ -218,7 +212,6 @@ def _zarr_task(tv: TreeVectors, store: str, i0: int, i1: int, block: int, querie
     ``queries``: the raw query rows of a cross-distance matrix (:meth:`TreeVectors.of` normalises them)."""
     import zarr
 
-    _fault_hook()
     n = tv.n
     YI = tv.rows(i0, i1) if queries is None else tv.of(queries[i0:i1])
     out = np.empty((i1 - i0, n), dtype=np.dtype(tv.dtype))
@@ -232,8 +225,16 @@ def _zarr_task(tv: TreeVectors, store: str, i0: int, i1: int, block: int, querie
     return i1 - i0
 
 
-def write_zarr(path: str, dv: Any, row_names: list[str], col_names: list[str], meta: dict, client: Any = None,
-               progress: Callable[[int], None] | None = None, block: int | None = None) -> None:
+def write_zarr(
+    path: str,
+    dv: Any,
+    row_names: list[str],
+    col_names: list[str],
+    meta: dict,
+    client: Any = None,
+    progress: Callable[[int], None] | None = None,
+    block: int | None = None,
+) -> None:
     """Write the (cross) distance matrix of ``dv`` (:class:`hdtwd_cli._api.DistanceVectors`) as a Zarr store.
 
     Layout: group with ``distances`` (rows x cols, chunks of whole row blocks), ``row_names``,
@@ -255,8 +256,7 @@ def write_zarr(path: str, dv: Any, row_names: list[str], col_names: list[str], m
         g.attrs.update({k: (v.item() if hasattr(v, "item") else v) for k, v in meta.items()})
         g.attrs["complete"] = False
         starts = [(i0, min(i0 + block, rows)) for i0 in range(0, rows, block)]
-        queries = None if dv.queries is None else (sp.csr_matrix(dv.queries) if sp.issparse(dv.queries)
-                                                   else dv.queries)
+        queries = None if dv.queries is None else (sp.csr_matrix(dv.queries) if sp.issparse(dv.queries) else dv.queries)
         if client is None:
             for i0, i1 in starts:
                 n = _zarr_task(dv.base, tmp, i0, i1, block, queries)
@@ -266,8 +266,10 @@ def write_zarr(path: str, dv: Any, row_names: list[str], col_names: list[str], m
             payload = _payload(client, dv.base)
             q = None if queries is None else _ship(client, queries, "queries")
             token = uuid.uuid4().hex[:8]
-            futures = [client.submit(_zarr_task, payload, tmp, i0, i1, block, q, key=f"hdtwd-zarr-{token}-{i0}",
-                                     retries=2) for i0, i1 in starts]
+            futures = [
+                client.submit(_zarr_task, payload, tmp, i0, i1, block, q, key=f"hdtwd-zarr-{token}-{i0}", retries=2)
+                for i0, i1 in starts
+            ]
             _progress_of(futures, {f.key: i1 - i0 for f, (i0, i1) in zip(futures, starts)}, progress)
         g.attrs["complete"] = True
         _replace_dir(tmp, path)

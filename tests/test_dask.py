@@ -1,4 +1,4 @@
-"""Issue 13: approximate neighbours (NN-descent + exact re-ranking) and the exact work on a Dask cluster.
+"""Approximate neighbours (NN-descent + exact re-ranking) and the exact work on a Dask cluster: the same bits as one process.
 
 A ``distributed.LocalCluster`` with two worker processes stands in for a real cluster: the kNN
 graph and the Zarr all-pairs store must be the single-process bits, and a worker killed during a
@@ -11,9 +11,10 @@ import anndata
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _faults import KILL_FILES, install_on_workers
+from conftest import SAMPLE, run_hdtwd
 
 import hdtwd_cli as hd
-from conftest import SAMPLE, run_hdtwd
 from hdtwd_cli.knn._search import AUTO_NNDESCENT_ABOVE, choose_method
 
 distributed = pytest.importorskip("distributed")
@@ -21,23 +22,47 @@ zarr = pytest.importorskip("zarr")
 
 
 @pytest.fixture(scope="module")
-def fault_dir(tmp_path_factory):
+def fault_root(tmp_path_factory):
     return tmp_path_factory.mktemp("faults")
 
 
 @pytest.fixture(scope="module")
-def cluster(fault_dir):
-    old = os.environ.get("HDTWD_FAULT_DIR")
-    os.environ["HDTWD_FAULT_DIR"] = str(fault_dir)  # inherited by the worker processes
+def cluster(fault_root):
+    """Two worker processes whose tasks die on request: the worker plugin of tests/_faults.py,
+    installed from here (hdtwd has no test hook; restarted workers get the plugin too).
+
+    A killed worker's nanny starts a new one, but LocalCluster closes that nanny for good when no
+    worker of its name is registered ``lost-worker-timeout`` (15 s) after ANY removal of it, a timer
+    that a slow restart (a loaded runner: the 2nd and later deaths of kill-always) loses: the cluster
+    would then never get its 2 workers back. With the timer out of reach, a worker's return is a
+    condition only, whatever the machine's speed."""
+    import dask
+
+    with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "1 day"}),
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        ) as c,
+        distributed.Client(c) as client,
+    ):
+        install_on_workers(client, fault_root)
+        yield c, client
+
+
+@pytest.fixture
+def fault_dir(cluster, fault_root):
+    """The workers' fault directory, empty at the start of each test and emptied after it, so that a
+    fault file a test leaves behind (failing before a task took it) never reaches the next test. The
+    next test also starts with both workers back: a condition, not a delay (restarting a killed
+    worker takes what it takes on a loaded runner; the timeout is only a safety net)."""
+    c, client = cluster
+    assert os.listdir(fault_root) == []
     try:
-        with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                      silence_logs=50) as c, distributed.Client(c) as client:
-            yield c, client
+        yield fault_root
     finally:
-        if old is None:
-            del os.environ["HDTWD_FAULT_DIR"]
-        else:
-            os.environ["HDTWD_FAULT_DIR"] = old
+        for name in KILL_FILES:
+            (fault_root / name).unlink(missing_ok=True)
+        client.wait_for_workers(2, timeout=600)
 
 
 def cells_X():
@@ -52,17 +77,18 @@ def test_knn_on_the_cluster_is_the_single_process_bits(cluster, tmp_path):
     one, many = dv.knn(15), dv.knn(15, client=client)
     assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
     # many block-pair tasks (each distance computed once, folded as tasks finish): the same bits
-    from hdtwd_cli.knn._dask import nearest_neighbours_dask
-    from hdtwd_cli.twd._distance import nearest_neighbours
+    from hdtwd_cli.knn._dask import nearest_neighbors_dask
+    from hdtwd_cli.twd._distance import nearest_neighbors
 
-    ref = nearest_neighbours(dv.base, 14, 2048)
+    ref = nearest_neighbors(dv.base, 14, 2048)
     for block in (37, 64):
-        got = nearest_neighbours_dask(client, dv.base, 14, block=block)
+        got = nearest_neighbors_dask(client, dv.base, 14, block=block)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
     # through the command line: --scheduler, and the same graph as without it
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "-o", tmp_path / "a.npz")
-    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--scheduler", c.scheduler_address,
-              "-o", tmp_path / "b.npz")
+    run_hdtwd(
+        "distance", SAMPLE / "cells.h5ad", "--knn", "15", "--scheduler", c.scheduler_address, "-o", tmp_path / "b.npz"
+    )
     A, B = sp.load_npz(tmp_path / "a.npz"), sp.load_npz(tmp_path / "b.npz")
     assert (A != B).nnz == 0 and A.nnz == 300 * 14
 
@@ -96,7 +122,7 @@ def test_a_worker_killed_once_still_gives_the_complete_result(cluster, fault_dir
     graph = dv.knn(10, client=client)
     assert not (fault_dir / "kill-once").exists()
     assert np.array_equal(graph.indices, dv.knn(10).indices)
-    client.wait_for_workers(2, timeout=300)  # a restarted worker on a loaded 2-core runner can take > 60 s
+    client.wait_for_workers(2, timeout=600)  # both back: a condition; the timeout is a safety net only
 
 
 def test_workers_dying_every_time_fail_cleanly_without_a_store(cluster, fault_dir, tmp_path):
@@ -104,11 +130,9 @@ def test_workers_dying_every_time_fail_cleanly_without_a_store(cluster, fault_di
     X, names = cells_X()
     dv = hd.distance_vectors(X, feature_names=names)
     (fault_dir / "kill-always").write_text("")
-    try:
-        with pytest.raises(hd.ClusterError, match="nothing was written") as e:
-            dv.to_zarr(str(tmp_path / "D.zarr"), client=client)
-    finally:
-        (fault_dir / "kill-always").unlink()
+    with pytest.raises(hd.ClusterError, match="nothing was written") as e:
+        dv.to_zarr(str(tmp_path / "D.zarr"), client=client)
+    (fault_dir / "kill-always").unlink()  # (the fault_dir fixture removes it too, should this test fail)
     assert e.value.exit_code == 5  # the command line's exit status for it (hdtwd_cli.errors)
     assert os.listdir(tmp_path) == []  # no store, no temporary store
 
@@ -156,8 +180,10 @@ def test_partitioned_nndescent_when_the_vectors_exceed_the_budget(monkeypatch):
         assert all(len(set(r)) == 15 for r in a.indices)  # no neighbour twice
         D = dv.matrix()
         assert np.array_equal(a.distances[:, 1:], np.take_along_axis(D, a.indices[:, 1:], axis=1))
-        got[border] = (sum(g.size for g in groups),
-                       np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])]))
+        got[border] = (
+            sum(g.size for g in groups),
+            np.mean([len(set(p) & set(q)) / 14 for p, q in zip(exact.indices[:, 1:], a.indices[:, 1:])]),
+        )
     (every, r_every), (bordered, r_border) = got[float("inf")], got[search.PARTITION_BORDER]
     assert r_every >= 0.95, r_every
     assert bordered < every and r_border >= 0.8, (bordered, every, r_border)
@@ -173,18 +199,18 @@ def test_a_partitioned_search_reports_its_recall_on_sampled_samples_and_warns_wh
     the recall computed from the exact search; partitions of 20 rows lose most neighbours: a warning."""
     import re
 
-    from hdtwd_cli.knn import _search as search
     from hdtwd_cli.errors import HdtwdWarning
+    from hdtwd_cli.knn import _search as search
 
     X, names = cells_X()
     dv = hd.distance_vectors(X, feature_names=names)
     exact = dv.knn(15)
     notes: list = []
-    search.approximate_neighbours(dv.base, 14, 3, note=notes.append)  # one partition: no check
+    search.approximate_neighbors(dv.base, 14, 3, note=notes.append)  # one partition: no check
     assert not any("recall" in m for m in notes)
     monkeypatch.setattr(search, "SEARCH_BYTES", X.shape[0] * dv.base.dim * 2 // 2)
     notes.clear()
-    idx, dist = search.approximate_neighbours(dv.base, 14, 3, note=notes.append)
+    idx, dist = search.approximate_neighbors(dv.base, 14, 3, note=notes.append)
     said = [float(re.search(r"recall@14 .*: ([0-9.]+)$", m).group(1)) for m in notes if "recall@14" in m]
     rows = search.SampledExact(dv.base, 14, 3).rows
     assert rows.size == min(search.RECALL_SAMPLE, X.shape[0])
@@ -194,7 +220,7 @@ def test_a_partitioned_search_reports_its_recall_on_sampled_samples_and_warns_wh
     assert truth < 1.0 or np.array_equal(np.sort(idx[rows], 1), np.sort(exact.indices[rows, 1:], 1))
     monkeypatch.setattr(search, "SEARCH_BYTES", 20 * dv.base.dim * 2)
     with pytest.warns(HdtwdWarning, match="partitioned approximate search found"):
-        search.approximate_neighbours(dv.base, 14, 3)
+        search.approximate_neighbors(dv.base, 14, 3)
 
 
 def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
@@ -205,8 +231,9 @@ def test_every_sample_is_searched_among_at_least_c_others_outliers_included():
     from hdtwd_cli.knn import _search as search
 
     X, names = cells_X()
-    X = sp.vstack([sp.csr_matrix(X)] + [sp.csr_matrix(([50.0], ([0], [j])), shape=(1, X.shape[1]))
-                                         for j in range(0, 50, 10)]).tocsr()  # 5 one-gene outliers
+    X = sp.vstack(
+        [sp.csr_matrix(X)] + [sp.csr_matrix(([50.0], ([0], [j])), shape=(1, X.shape[1])) for j in range(0, 50, 10)]
+    ).tocsr()  # 5 one-gene outliers
     tv = hd.distance_vectors(X, feature_names=names).base
     c = 32
 
@@ -251,7 +278,7 @@ def test_nearest_centres_are_the_brute_force_ones_ties_by_index():
     D = ((Z[:, None, :] - C[None]) ** 2).sum(-1)
     for count in (1, 2, 3, 9, 12):
         near, dist = nearest_centres(Z.astype(np.float32), C, count)
-        want = np.argsort(D, axis=1, kind="stable")[:, :min(count, 9)]
+        want = np.argsort(D, axis=1, kind="stable")[:, : min(count, 9)]
         assert np.array_equal(near, want), count
         assert np.array_equal(dist, np.take_along_axis(D, want, axis=1)), count
     near = nearest_centres(Z, C, 2)[0]
@@ -273,7 +300,7 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     budget = X.shape[0] * tv.dim * 2 // 2
     monkeypatch.setattr(search, "SEARCH_BYTES", budget)
     monkeypatch.setattr(search, "PARTITION_BORDER", float("inf"))  # every sample in 2 partitions
-    idx, dist = search.approximate_neighbours(tv, k, seed)
+    idx, dist = search.approximate_neighbors(tv, k, seed)
     groups = search.partitions(tv, budget // (2 * tv.dim), seed, min_size=c + 1)  # as the search does
     code = search.search_code(tv)
     union = [set() for _ in range(tv.n)]
@@ -288,7 +315,7 @@ def test_partitions_rerank_their_own_candidates_as_the_union_would(monkeypatch):
     ref = search.rerank(tv, cand, k)
     assert np.array_equal(idx, ref[0]) and np.array_equal(dist, ref[1])
     monkeypatch.setattr(search, "SEARCH_BYTES", 20 * tv.dim * 2)  # partitions of <= 20 rows: lists of <= 19
-    idx, dist = search.approximate_neighbours(tv, k, seed)
+    idx, dist = search.approximate_neighbors(tv, k, seed)
     D = hd.distance_vectors(X, feature_names=names).matrix()
     assert all(len(set(r)) == k and i not in r for i, r in enumerate(idx.tolist()))
     assert np.array_equal(dist, np.take_along_axis(D, idx, axis=1)) and np.all(np.diff(dist, axis=1) >= 0)
@@ -303,7 +330,7 @@ def test_the_approximate_search_reports_progress_up_to_n(monkeypatch):
     for budget in (search.SEARCH_BYTES, X.shape[0] * dv.base.dim * 2 // 2):
         monkeypatch.setattr(search, "SEARCH_BYTES", budget)
         seen: list = []
-        search.approximate_neighbours(dv.base, 14, 3, seen.append)
+        search.approximate_neighbors(dv.base, 14, 3, seen.append)
         assert sum(seen) == X.shape[0] and min(seen) >= 0 and len(seen) >= 2, (budget, seen)
 
 
@@ -325,12 +352,22 @@ def test_approximate_search_on_the_cluster_is_the_single_process_bits(cluster, f
     many = dv.knn(15, "nndescent", seed=3, client=client)
     assert not (fault_dir / "kill-once").exists()  # a worker died mid-run
     assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
-    client.wait_for_workers(2, timeout=300)  # a restarted worker on a loaded 2-core runner can take > 60 s
+    client.wait_for_workers(2, timeout=600)  # both back: a condition; the timeout is a safety net only
     monkeypatch.undo()
     # through the command line
     run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--knn-method", "nndescent", "-o", tmp_path / "a.npz")
-    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--knn-method", "nndescent", "--scheduler",
-              c.scheduler_address, "-o", tmp_path / "b.npz")
+    run_hdtwd(
+        "distance",
+        SAMPLE / "cells.h5ad",
+        "--knn",
+        "15",
+        "--knn-method",
+        "nndescent",
+        "--scheduler",
+        c.scheduler_address,
+        "-o",
+        tmp_path / "b.npz",
+    )
     A, B = sp.load_npz(tmp_path / "a.npz"), sp.load_npz(tmp_path / "b.npz")
     assert (A != B).nnz == 0 and A.nnz == 300 * 14
 
@@ -343,12 +380,12 @@ def test_auto_picks_by_the_number_of_samples():
 
 
 def test_ties_are_settled_by_index_whatever_the_block_order():
-    from hdtwd_cli.twd._distance import nearest_neighbours
+    from hdtwd_cli.twd._distance import nearest_neighbors
 
     X = np.repeat(np.eye(6)[:, :5] + 0.1, 5, axis=0)  # groups of identical rows: many tied distances
     tree = hd.learn_tree(X + 1e-3)
     dv = hd.distance_vectors(X, tree)
-    ref = nearest_neighbours(dv.base, 7, block=1000)
+    ref = nearest_neighbors(dv.base, 7, block=1000)
     for block in (1, 3, 7):
-        got = nearest_neighbours(dv.base, 7, block=block)
+        got = nearest_neighbors(dv.base, 7, block=block)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
