@@ -1,4 +1,4 @@
-"""Approximate neighbours (NN-descent + exact re-ranking) and the exact work on a Dask cluster: the same bits as one process.
+"""Approximate neighbours and the exact work on a Dask cluster: the same bits as one process.
 
 A ``distributed.LocalCluster`` with two worker processes stands in for a real cluster: the kNN
 graph and the Zarr all-pairs store must be the single-process bits, and a worker killed during a
