@@ -49,7 +49,7 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from sets import load_set
+from datasets import load_set
 
 from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, knn_accuracy, stratified_splits
 from hdtwd_cli.tree._denoise import fit_denoiser, is_count_data, log_cp10k

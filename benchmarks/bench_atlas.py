@@ -2,7 +2,8 @@
 
 - ``single N``: ``hdtwd distance SYNTH_N.npz --knn 15 --knn-method nndescent -o G.npz`` under
   ``/usr/bin/time -v`` (wall time, peak RSS), then recall@14 of 1,000 sampled rows against their
-  exact neighbours (brute force on the same tree vectors; cached with ``partition_probe.py``);
+  exact neighbours (brute force on the same tree vectors, ``atlas.sampled_exact``; cached with
+  ``partition_probe.py``);
 - ``dask N W``: the same command with ``--scheduler`` on a ``LocalCluster`` of ``W`` single-threaded
   worker processes started by this script (numba loaded in them before the clock): wall time of the
   command, each worker's peak RSS (``VmHWM``), and whether the graph is the single process's bits.
@@ -17,6 +18,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from pathlib import Path
@@ -27,26 +29,11 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from bench_scale import WD, _vm_hwm_mb, recall, synth
-
-
-def exact_of(n: int) -> tuple[np.ndarray, np.ndarray]:
-    from partition_probe import exact_rows
-
-    import hdtwd_cli as hd
-
-    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    cache = harness.work_dir("recall-issue28") / f"exact_{n}_14.npy"
-    if cache.exists():
-        return rows, np.load(cache)
-    X = sp.load_npz(synth(n)).tocsr()
-    exact = exact_rows(hd.distance_vectors(X, hd.learn_tree(X)).base, rows, 14)
-    np.save(cache, exact)
-    return rows, exact
+from atlas import WD, recall, sampled_exact, synth, vm_hwm_mb
 
 
 def graph_recall(path: Path, n: int) -> float:
-    rows, exact = exact_of(n)
+    rows, exact = sampled_exact(n, 14)
     G = sp.load_npz(path).tocsr()
     return recall(exact, [G[r].indices for r in rows])
 
@@ -112,14 +99,25 @@ def projection_single(n: int) -> list[str]:
 
 
 def main() -> None:
-    if sys.argv[1] == "project-single":
-        print("\n".join(projection_single(int(sys.argv[2]))))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("part", choices=("single", "dask", "project", "project-single"))
+    ap.add_argument("n", type=int, help="cells (SYNTH_N.npz)")
+    ap.add_argument(
+        "extra",
+        nargs="?",
+        help="dask: the number of workers W; project: placements per sample (partition_probe.py)",
+    )
+    args = ap.parse_args()
+    if args.part in ("dask", "project") and args.extra is None:
+        ap.error(f"{args.part} needs its third argument (dask: W workers; project: placements per sample)")
+    if args.part == "project-single":
+        print("\n".join(projection_single(args.n)))
         return
-    if sys.argv[1] == "project":
-        d = json.loads((WD / f"atlas_dask_{sys.argv[2]}_2.json").read_text())
-        print("\n".join(projection(d, float(sys.argv[3]))))
+    if args.part == "project":
+        d = json.loads((WD / f"atlas_dask_{args.n}_2.json").read_text())
+        print("\n".join(projection(d, float(args.extra))))
         return
-    part, n = sys.argv[1], int(sys.argv[2])
+    part, n = args.part, args.n
     data = synth(n)
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
     out = {"n": n, "machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
@@ -132,7 +130,7 @@ def main() -> None:
     else:
         import distributed
 
-        w = int(sys.argv[3])
+        w = int(args.extra)
         g = WD / f"atlas_G{n}_w{w}.npz"
         own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
         with (
@@ -158,7 +156,7 @@ def main() -> None:
                         env=own_env,
                     )
                 )
-            out["worker_peak_MB"] = sorted(client.run(_vm_hwm_mb).values())
+            out["worker_peak_MB"] = sorted(client.run(vm_hwm_mb).values())
             kinds: dict = {}
             for r in ts.data:
                 kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("hdtwd-") else "other"

@@ -31,7 +31,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from sets import load_set
+from datasets import load_set
 
 from hdtwd_cli.evaluate._protocol import evaluate, summarise
 from hdtwd_cli.tree._params import TreeParams, apply_transform, resolve_params
@@ -167,7 +167,11 @@ def main() -> None:
     )
     ap.add_argument("--workdir", default="classify-issue11", help="folder of the JSON records under the cache")
     ap.add_argument("--compare", help="two workdirs (native,avx2): the per-CPU accuracy table")
-    ap.add_argument("--write", action="store_true", help="with --compare: replace its section in RESULTS.md")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="with --compare: replace its section in archive/RESULTS-history.md (harness.HISTORY)",
+    )
     args = ap.parse_args()
     if args.compare:
         heading = COMPARE_HEADING_25 if "issue25" in args.compare else COMPARE_HEADING

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from sets import TEXT_DIR
+from datasets import TEXT_DIR
 
 WORKLOADS = ("classic", "corpus39k")
 

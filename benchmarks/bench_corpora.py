@@ -10,7 +10,7 @@ The corpus family (``planted_corpus``: a topic hierarchy over the words, Zipf wo
 unseen word given one token in a document of its topic, so many hapaxes) spans vocabularies of
 2,000-50,000 words, Zipf exponents 0.8-1.4, documents of 5-500 tokens (log-uniform) and shares of
 each document drawn from the whole vocabulary of 0.2-0.6. The real sets: BBCSPORT, CLASSIC, Zeisel,
-CBMC and pbmc68k_reduced (``sets.py``).
+CBMC and pbmc68k_reduced (``datasets.load_set``).
 
 Usage::
 
@@ -70,7 +70,7 @@ def data_file(name: str) -> Path:
     if name in FAMILY:
         sp.save_npz(p, corpus(name))
     else:
-        from sets import load_set
+        from datasets import load_set
 
         X, _, _ = load_set(name)
         sp.save_npz(p, sp.csr_matrix(X))
@@ -205,7 +205,9 @@ def main() -> None:
     ap.add_argument("--cpus", default="native,avx2")
     ap.add_argument("--only", default=",".join(list(FAMILY) + list(REAL)))
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--write", action="store_true")
+    ap.add_argument(
+        "--write", action="store_true", help="with --markdown: replace its section in archive/RESULTS-history.md"
+    )
     a = ap.parse_args()
     if "run" in a.parts:
         run(a.only.split(","), a.cpus.split(","))

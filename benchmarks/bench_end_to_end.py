@@ -12,16 +12,16 @@ For each data set (Zeisel: stored log1p values, 3005 cells x 4000 genes; CBMC: r
 4. times the stages of ``hdtwd distance`` once in a fresh Python process (the same calls as
    ``hdtwd_cli.cli._app.distance``, one by one), with the peak RSS of each stage (``VmHWM`` after
    resetting it through ``/proc/self/clear_refs``);
-5. writes a JSON record next to the data and (unless ``--no-results``) replaces the issue-2
-   section of ``benchmarks/RESULTS.md``.
+5. writes a JSON record next to the data and (with ``--write``) replaces the issue-2 section of
+   ``benchmarks/archive/RESULTS-history.md`` (``harness.HISTORY``).
 
 Before the timed runs one untimed ``hdtwd distance`` on a 40 x 30 matrix fills numba's on-disk
 kernel cache, so no timed run pays JIT compilation. Each configuration runs once.
 
 Usage::
 
-    python benchmarks/bench_end_to_end.py                 # both data sets, write RESULTS.md
-    python benchmarks/bench_end_to_end.py --datasets cbmc --no-results
+    python benchmarks/bench_end_to_end.py --write         # both data sets, write the history's section
+    python benchmarks/bench_end_to_end.py --datasets cbmc # records only
 """
 
 from __future__ import annotations
@@ -441,7 +441,7 @@ def render(record: dict[str, Any]) -> str:
     out.append("")
     out.append("```bash")
     out.append(
-        "python benchmarks/bench_end_to_end.py   # writes data to $HDTWD_BENCH_CACHE or "
+        "python benchmarks/bench_end_to_end.py --write   # writes data to $HDTWD_BENCH_CACHE or "
         "~/.cache/hdtwd-bench/e2e, replaces this section"
     )
     out.append("# or by hand, per data set (DATA = ~/.cache/hdtwd-bench/e2e/zeisel.npy or cbmc.npy):")
@@ -457,8 +457,11 @@ def render(record: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Issue 2 end-to-end benchmark.")
     ap.add_argument("--datasets", nargs="+", default=list(CONFIGS), choices=list(CONFIGS))
-    ap.add_argument("--no-results", action="store_true", help="do not touch benchmarks/RESULTS.md")
-    ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
+    ap.add_argument(
+        "--write", action="store_true", help="replace the issue-2 section of --results (default: print it only)"
+    )
+    ap.add_argument("--no-results", action="store_true", help=argparse.SUPPRESS)  # the old opt-out; now the default
+    ap.add_argument("--results", default=str(harness.HISTORY), help="the file --write updates (default: %(default)s)")
     ap.add_argument("--note", action="append", default=[], help="extra note for the report")
     ap.add_argument(
         "--max-tries",
@@ -473,7 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         default=900.0,
         help="before each timed run, wait up to this many seconds for the machine to be idle",
     )
-    ap.add_argument("--render", metavar="JSON", help="only re-render a stored record (and update RESULTS.md)")
+    ap.add_argument(
+        "--render", metavar="JSON", help="only re-render a stored record (and, with --write, update --results)"
+    )
     ap.add_argument("--stages-only", metavar="DATA", help=argparse.SUPPRESS)
     ap.add_argument("--stages-out", help=argparse.SUPPRESS)
     ap.add_argument("--compare-to", help=argparse.SUPPRESS)
@@ -490,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.render).write_text(json.dumps(record, indent=1, default=str))
         section = render(record)
         print(section)
-        if not args.no_results:
+        if args.write:
             harness.write_section(Path(args.results), section, SECTION_TITLE)
         return 0
 
@@ -553,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"record: {rec_path}", file=sys.stderr)
     section = render(record)
     print(section)
-    if not args.no_results:
+    if args.write:
         harness.write_section(Path(args.results), section, SECTION_TITLE)
         print(f"updated {args.results}", file=sys.stderr)
     return 0

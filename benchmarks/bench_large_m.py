@@ -14,12 +14,12 @@ corpus   Synthetic corpora with a planted word hierarchy and Zipf frequencies
 
 Usage::
 
-    python benchmarks/bench_large_m.py                   # both parts, then the RESULTS.md section
-    python benchmarks/bench_large_m.py --parts corpus --no-results
+    python benchmarks/bench_large_m.py --write           # both parts, then the history's section
+    python benchmarks/bench_large_m.py --parts corpus    # records only; the section printed
     python benchmarks/bench_large_m.py --render          # only re-render from the stored records
 
-Records go to ~/.cache/hdtwd-bench/large_m/*.json (raw) and the section "## Issue 6" of
-benchmarks/RESULTS.md.
+Records go to ~/.cache/hdtwd-bench/large_m/*.json (raw); with ``--write`` the section "## Issue 6" of
+benchmarks/archive/RESULTS-history.md (``harness.HISTORY``) is replaced.
 """
 
 from __future__ import annotations
@@ -322,7 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         help="only re-time these Zeisel configurations (e.g. after a disturbed run), keeping the rest",
     )
     ap.add_argument("--render", action="store_true")
-    ap.add_argument("--no-results", action="store_true")
+    ap.add_argument("--write", action="store_true", help="replace the issue-6 section of archive/RESULTS-history.md")
+    ap.add_argument("--no-results", action="store_true", help=argparse.SUPPRESS)  # the old opt-out; now the default
     args = ap.parse_args(argv)
     store = work_dir() / "records.json"
     rec = json.loads(store.read_text()) if store.exists() else {}
@@ -349,8 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         for part in args.parts:
             rec[part] = part_zeisel(args) if part == "zeisel" else part_corpus(args)
             store.write_text(json.dumps(rec, indent=1, default=str))
-    if not args.no_results:
-        harness.write_section(HERE / "RESULTS.md", render(rec), SECTION_TITLE)
+    if args.write:
+        harness.write_section(harness.HISTORY, render(rec), SECTION_TITLE)
     print(render(rec))
     return 0
 

@@ -37,14 +37,15 @@ and in L2) and the streaming memory bandwidth, and two memory runs of the CLI un
 ``/usr/bin/time -v`` (blocked HDF5 output for 30,000 x 2,000; ``--knn 15`` for 100,000 x 2,000).
 
 Each part writes a JSON record under ``<cache_dir>/pairwise/``; ``--render`` merges the latest
-record of every part into the issue-5 section of ``benchmarks/RESULTS.md``.
+record of every part into the issue-5 section, printed (and with ``--write`` put into
+``benchmarks/archive/RESULTS-history.md``, ``harness.HISTORY``).
 
 Usage::
 
-    python benchmarks/bench_pairwise.py --small 300 --no-results          # quick debug run
-    python benchmarks/bench_pairwise.py --gate /tmp/hdtwd-go-bench5       # everything, then render
-    python benchmarks/bench_pairwise.py --parts corpus --no-results
-    python benchmarks/bench_pairwise.py --render
+    python benchmarks/bench_pairwise.py --small 300                       # quick debug run
+    python benchmarks/bench_pairwise.py --gate /tmp/hdtwd-go-bench5 --write  # everything, then render
+    python benchmarks/bench_pairwise.py --parts corpus
+    python benchmarks/bench_pairwise.py --render --write
 """
 
 from __future__ import annotations
@@ -1057,12 +1058,12 @@ def render(rec: dict[str, Any]) -> str:
     o.append("### Reproduce")
     o.append("")
     o.append("```bash")
-    o.append("python benchmarks/bench_pairwise.py --gate /tmp/hdtwd-go-bench5   # all parts, then this section")
+    o.append("python benchmarks/bench_pairwise.py --gate /tmp/hdtwd-go-bench5 --write   # all parts, then this section")
     o.append(
-        "python benchmarks/bench_pairwise.py --parts zeisel --no-results      # one part; records in "
+        "python benchmarks/bench_pairwise.py --parts zeisel                   # one part; records in "
         "~/.cache/hdtwd-bench/pairwise/"
     )
-    o.append("python benchmarks/bench_pairwise.py --render                         # re-render from the records")
+    o.append("python benchmarks/bench_pairwise.py --render --write                 # re-render from the records")
     if "memory" in rec:
         for key in ("blocked", "knn_probe", "knn"):
             o.append("/usr/bin/time -v " + " ".join(_short(c) for c in rec["memory"][key]["cmd"]))
@@ -1239,8 +1240,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows-file", help=argparse.SUPPRESS)
     ap.add_argument("--out-npy", help=argparse.SUPPRESS)
     ap.add_argument("--render", action="store_true", help="only merge the stored records and render")
-    ap.add_argument("--no-results", action="store_true")
-    ap.add_argument("--results", default=str(HERE / "RESULTS.md"))
+    ap.add_argument(
+        "--write", action="store_true", help="replace the issue-5 section of --results (default: print it only)"
+    )
+    ap.add_argument("--no-results", action="store_true", help=argparse.SUPPRESS)  # the old opt-out; now the default
+    ap.add_argument("--results", default=str(harness.HISTORY), help="the file --write updates (default: %(default)s)")
     args = ap.parse_args(argv)
 
     global MAX_TRIES
@@ -1285,7 +1289,7 @@ def main(argv: list[str] | None = None) -> int:
     merged = merge(wd, "full", args)
     section = render(merged)
     print(section)
-    if not args.no_results:
+    if args.write:
         harness.write_section(Path(args.results), section, SECTION_TITLE)
         log(f"updated {args.results}")
     return 0

@@ -7,7 +7,7 @@ Parts (each writes ``bench_scale_<part>.json`` in the cache folder; ``--markdown
   100,000-sample synthetic set (exact neighbours of 1,000 sampled rows, same tree);
 - ``big``: ``hdtwd distance SYNTH.npz --knn 16 --knn-method nndescent`` as a whole process under
   ``/usr/bin/time -v`` for 100,000 (and 1,000,000) samples x 2,000 features of UMI-like counts from a planted
-  hierarchy of cell types (:func:`synth`, about 10 % non-zero);
+  hierarchy of cell types (:func:`atlas.synth`, about 10 % non-zero);
 - ``dask``: the exact ``--knn`` search on a ``LocalCluster`` of 1 and of 2 single-threaded worker
   processes (``NUMBA_NUM_THREADS=1``), against the single-process search: wall time, per-worker
   peak RSS, bytes moved, per-task compute and scheduler overhead; then the projection table.
@@ -15,7 +15,7 @@ Parts (each writes ``bench_scale_<part>.json`` in the cache folder; ``--markdown
 Usage::
 
     python benchmarks/bench_scale.py recall big dask     # then --markdown to print the section
-    python benchmarks/bench_scale.py --markdown --write  # and put it into RESULTS.md
+    python benchmarks/bench_scale.py --markdown --write  # and put it into archive/RESULTS-history.md
 """
 
 from __future__ import annotations
@@ -33,49 +33,13 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
+from atlas import WD, recall, sampled_exact, synth, vm_hwm_mb
 
-WD = harness.work_dir("scale-issue13")
 HEADING = "## Issue 13: approximate neighbours and Dask"
 
 
-def synth(n: int, m: int = 2000, seed: int = 0) -> Path:
-    """``SYNTH_<n>.npz``: UMI-like sparse counts of cells from a planted two-level hierarchy of types.
-
-    10 lineages x 10 cell types; every type has a gene program (a Dirichlet mixture of its lineage's
-    program, its own and a shared background over ``m`` genes); each cell draws 150-450 UMIs from
-    its type's program (multinomial), which leaves about 5 % of the entries non-zero, as in UMI data.
-    Structured data, as real cells are: on structureless data no neighbour index finds neighbours.
-    """
-    p = WD / f"SYNTH_{n}.npz"
-    if p.exists():
-        return p
-    rng = np.random.default_rng(seed)
-    background = rng.dirichlet(np.full(m, 0.5))
-    lineage = rng.dirichlet(np.full(m, 0.05), size=10)
-    types = np.stack(
-        [0.3 * background + 0.4 * lineage[t // 10] + 0.3 * rng.dirichlet(np.full(m, 0.05)) for t in range(100)]
-    )
-    cell_type = rng.integers(0, 100, size=n)
-    umis = rng.integers(150, 451, size=n)
-    blocks = []
-    for s0 in range(0, n, 50_000):
-        e = min(s0 + 50_000, n)
-        counts = np.stack([rng.multinomial(umis[i], types[cell_type[i]]) for i in range(s0, e)])
-        blocks.append(sp.csr_matrix(counts.astype(np.float64)))
-        del counts
-    X = sp.vstack(blocks, format="csr")
-    del blocks
-    sp.save_npz(p, X, compressed=False)
-    np.save(WD / f"SYNTH_{n}_types.npy", cell_type)
-    return p
-
-
-def recall(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
-
-
 def part_recall() -> dict[str, Any]:
-    from sets import load_set
+    from datasets import load_set
 
     import hdtwd_cli as hd
 
@@ -164,20 +128,8 @@ def part_big(sizes: list[int], tag: str = "", extra: list[str] | None = None) ->
 
 def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
     """recall@14 of the 'big' run's graph (``G<n><tag>.npz``, --knn 15) on 1,000 sampled rows, exact by brute
-    force (cached with ``partition_probe.py``'s, the same rows and tree)."""
-    from partition_probe import exact_rows
-
-    import hdtwd_cli as hd
-
-    cache = harness.work_dir("recall-issue28") / f"exact_{n}_14.npy"
-    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    if cache.exists():
-        exact = np.load(cache)
-    else:
-        X = sp.load_npz(synth(n)).tocsr()
-        tv = hd.distance_vectors(X, hd.learn_tree(X)).base  # the same tree: learning is deterministic
-        exact = exact_rows(tv, rows, 14)
-        np.save(cache, exact)
+    force (:func:`atlas.sampled_exact`, cached with ``partition_probe.py``'s, the same rows and tree)."""
+    rows, exact = sampled_exact(n, 14)
     G = sp.load_npz(WD / f"G{n}{tag}.npz").tocsr()
     out = {"n": n, "recall": recall(exact, [G[r].indices for r in rows]), "sampled_rows": 1000}
     print(out, flush=True)
@@ -215,15 +167,6 @@ def part_stages(n: int) -> dict[str, Any]:
     return out
 
 
-def _vm_hwm_mb() -> float:
-    """Peak resident memory of this process (``VmHWM``), MB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
     import distributed
 
@@ -243,7 +186,7 @@ def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
             t = time.perf_counter()
             g = dv.knn(k, client=client)
             wall = time.perf_counter() - t
-        peaks = client.run(_vm_hwm_mb)  # VmHWM: ru_maxrss would carry the spawning process's peak over execve
+        peaks = client.run(vm_hwm_mb)  # VmHWM: ru_maxrss would carry the spawning process's peak over execve
         tasks = [r for r in ts.data if str(r["key"]).startswith("('hdtwd-knn") or "hdtwd-knn" in str(r["key"])]
         compute = [sum(s["stop"] - s["start"] for s in r["startstops"] if s["action"] == "compute") for r in tasks]
         transfer = [sum(s["stop"] - s["start"] for s in r["startstops"] if s["action"] == "transfer") for r in tasks]
@@ -341,7 +284,7 @@ def projection(d: dict[str, Any]) -> list[str]:
 NOTES = """### Reading these figures, and what is not met
 
 - Recall target (>= 0.95) met on CBMC, Zeisel and the 100,000-cell synthetic set. The synthetic
-  cells come from a planted 10 x 10 hierarchy of types (`bench_scale.synth`): on structureless
+  cells come from a planted 10 x 10 hierarchy of types (`atlas.synth`): on structureless
   random counts no neighbour index can find neighbours, and real cells have types. With 1.5k
   candidates instead of 2k (below) recall went from 0.9976 / 0.9998 / 0.9938 to 0.9922 / 0.9994 /
   0.9801 (CBMC / Zeisel / synthetic).
@@ -483,7 +426,11 @@ def main() -> None:
     ap.add_argument("--dask-workers", default="1,2", help="local cluster sizes to run now (results accumulate)")
     ap.add_argument("--no-single", action="store_true", help="dask: skip the single-process reference run")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="with --markdown: replace its section in archive/RESULTS-history.md (harness.HISTORY)",
+    )
     args = ap.parse_args()
     for part in args.parts:
         res = (
@@ -503,10 +450,7 @@ def main() -> None:
             res = {**(_load("big") or {}), **res}
         (WD / f"bench_scale_{part}.json").write_text(json.dumps(res, indent=1, default=str))
     if args.markdown:
-        text = markdown()
-        print(text)
-        if args.write:
-            harness.write_section(harness.HERE / "RESULTS.md", text, HEADING)
+        harness.emit_section(markdown(), HEADING, args.write)
 
 
 if __name__ == "__main__":

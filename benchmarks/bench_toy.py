@@ -3,7 +3,7 @@
 For each seed, ``gaussian_tree_samples(1000, seed)`` (balanced binary tree, 15 nodes, drawn along
 the edges: the same samples on every CPU), a tree learned with each preset, and the Pearson
 correlation between hdtwd's TWD and the true tree's TWD over all pairs. Prints (and with
-``--write`` records in RESULTS.md) mean, standard deviation, quantiles and the values of the
+``--write`` records in archive/RESULTS-history.md) mean, standard deviation, quantiles and the values of the
 seeds the test uses.
 
 Usage::
@@ -46,7 +46,11 @@ def correlation(seed: int, preset: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=200)
-    ap.add_argument("--write", action="store_true", help="record the table in benchmarks/RESULTS.md")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="record the table in benchmarks/archive/RESULTS-history.md (harness.HISTORY)",
+    )
     ap.add_argument("--json", type=Path, help="also write every value here")
     a = ap.parse_args()
     t0 = time.time()
@@ -77,9 +81,7 @@ def main() -> None:
             "true tree's TWD (1,000 samples of N(5, pinv(L)) drawn along the tree's edges, all pairs), "
             "one draw per seed.\n\n" + table + "\n"
         )
-        harness.write_section(
-            harness.REPO / "benchmarks" / "RESULTS.md", section, "## Issue 24: the App. E toy over many draws"
-        )
+        harness.write_section(harness.HISTORY, section, "## Issue 24: the App. E toy over many draws")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Issue 14: the whole command, end to end, against Striped UniFrac (``ssu``), on this machine.
 
 Parts (each writes ``<part>.json`` into ``~/.cache/hdtwd-bench/unifrac-issue14``; ``--markdown``
-renders them all, ``--write`` replaces the issue-14 section of RESULTS.md):
+renders them all, ``--write`` replaces the issue-14 section of archive/RESULTS-history.md):
 
 - ``prepare``: the workloads as files (Zeisel counts 3,005 x 4,000 and CBMC counts 8,617 x 500 as
   ``.npy``; the planted corpora 5,000 x 24,000 and 5,600 x 42,000 as sparse ``.npz``), each tree
@@ -658,7 +658,11 @@ def main() -> None:
     )
     ap.add_argument("--workdir", default="unifrac-issue14", help="folder of the records under the cache")
     ap.add_argument("--markdown", action="store_true")
-    ap.add_argument("--write", action="store_true", help="with --markdown: replace the section in RESULTS.md")
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="with --markdown: replace its section in archive/RESULTS-history.md (harness.HISTORY)",
+    )
     args = ap.parse_args()
     ONLY.intersection_update(args.only.split(","))
     CPUS[:] = args.cpus.split(",")

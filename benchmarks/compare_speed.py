@@ -8,7 +8,7 @@ compared byte for byte as well (the same bytes are part of the contract of a ref
 
 Workloads: the start-up (``--version``, and the produce example), CBMC (8,617 x 500) and Zeisel
 (3,005 x 4,000 counts) end to end, and 100,000 synthetic cells x 2,000 genes with ``--knn 15``
-(the approximate search; bench_scale.py's generator). The single-cell sets are fetched into the
+(the approximate search; atlas.py's generator). The single-cell sets are fetched into the
 benchmark cache (datasets.py).
 
     python benchmarks/compare_speed.py --old /path/to/old/checkout --new . --reps 3 --out speed.json
@@ -55,10 +55,9 @@ def _inputs(cache: Path, sizes: list[str]) -> dict[str, Path]:
         if not out["zeisel"].exists():
             write_h5ad("zeisel48", out["zeisel"], values="counts")
     if "synth100k" in sizes:
-        import bench_scale
+        from atlas import synth
 
-        bench_scale.WD = cache
-        out["synth100k"] = bench_scale.synth(100_000)
+        out["synth100k"] = synth(100_000, folder=cache)
     return out
 
 
@@ -73,7 +72,17 @@ def _workloads(inputs: dict[str, Path]) -> dict[str, list[str]]:
     if "zeisel" in inputs:
         w["Zeisel end to end"] = ["distance", str(inputs["zeisel"]), "-o", "{out}/D.npy", "-q"]
     if "synth100k" in inputs:
-        w["10^5 cells --knn 15"] = ["distance", str(inputs["synth100k"]), "--knn", "15", "-o", "{out}/G.npz", "-q"]
+        w["10^5 cells --knn 15 (nndescent)"] = [
+            "distance",
+            str(inputs["synth100k"]),
+            "--knn",
+            "15",
+            "--knn-method",
+            "nndescent",
+            "-o",
+            "{out}/G.npz",
+            "-q",
+        ]
     return w
 
 
@@ -121,9 +130,11 @@ def main() -> None:
             med = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
             rss = {k: max(r[1] for r in v) for k, v in runs.items()}
             same = {r[2] for r in runs["old"]} == {r[2] for r in runs["new"]}
-            print(f"| {name} | {med['old']:.2f} s | {med['new']:.2f} s | {med['new'] / med['old']:.3f} | "
-                  f"{rss['old']:.0f} / {rss['new']:.0f} MB | {'same bytes' if same else 'OUTPUTS DIFFER'} |",
-                  flush=True)
+            print(
+                f"| {name} | {med['old']:.2f} s | {med['new']:.2f} s | {med['new'] / med['old']:.3f} | "
+                f"{rss['old']:.0f} / {rss['new']:.0f} MB | {'same bytes' if same else 'OUTPUTS DIFFER'} |",
+                flush=True,
+            )
     print(f"CPU: {record['cpu']}; medians of {a.reps} alternating runs after a warm-up of each")
     if a.out:
         a.out.write_text(json.dumps(record, indent=1))

@@ -86,8 +86,12 @@ def describe(kind: str) -> str:
 
 
 def main(argv: list[str]) -> int:
+    usage = f"usage: python {sys.argv[0]} {{{','.join(KINDS)}}} -- COMMAND [ARGS...]"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage + "\n\n" + (__doc__ or "").strip())
+        return 0
     if len(argv) < 3 or argv[0] not in KINDS or argv[1] != "--":
-        print(f"usage: python {sys.argv[0]} {{{','.join(KINDS)}}} -- COMMAND [ARGS...]", file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
     env = env_for(argv[0])
     os.execvpe(argv[2], argv[2:], env)

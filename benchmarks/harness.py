@@ -1,4 +1,4 @@
-"""Shared harness of the benchmark scripts: machine facts, idle-machine waiting, timed runs, RESULTS.md.
+"""Shared harness of the benchmark scripts: machine facts, idle-machine waiting, timed runs, result sections.
 
 One copy of what every ``bench_*.py`` script needs around its own measurements:
 
@@ -10,7 +10,9 @@ One copy of what every ``bench_*.py`` script needs around its own measurements:
 - :func:`run_timed_once`, :func:`run_timed`, :func:`least_disturbed`, :func:`parse_time_v`: a
   command under ``/usr/bin/time -v`` (wall time, peak RSS, CPU seconds), repeated while other
   processes disturbed it;
-- :func:`write_section`: replace (or append) one section of ``benchmarks/RESULTS.md``;
+- :func:`write_section`, :func:`emit_section`: replace (or append) one ``## Issue N`` section of the
+  history, :data:`HISTORY` (``benchmarks/archive/RESULTS-history.md``), only when a script is given
+  ``--write``; ``benchmarks/RESULTS.md`` is written by hand;
 - :func:`work_dir`, :func:`require_tools`, :func:`git_commit`, :func:`utc_stamp`,
   :func:`meminfo_bytes`: small shared plumbing.
 
@@ -42,6 +44,7 @@ from datasets import _check_outside_repo, cache_dir
 __all__ = [
     "BACKGROUND_LIMIT_CORES",
     "HERE",
+    "HISTORY",
     "REPO",
     "TIMED_ATTEMPT_FIELDS",
     "TIME_BIN",
@@ -68,6 +71,9 @@ __all__ = [
 HERE = Path(__file__).resolve().parent
 #: The repository root: the working directory of every timed command.
 REPO = HERE.parent
+#: Where ``--write`` puts a script's rendered ``## Issue N`` section (replacing the one of that heading):
+#: the issue-by-issue history. ``RESULTS.md`` (today's figures) is curated by hand and never written.
+HISTORY = HERE / "archive" / "RESULTS-history.md"
 #: GNU time, for wall time, peak RSS and CPU seconds of a whole process.
 TIME_BIN = "/usr/bin/time"
 #: A run counts as clean when other processes used less than this many cores on average.
@@ -529,7 +535,7 @@ def run_timed(cmd: list[str], log: Path, max_tries: int = 1, max_wait_s: float =
     return least_disturbed(lambda: run_timed_once(cmd, log), max_tries, max_wait_s)
 
 
-# ------------------------------------------------------------------ RESULTS.md
+# ------------------------------------------------------------------ the history (RESULTS-history.md)
 def _level(line: str) -> int:
     """Markdown heading level of ``line`` (0 if it is not a heading)."""
     m = re.match(r"(#{1,6})\s", line)
@@ -537,12 +543,12 @@ def _level(line: str) -> int:
 
 
 def write_section(results_md: Path, section: str, heading: str) -> None:
-    """Replace (or append) one section of RESULTS.md, leaving the rest byte for byte.
+    """Replace (or append) one section of a results file, leaving the rest byte for byte.
 
     Parameters
     ----------
     results_md : pathlib.Path
-        The markdown file (created with a ``# Benchmark results`` title if missing).
+        The markdown file, normally :data:`HISTORY` (created with a ``# Benchmark results`` title if missing).
     section : str
         The new section, its heading line first.
     heading : str
@@ -584,10 +590,11 @@ def write_section(results_md: Path, section: str, heading: str) -> None:
 
 
 def emit_section(text: str, heading: str, write: bool) -> None:
-    """Print a rendered section; with ``write``, also put it in place of ``heading``'s in RESULTS.md."""
+    """Print a rendered section; with ``write``, also put it in place of ``heading``'s in :data:`HISTORY`."""
     print(text)
     if write:
-        write_section(REPO / "benchmarks" / "RESULTS.md", text, heading)
+        write_section(HISTORY, text, heading)
+        print(f"updated {HISTORY}", file=sys.stderr)
 
 
 def best_k(runs: Sequence[Sequence[float]]) -> tuple[float, float]:

@@ -22,28 +22,23 @@ import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from bench_scale import synth
+from atlas import EXACT_DIR, exact_rows, synth
 
 import hdtwd_cli as hd
 from hdtwd_cli.knn import _search as search
 
 
-def exact_rows(tv, rows: np.ndarray, k: int) -> np.ndarray:
-    """The exact k nearest other samples of ``rows`` (brute force by blocks: ``search.SampledExact``)."""
-    return search.SampledExact(tv, k, rows=rows).scan(tv).indices
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--k", type=int, default=14)
     ap.add_argument("--configs", default="2:536000,2:125000,3:125000,4:125000,3:60000,4:60000,6:60000")
     ap.add_argument("--tag", default="")
-    ap.add_argument("--set", default="", help="a real set (benchmarks/sets.py) instead of the synthetic cells")
+    ap.add_argument("--set", default="", help="a real set (datasets.load_set) instead of the synthetic cells")
     args = ap.parse_args()
     k = args.k
     if args.set:
-        from sets import load_set
+        from datasets import load_set
 
         X, feats, _ = load_set(args.set)
         tv = hd.distance_vectors(X, feature_names=feats).base
@@ -54,7 +49,7 @@ def main() -> None:
         tv = hd.distance_vectors(X, hd.learn_tree(X)).base
     s_rows = min(1000, n)
     rows = np.sort(np.random.default_rng(1).choice(n, s_rows, replace=False))
-    cache = harness.work_dir("recall-issue28") / f"exact_{name}_{k}.npy"
+    cache = EXACT_DIR / f"exact_{name}_{k}.npy"
     if cache.exists():
         exact = np.load(cache)
     else:
@@ -89,7 +84,7 @@ def main() -> None:
         }
         out[cfg] = res
         print(cfg, res, flush=True)
-        (harness.work_dir("recall-issue28") / f"coverage_{name}{args.tag}.json").write_text(json.dumps(out, indent=1))
+        (EXACT_DIR / f"coverage_{name}{args.tag}.json").write_text(json.dumps(out, indent=1))
 
 
 if __name__ == "__main__":

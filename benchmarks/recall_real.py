@@ -7,27 +7,25 @@ pynndescent's rule (c joined per row, ``JOIN_FACTOR = 1``) in the same run.
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
-from sets import load_set
+from atlas import recall
+from datasets import load_set
 
 import hdtwd_cli as hd
 from hdtwd_cli.knn import _nndescent as _nndescent
 
 
-def recall(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
-
-
 def main() -> None:
-    names = sys.argv[1:] or ["pbmc", "cbmc", "zeisel", "bbcsport", "classic"]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("sets", nargs="*", help="real sets (default: pbmc cbmc zeisel bbcsport classic)")
+    names = ap.parse_args().sets or ["pbmc", "cbmc", "zeisel", "bbcsport", "classic"]
     out: dict = {"machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
     path = harness.work_dir("recall-issue28") / "real_sets.json"
     for name in names:

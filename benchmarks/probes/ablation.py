@@ -9,8 +9,8 @@ functions: ``learn_tree`` for each tree, ``lengthen_leaves`` for the leaf term a
 tree: cosine distances between columns do not see column scales), ``query_distances`` (the kernel of ``classify``) and
 ``knn_accuracy`` for the score, ``baseline_distances`` for the baselines.
 
-    python benchmarks/ablation.py --sets bbcsport,classic,zeisel,cbmc,pbmc   # JSON into the cache
-    python benchmarks/ablation.py --sets ... --markdown                      # the table from the cache
+    python benchmarks/probes/ablation.py --sets bbcsport,classic,zeisel,cbmc,pbmc   # JSON into the cache
+    python benchmarks/probes/ablation.py --sets ... --markdown                      # the table from the cache
 """
 
 from __future__ import annotations
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness, datasets
 import harness
-from sets import load_set
+from datasets import load_set
 
 from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances, is_count_data, knn_accuracy, stratified_splits
 from hdtwd_cli.tree._learn import auto_leaf_length, learn_tree

@@ -15,7 +15,7 @@ L1); every edge length divided by its subtree's leaf count to the power 0.5 and 
 structure weighted up, gene modules down); ``--denoise 50`` (its own tree, learned from the
 denoised cells); L1 between the histograms; PCA.
 
-    python benchmarks/leiden_levers.py --sets pbmc,cbmc,zeisel     # prints the markdown table
+    python benchmarks/probes/leiden_levers.py --sets pbmc,cbmc,zeisel     # prints the markdown table
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: harness, datasets
 import harness
-from sets import load_set
+from datasets import load_set
 
 from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, pca_representation, stratified_splits
 from hdtwd_cli.knn._graph import umap_connectivities

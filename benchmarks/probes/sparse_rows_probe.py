@@ -7,11 +7,12 @@ bench_pairwise.py), and times the library's dense kernel against a compiled scat
 sparse kernel (row i scattered into a dense buffer, row j scattered into a marker buffer, so
 every term is an exact |a - b|, no cancellation), both multi-threaded, same run.
 
-    python benchmarks/sparse_rows_probe.py 1000
+    python benchmarks/probes/sparse_rows_probe.py 1000
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from pathlib import Path
@@ -20,9 +21,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit, prange
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent))
+BENCH = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(BENCH))  # benchmarks/: bench_pairwise
+sys.path.insert(0, str(BENCH.parent))  # the repository: hdtwd_cli without an install
 
 from bench_pairwise import make_corpus, random_tree
 
@@ -55,7 +56,9 @@ def sparse_l1(indptr, idx, val, ncols, out):  # pragma: no cover - compiled
 
 
 def main() -> None:
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("n", type=int, nargs="?", default=1000, help="the first n documents of the corpus")
+    n = ap.parse_args().n
     X = make_corpus()[:n]
     T = random_tree(24000)
     Y = TreeVectors(T, X, "float64").rows()

@@ -1,0 +1,109 @@
+"""Synthetic atlas data and recall helpers, shared by the scale benchmarks (support; measures nothing).
+
+- :data:`WD`: the cache folder of the scale records and the synthetic cells (``scale-issue13``);
+- :func:`synth`: UMI-like synthetic cells from a planted hierarchy of types (``SYNTH_<n>.npz``);
+- :func:`recall`: the mean share of one neighbour list found in the other, row by row;
+- :func:`exact_rows`, :func:`sampled_exact`: the exact neighbours of sampled rows by brute force
+  (the reference of every recall figure at 10^5 / 10^6 cells; cached in ``recall-issue28``);
+- :func:`vm_hwm_mb`: peak resident memory of the calling process (run on Dask workers too).
+
+Imported by ``bench_scale.py``, ``bench_atlas.py``, ``partition_probe.py``, ``recall_real.py`` and
+``compare_speed.py``; it imports nothing from this folder but :mod:`harness`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
+__all__ = ["EXACT_DIR", "WD", "exact_rows", "recall", "sampled_exact", "synth", "vm_hwm_mb"]
+
+#: The scale benchmarks' records and the synthetic cells (``SYNTH_<n>.npz``).
+WD = harness.work_dir("scale-issue13")
+#: The cached exact neighbours of sampled rows (``exact_<n>_<k>.npy``) and the recall probes' records.
+EXACT_DIR = harness.work_dir("recall-issue28")
+
+
+def synth(n: int, m: int = 2000, seed: int = 0, folder: Path | None = None) -> Path:
+    """``SYNTH_<n>.npz`` in ``folder`` (default :data:`WD`): UMI-like sparse counts of cells from a planted
+    two-level hierarchy of types.
+
+    10 lineages x 10 cell types; every type has a gene program (a Dirichlet mixture of its lineage's
+    program, its own and a shared background over ``m`` genes); each cell draws 150-450 UMIs from
+    its type's program (multinomial), which leaves about 5 % of the entries non-zero, as in UMI data.
+    Structured data, as real cells are: on structureless data no neighbour index finds neighbours.
+    The cell types go to ``SYNTH_<n>_types.npy`` beside it.
+    """
+    wd = WD if folder is None else folder
+    p = wd / f"SYNTH_{n}.npz"
+    if p.exists():
+        return p
+    rng = np.random.default_rng(seed)
+    background = rng.dirichlet(np.full(m, 0.5))
+    lineage = rng.dirichlet(np.full(m, 0.05), size=10)
+    types = np.stack(
+        [0.3 * background + 0.4 * lineage[t // 10] + 0.3 * rng.dirichlet(np.full(m, 0.05)) for t in range(100)]
+    )
+    cell_type = rng.integers(0, 100, size=n)
+    umis = rng.integers(150, 451, size=n)
+    blocks = []
+    for s0 in range(0, n, 50_000):
+        e = min(s0 + 50_000, n)
+        counts = np.stack([rng.multinomial(umis[i], types[cell_type[i]]) for i in range(s0, e)])
+        blocks.append(sp.csr_matrix(counts.astype(np.float64)))
+        del counts
+    X = sp.vstack(blocks, format="csr")
+    del blocks
+    sp.save_npz(p, X, compressed=False)
+    np.save(wd / f"SYNTH_{n}_types.npy", cell_type)
+    return p
+
+
+def recall(a: Any, b: Any) -> float:
+    """Mean over rows of the share of ``a``'s neighbours that ``b`` holds too (``a`` the exact lists)."""
+    return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
+
+
+def exact_rows(tv: Any, rows: np.ndarray, k: int) -> np.ndarray:
+    """The exact k nearest other samples of ``rows`` (brute force by blocks: ``search.SampledExact``)."""
+    from hdtwd_cli.knn import _search as search
+
+    return search.SampledExact(tv, k, rows=rows).scan(tv).indices
+
+
+def sampled_exact(n: int, k: int = 14) -> tuple[np.ndarray, np.ndarray]:
+    """1,000 sampled rows of ``synth(n)`` (seed 1, sorted) and their exact k neighbours on the default tree.
+
+    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` (``partition_probe.py`` writes and reads the same file:
+    the same rows, and the same tree since learning is deterministic).
+    """
+    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
+    cache = EXACT_DIR / f"exact_{n}_{k}.npy"
+    if cache.exists():
+        return rows, np.load(cache)
+    import hdtwd_cli as hd
+
+    X = sp.load_npz(synth(n)).tocsr()
+    exact = exact_rows(hd.distance_vectors(X, hd.learn_tree(X)).base, rows, k)
+    np.save(cache, exact)
+    return rows, exact
+
+
+def vm_hwm_mb() -> float:
+    """Peak resident memory of this process (``VmHWM``), MB.
+
+    Run on Dask workers by ``client.run``: ``ru_maxrss`` would carry the spawning process's peak over
+    ``execve``.
+    """
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
