@@ -86,12 +86,17 @@ def _workloads(inputs: dict[str, Path]) -> dict[str, list[str]]:
     return w
 
 
-def _run(tree: Path, args: list[str], out: Path) -> tuple[float, float, str]:
-    """Wall seconds, peak RSS (MB) and a digest of the outputs of one run of ``hdtwd ARGS`` from ``tree``."""
+def _run(tree: Path, args: list[str], out: Path, patch: str = "") -> tuple[float, float, str]:
+    """Wall seconds, peak RSS (MB) and a digest of the outputs of one run of ``hdtwd ARGS`` from ``tree``.
+
+    ``patch``: Python statements run in the process before the command (compare_tricks.py switches
+    a trick off this way); the command itself is the one ``python -m hdtwd_cli`` runs.
+    """
     for f in out.iterdir():
         f.unlink()
     env = dict(os.environ, PYTHONPATH=str(tree))
-    argv = [sys.executable, "-m", "hdtwd_cli", *(a.replace("{out}", str(out)) for a in args)]
+    launcher = ["-m", "hdtwd_cli"] if not patch else ["-c", patch + "\nfrom hdtwd_cli.cli._app import main\nmain()"]
+    argv = [sys.executable, *launcher, *(a.replace("{out}", str(out)) for a in args)]
     t = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
