@@ -223,3 +223,41 @@ def test_the_approximate_search_gives_the_float64_graph_for_every_input_dtype(pa
     want = graph(X.astype(np.float64))
     for label, V in _variants(X).items():
         assert _same(graph(V), want), label
+
+
+_FIRST_OR_SECOND = """
+import sys
+import numpy as np
+import hdtwd_cli as hd
+
+rng = np.random.default_rng(0)
+L = rng.gamma(1.0, 1.0, size=(6, 200))
+X = rng.poisson(L[rng.integers(0, 6, 600)] * rng.uniform(0.5, 2.0, size=(600, 1)))
+P = hd.TreeParams(denoise=int(sys.argv[1]))
+if sys.argv[2] == "second":
+    hd.distances(X + 1, params=P)  # loads every library the first call loads
+sys.stdout.buffer.write(hd.distances(X, params=P).tobytes())
+"""
+
+
+@pytest.mark.parametrize("denoise", [0, 50])
+def test_the_first_call_in_a_process_gives_the_bits_of_a_later_one(denoise):
+    """A process's first tree and a later one are the same bits.
+
+    The defect guarded against: SciPy ships its own OpenBLAS, loaded by the first ``import
+    scipy.linalg``; when that happened inside the tree's one-thread BLAS block, the limit did not
+    cover it, so the first tree's HD-LCA products ran on every core and later ones on one thread
+    (different rounding: the same matrix gave different bytes depending on what the process, or a
+    pytest worker, had run before). Each order runs in a fresh interpreter.
+    """
+    import subprocess
+    import sys
+
+    out = {
+        order: subprocess.run(
+            [sys.executable, "-c", _FIRST_OR_SECOND, str(denoise), order], capture_output=True, check=True
+        ).stdout
+        for order in ("first", "second")
+    }
+    assert len(out["first"]) == 600 * 600 * 8
+    assert out["first"] == out["second"]

@@ -24,7 +24,15 @@ __all__ = ["serial_blas"]
 
 @contextmanager
 def serial_blas() -> Iterator[None]:
-    """BLAS limited to one thread inside the block (threadpoolctl), restored after it."""
+    """BLAS limited to one thread inside the block (threadpoolctl), restored after it.
+
+    threadpoolctl limits the BLAS libraries loaded when the block is entered. SciPy ships its own
+    OpenBLAS, loaded by the first ``import scipy.linalg``; were that import inside the block (the
+    stages import it lazily), SciPy's products would run on every core the first time in a
+    process and on one thread afterwards, and a tree's bits would depend on what the process had
+    run before. So SciPy's BLAS is loaded first.
+    """
+    import scipy.linalg  # noqa: F401 - loads SciPy's own BLAS, so that the limit covers it
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=1, user_api="blas"):
