@@ -191,8 +191,9 @@ def main() -> None:
                 "landmarks1000": resolve_params("default", landmarks=1000),
                 "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
                 "landmarks2000": resolve_params("default", landmarks=2000),
-                # issue 25: the opt-in denoising lever
+                # denoising: forced at rank 50, and off (the defaults before denoise="auto")
                 "denoise50": resolve_params("default", denoise=50),
+                "denoise0": resolve_params("default", denoise=0),
             }
             wanted = args.configs.split(",")
             rep = run(name, {k: v for k, v in configs.items() if k in wanted})

@@ -73,7 +73,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "leaf_length": None,
         "min_df": 1,
         "max_features": 20000,
-        "denoise": 0,
+        "denoise": "auto",
     },
 }
 #: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).

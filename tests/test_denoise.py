@@ -63,7 +63,7 @@ def test_twd_of_denoised_samples_is_exact_ot_on_the_tree():
     X, names = _counts(2)
     tree = learn_tree(X[:40], names, TreeParams(denoise=3))
     assert tree.denoiser is not None and tree.metadata["denoise"] == 3
-    A = align_to_tree(X, names, tree)
+    A = align_to_tree(X, names, tree).rows()  # computed on demand
     # independently: reconstruction, then the tree's idf weights, in leaf order
     order = [names.index(n) for n in tree.leaf_names]
     # the idf weights are those of the samples' own values (the denoised rows are dense)
@@ -121,7 +121,7 @@ def test_features_hung_from_a_stored_tree_keep_their_values():
     big = extend_tree(tree, names + ["new"])
     assert big.denoiser.covered.tolist() == [True] * len(names) + [False]
     Xn = np.hstack([X, np.arange(X.shape[0], dtype=float)[:, None] % 3])
-    A = align_to_tree(Xn, names + ["new"], big)
+    A = align_to_tree(Xn, names + ["new"], big).rows()
     np.testing.assert_allclose(A[:, -1], _log_cp10k(Xn)[:, -1], rtol=1e-12)
     assert np.all(A >= 0) and A[:, -1].max() > 0
 
@@ -159,6 +159,107 @@ def test_denoising_more_rows_than_memory_holds_is_refused_before_it_starts():
     from hdtwd_cli.tree._learn import learn_trees
 
     X, names = _counts(7)
-    with pytest.raises(ResourceError, match="dense") as e:
+    n, m = X.shape
+    with pytest.raises(ResourceError, match="scatter") as e:
         learn_trees(X, names, TreeParams(denoise=3), [7], available=1000)
     assert "denoise" in str(e.value) and "tree" in str(e.value)
+    # the rows are streamed: memory for the m x m matrix is enough, not for the n x m values
+    roomy = 4 * 16 * m * m
+    assert roomy < 24 * n * m
+    learn_trees(X, names, TreeParams(denoise=3), [7], available=roomy)
+    with pytest.raises(ResourceError, match="made dense"):  # the latent space reads the columns themselves
+        learn_trees(X, names, TreeParams(denoise=3, feature_space="svd"), [7], available=roomy)
+
+
+def _cells(n: int = 240, m: int = 160, seed: int = 5) -> np.ndarray:
+    """Counts of cells of 6 types over genes that co-occur (most cells express most genes)."""
+    rng = np.random.default_rng(seed)
+    means = rng.gamma(1.0, 1.0, size=(6, m))
+    return rng.poisson(means[rng.integers(0, 6, n)] * rng.uniform(0.5, 2.0, size=(n, 1))).astype(np.float64)
+
+
+def _documents(n: int = 240, m: int = 400, seed: int = 6) -> np.ndarray:
+    """Counts whose features rarely share a row (a few words per document)."""
+    rng = np.random.default_rng(seed)
+    X = np.zeros((n, m))
+    for i in range(n):
+        X[i, rng.choice(m, size=6, replace=False)] = rng.integers(1, 4, size=6)
+    return X
+
+
+@pytest.mark.parametrize(
+    ("kind", "rank", "reason"),
+    [
+        ("cells", 50, "co-occur"),
+        ("log values", 0, "not counts"),
+        ("documents", 0, "never co-occur"),
+        ("few features", 0, "fewer than 100"),
+    ],
+)
+def test_auto_denoises_counts_whose_features_co_occur_and_nothing_else(kind, rank, reason):
+    X = {
+        "cells": _cells(),
+        "log values": np.log1p(_cells()),
+        "documents": _documents(),
+        "few features": _cells(m=60),
+    }[kind]
+    names = [f"g{j}" for j in range(X.shape[1])]
+    tree = learn_tree(X, names, TreeParams())  # the default is "auto"
+    assert TreeParams().denoise == "auto"
+    assert tree.metadata["denoise"] == rank and reason in tree.metadata["denoise_rule"]
+    assert (tree.denoiser is not None) is (rank > 0)
+    forced = learn_tree(X, names, TreeParams(denoise=rank))
+    D_auto, D_forced = distances(X, tree=tree, feature_names=names), distances(X, tree=forced, feature_names=names)
+    assert D_auto.tobytes() == D_forced.tobytes()  # auto is the rule's rank, nothing more
+
+
+def test_the_command_says_what_auto_chose(tmp_path):
+    data = tmp_path / "cells.npy"
+    np.save(data, _cells())
+    r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
+    assert b"denoising (rank 50 principal axes; counts whose features co-occur" in r.stderr
+    np.save(data, _documents())
+    r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
+    assert b"denoising: off" in r.stderr
+    bad = run_hdtwd("distance", data, "--denoise", "fifty", "-o", tmp_path / "E.npy", check=False)
+    assert bad.returncode == 2 and b"'auto' or an integer" in bad.stderr and not (tmp_path / "E.npy").exists()
+    with pytest.raises(ParameterError):
+        TreeParams(denoise="fifty")
+
+
+def test_a_sample_is_denoised_to_the_same_bits_in_any_block_and_on_either_kernel():
+    """Each row is reconstructed alone (a fixed order of sums), so a sample's values and tree vector do
+    not depend on the rows it is computed with: one process and a Dask worker see the same vectors."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.tree import _kernels, _small
+    from hdtwd_cli.tree._denoise import DenoisedRows
+    from hdtwd_cli.twd._distance import TreeVectors
+
+    X = _cells()
+    names = [f"g{j}" for j in range(X.shape[1])]
+    tree = learn_tree(X, names, TreeParams(denoise=50))
+    A = align_to_tree(sp.csr_matrix(X), names, tree)
+    assert isinstance(A, DenoisedRows)
+    whole = A.rows()
+    for i in (0, 7, 239):
+        assert A.rows(np.array([i])).tobytes() == whole[i : i + 1].tobytes()
+    assert A.rows(np.arange(50, 90)).tobytes() == whole[50:90].tobytes()
+    tv = TreeVectors(tree, A)
+    Y = tv.rows()
+    assert tv.of_rows(np.array([5, 3])).tobytes() == Y[[5, 3]].tobytes()
+    # the NumPy twin (small blocks) and the compiled kernel give the same bits
+    d = tree.denoiser
+    F = np.log1p(X[:, [names.index(n) for n in tree.leaf_names]])
+    out_small, out_jit = np.empty_like(F), np.empty_like(F)
+    _small.reconstruct_rows(F, d.mean, d.axes, d.axes_t, out_small)
+    _kernels.reconstruct_rows(F, d.mean, d.axes, d.axes_t, out_jit)
+    assert out_small.tobytes() == out_jit.tobytes()
+
+
+def test_the_axes_are_the_same_bits_from_dense_or_sparse_storage():
+    import scipy.sparse as sp
+
+    X = _cells()
+    a, b = fit_denoiser(X, 20), fit_denoiser(sp.csr_matrix(X), 20)
+    assert a.mean.tobytes() == b.mean.tobytes() and a.axes.tobytes() == b.axes.tobytes()

@@ -76,6 +76,19 @@ def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> i
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
+def _denoise_rank(value: str) -> str | int:
+    """``--denoise``: ``auto`` or a rank >= 0."""
+    if value == "auto":
+        return value
+    try:
+        rank = int(value)
+    except ValueError:
+        rank = -1
+    if rank < 0:
+        raise typer.BadParameter(f"must be 'auto' or an integer >= 0, not {value!r}")
+    return rank
+
+
 LINKAGE = Choice("Linkage", LINKAGES)
 EDGE_WEIGHTS_CHOICE = Choice("EdgeWeights", EDGE_WEIGHTS)
 
@@ -187,13 +200,15 @@ TREE = {
             f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}].",
         ),
         _opt(
-            int,
+            str,
             "--denoise",
-            min=0,
-            metavar="R",
+            parser=_denoise_rank,
+            metavar="auto|R",
             help="Replace each sample's values by their rank-R principal-"
             "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
-            "with the tree, stored in its .h5 and applied by --tree; 0 = off [default: 0].",
+            "with the tree, stored in its .h5 and applied by --tree; 0 = off; auto = rank 50 for counts whose "
+            "features co-occur (cells), off otherwise (documents, preprocessed values); -v says what was chosen "
+            "[default: auto].",
         ),
         _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
     )

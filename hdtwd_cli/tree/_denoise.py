@@ -21,13 +21,31 @@ keep :math:`f(x)`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
+from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.sparse import sp
 
-__all__ = ["Denoiser", "principal_axes", "fit_denoiser", "denoise", "log_cp10k", "is_count_data"]
+__all__ = [
+    "AUTO_RANK",
+    "BLOCK_ROWS",
+    "Denoiser",
+    "DenoisedRows",
+    "auto_rank",
+    "denoise",
+    "fit_denoiser",
+    "is_count_data",
+    "log_cp10k",
+    "principal_axes",
+]
+
+#: The rank of ``denoise="auto"`` on counts whose features co-occur (docs/method.md section 11).
+AUTO_RANK = 50
+#: Rows per block of every streamed pass; fixed, so that sums over blocks have one order everywhere.
+BLOCK_ROWS = 4096
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,11 @@ class Denoiser:
     axes: np.ndarray
     log_counts: bool
     covered: np.ndarray
+
+    @property
+    def axes_t(self) -> np.ndarray:
+        """:math:`V^\top`, C order (the reconstruction reads it by rows)."""
+        return np.ascontiguousarray(self.axes.T)
 
     @property
     def rank(self) -> int:
@@ -117,43 +140,219 @@ def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     return X.toarray().astype(np.float64, copy=False) if sp.issparse(X) else np.asarray(X, dtype=np.float64)  # type: ignore[union-attr]
 
 
-def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
-    r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order).
+def _values(rows: np.ndarray | sp.spmatrix, log_counts: bool) -> np.ndarray | sp.csr_matrix:
+    """:math:`f` of a block of rows (sparse stays sparse)."""
+    return log_cp10k(rows) if log_counts else (sp.csr_matrix(rows, dtype=np.float64) if sp.issparse(rows) else rows)
 
-    ``rank`` is capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
+
+def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
+    r"""Column sums and :math:`F^\top F` of a block, each entry summed over the rows in order.
+
+    Computed on the block's non-zero entries (CSR: :func:`_kernels.column_gram_csr`, and
+    ``bincount`` of the stored values), so dense and sparse storage of the same values give the
+    same bits.
     """
+    from hdtwd_cli._runtime.sparse import canonical_csr
+    from hdtwd_cli.tree._kernels import column_gram_csr
+
+    C = canonical_csr(sp.csr_matrix(F))
+    if C.nnz and not C.data.all():
+        C = sp.csr_matrix(C, copy=True)
+        C.eliminate_zeros()
+    return np.bincount(C.indices, weights=C.data, minlength=C.shape[1]), column_gram_csr(C)
+
+
+def _blocks(n: int) -> range:
+    return range(0, n, BLOCK_ROWS)
+
+
+def auto_rank(n: int, m: int, counts: bool, never_cooccur: float, limit: float) -> tuple[int, str]:
+    r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANK` for counts whose features co-occur, else 0.
+
+    Denoising averages the sampling noise of a count matrix across the features that vary
+    together (cells over measured genes). Values that are not counts (log-normalised or otherwise
+    preprocessed) have had that noise treated already, and features that rarely share a sample
+    (words: :func:`_features.never_cooccur_fraction` above ``limit``, the threshold that also
+    picks the features' space, :data:`_features.NEVER_COOCCUR_LIMIT`)
+    have no shared axes to average along. A rank-``r`` projection of fewer than ``2 r`` features or
+    samples keeps most of the data as it is: off too. docs/method.md section 11 gives the evidence.
+    """
+    if not counts:
+        return 0, "the values are not counts"
+    if never_cooccur > limit:
+        return 0, f"{never_cooccur:.0%} of feature pairs never co-occur"
+    if min(n, m) < 2 * AUTO_RANK:
+        return 0, f"fewer than {2 * AUTO_RANK} samples or features"
+    return AUTO_RANK, f"counts whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs never do)"
+
+
+def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
+    r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order), one row block at a time.
+
+    With :math:`F = f(X)`: one pass over blocks of :data:`BLOCK_ROWS` rows accumulates the column
+    sums and :math:`F^\top F` (in block order, from the non-zero entries: the same bits on any
+    machine and for dense or sparse storage), then
+    :math:`\mu = F^\top 1 / n` and the centred scatter matrix
+    :math:`C = F^\top F - n\,\mu\mu^\top = (F - 1\mu^\top)^\top (F - 1\mu^\top)`, whose ``r``
+    leading eigenvectors (ARPACK with a fixed start vector, LAPACK when ``r`` is close to ``m``)
+    are :math:`V`. Memory: ``m x m`` plus one block, never the ``n x m`` values. ``rank`` is
+    capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
+    """
+    from scipy.sparse.linalg import eigsh
+
     counts = is_count_data(X)
-    F = _dense(log_cp10k(X) if counts else X)  # may be X itself: never written
-    n, m = F.shape
+    n, m = X.shape
     r = int(min(rank, min(n, m) - 1))
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
-    mu = F.mean(axis=0)
-    V, _ = principal_axes(F - mu, r)
-    return Denoiser(mu, V, counts, np.ones(m, dtype=bool))
+    total = np.zeros(m)
+    C = np.zeros((m, m))
+    for i0 in _blocks(n):
+        sums, gram = _column_sums_and_gram(_values(X[i0 : i0 + BLOCK_ROWS], counts))
+        total += sums
+        C += gram
+    mu = total / n
+    C -= n * np.outer(mu, mu)
+    if r >= m - 1:
+        lam, U = np.linalg.eigh(C)
+        V = U[:, ::-1][:, :r]
+    else:
+        lam, U = eigsh(C, k=r, which="LA", v0=np.ones(m) / np.sqrt(m))
+        V = U[:, ::-1]
+    return Denoiser(mu, np.ascontiguousarray(V), counts, np.ones(m, dtype=bool))
 
 
-def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser, block: int = 4096) -> np.ndarray:
+def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
+    r""":math:`\hat x` of a block of rows (dense, float64), with the fallbacks of :func:`denoise`."""
+    F = np.ascontiguousarray(_dense(_values(rows, d.log_counts)))  # read only
+    R = np.empty_like(F)
+    if F.size * d.rank <= twins.SMALL_WORK:  # the NumPy twin: no numba start-up
+        from hdtwd_cli.tree._small import reconstruct_rows
+    else:
+        from hdtwd_cli.tree._kernels import reconstruct_rows
+    reconstruct_rows(F, d.mean, d.axes, d.axes_t, R)
+    cov = d.covered
+    if not cov.all():
+        R[:, ~cov] = F[:, ~cov]
+    np.maximum(R, 0.0, out=R)
+    empty = ~np.any(R > 0, axis=1)
+    if empty.any():
+        R[empty] = F[empty]
+    return R
+
+
+def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
     r"""The denoised values :math:`\hat x = \max(0, \mu + (f(x) - \mu) V V^\top)` of every row (dense).
 
-    Rows are processed in blocks of ``block`` (memory ``O(block * m)`` beyond the output). A row
-    whose reconstruction is zero everywhere (possible only far from the fitted rows) keeps
-    :math:`f(x)`, so every non-zero sample stays a histogram.
+    Rows are processed in blocks of :data:`BLOCK_ROWS` (memory ``O(BLOCK_ROWS * m)`` beyond the
+    output). A row whose reconstruction is zero everywhere (possible only far from the fitted
+    rows) keeps :math:`f(x)`, so every non-zero sample stays a histogram. :class:`DenoisedRows`
+    computes the same rows on demand, without the ``n x m`` output.
     """
     n, m = X.shape
     if m != d.mean.shape[0]:
         raise ValueError("the denoiser has one entry per leaf: columns do not match")
     out = np.empty((n, m), dtype=np.float64)
-    cov = d.covered
-    for i0 in range(0, n, block):
-        rows = X[i0 : i0 + block]
-        F = _dense(log_cp10k(rows) if d.log_counts else rows)  # read only
-        R = d.mean + ((F - d.mean) @ d.axes) @ d.axes.T
-        if not cov.all():
-            R[:, ~cov] = F[:, ~cov]
-        np.maximum(R, 0.0, out=R)
-        empty = ~np.any(R > 0, axis=1)
-        if empty.any():
-            R[empty] = F[empty]
-        out[i0 : i0 + block] = R
+    for i0 in _blocks(n):
+        out[i0 : i0 + BLOCK_ROWS] = _denoise_block(X[i0 : i0 + BLOCK_ROWS], d)
     return out
+
+
+class DenoisedRows:
+    r"""The rows :math:`\hat x_i \odot w` of ``X``, computed on demand: never the ``n x m`` dense matrix.
+
+    ``X`` holds the samples' values in the denoiser's column order (sparse stays sparse); ``w``
+    the tree's feature weights (``None``: none). Rows are denoised when asked for
+    (:meth:`rows`), block by block on one BLAS thread (the same bits at any thread count and in
+    any grouping of the rows: every row is computed alone by the same products); the column
+    statistics that learning the tree reads come from one streamed pass (:meth:`summary`).
+    ``columns`` restricts the rows to some of the columns (the features the diffusion places).
+    What learning the tree reads of the columns comes from streamed passes over row blocks, each
+    summed in block order: :meth:`column_stats` and :meth:`gram`.
+
+    Parameters
+    ----------
+    X : ndarray or sparse matrix, shape (n, m)
+    denoiser : Denoiser
+    weights : ndarray, shape (m,), optional
+    """
+
+    def __init__(
+        self,
+        X: np.ndarray | sp.spmatrix,
+        denoiser: Denoiser,
+        weights: np.ndarray | None = None,
+        columns: np.ndarray | None = None,
+    ) -> None:
+        if X.shape[1] != denoiser.mean.shape[0]:
+            raise ValueError("the denoiser has one entry per leaf: columns do not match")
+        self.values = sp.csr_matrix(X) if sp.issparse(X) else np.ascontiguousarray(X)
+        self.denoiser = denoiser
+        self.weights = weights
+        self.columns = columns
+        self._stats: tuple[np.ndarray, np.ndarray] | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n, m = self.values.shape
+        return int(n), int(m if self.columns is None else self.columns.size)
+
+    def select(self, columns: np.ndarray) -> DenoisedRows:
+        """These rows restricted to ``columns`` (indices into the current columns)."""
+        cols = np.asarray(columns, dtype=np.int64)
+        out = DenoisedRows(
+            self.values, self.denoiser, self.weights, cols if self.columns is None else self.columns[cols]
+        )
+        if self._stats is not None:
+            out._stats = (self._stats[0][cols], self._stats[1][cols])
+        return out
+
+    def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
+        """The rows ``idx`` (default: all), dense float64, C order."""
+        block = self.values if idx is None else self.values[idx]
+        R = _denoise_block(block, self.denoiser)
+        if self.weights is not None:
+            R *= self.weights[None, :]
+        return R if self.columns is None else np.ascontiguousarray(R[:, self.columns])
+
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(i0, rows i0 .. i0 + BLOCK_ROWS - 1)`` in order."""
+        for i0 in _blocks(self.shape[0]):
+            yield i0, self.rows(slice(i0, i0 + BLOCK_ROWS))
+
+    def support(self) -> np.ndarray:
+        """Columns that may carry mass: those the axes cover, and uncovered ones with values (no pass over the rows)."""
+        sup = self.denoiser.covered.copy()
+        if not sup.all():
+            v = self.values
+            has = (np.diff(sp.csc_matrix(v).indptr) > 0) if sp.issparse(v) else np.any(v != 0, axis=0)
+            sup |= has
+        return sup if self.columns is None else sup[self.columns]
+
+    def column_stats(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per column: the number of rows where it is positive (its document frequency) and its largest value."""
+        if self._stats is None:
+            m = self.shape[1]
+            nonzero, absmax = np.zeros(m, dtype=np.int64), np.zeros(m)
+            for _, R in self.blocks():
+                nonzero += np.count_nonzero(R > 0, axis=0)
+                np.maximum(absmax, R.max(axis=0), out=absmax)
+            self._stats = (nonzero, absmax)
+        return self._stats
+
+    def gram(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
+        r""":math:`(\hat X / s)^\top (\hat X / s)` (``m x m``) summed over row blocks in order, on one BLAS thread."""
+        from hdtwd_cli._runtime.blas import serial_blas
+
+        m = self.shape[1]
+        inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (m,))
+        G = np.zeros((m, m))
+        with serial_blas():
+            for _, R in self.blocks():
+                R *= inv[None, :]
+                G += R.T @ R
+        return G
+
+    def dense(self) -> np.ndarray:
+        """All rows as one dense matrix (the routes that need the columns themselves: landmarks, latent space)."""
+        return self.rows()

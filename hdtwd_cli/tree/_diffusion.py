@@ -28,6 +28,7 @@ from hdtwd_cli._defaults import Bandwidth, Metric
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.sparse import canonical_csr, sp
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.tree._denoise import DenoisedRows
 
 __all__ = [
     "DiffusionOperator",
@@ -109,12 +110,15 @@ class DiffusionOperator:
         return diffusion_sqrt_densities(self, t, dtype)
 
 
-def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -> np.ndarray:
-    """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse).
+def _column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0) -> np.ndarray:
+    """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse,
+    streamed over row blocks for denoised rows).
 
     Dividing by a per-column (cosine) or global (euclidean) scale first keeps huge counts from
     overflowing the products; the distances are unchanged (cosine) or rescaled back (euclidean).
     """
+    if isinstance(X, DenoisedRows):
+        return X.gram(scale)
     if sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -125,13 +129,15 @@ def _column_gram(X: np.ndarray | sp.spmatrix, scale: np.ndarray | float = 1.0) -
     return X.T @ X
 
 
-def column_scale(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+def column_scale(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
     """Per-column scale: a power of two within a factor 2 of the column's largest value.
 
     Dividing by a power of two is exact, so integer counts keep exact products and sums whatever
     the storage (dense or sparse) and the distances are the same bit for bit.
     """
-    if sp.issparse(X):
+    if isinstance(X, DenoisedRows):  # non-negative values
+        m = X.column_stats()[1]
+    elif sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_absmax_csr
 
         m = column_absmax_csr(X)
@@ -165,7 +171,7 @@ def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: n
         np.copyto(blk, 0.0, where=blk <= tol)
 
 
-def feature_distances(X: np.ndarray | sp.spmatrix, metric: Metric = "cosine") -> np.ndarray:
+def feature_distances(X: np.ndarray | sp.spmatrix | DenoisedRows, metric: Metric = "cosine") -> np.ndarray:
     r"""Initial distances between the feature columns of ``X`` (docs/method.md section 1, step 1).
 
     Parameters
@@ -254,7 +260,7 @@ def _mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
 
 
 def diffusion_operator(
-    X: np.ndarray | sp.spmatrix,
+    X: np.ndarray | sp.spmatrix | DenoisedRows,
     eps: float = 1.0,
     metric: Metric = "cosine",
     eigenvalue_floor: float = EIGENVALUE_FLOOR,

@@ -35,6 +35,7 @@ import numpy as np
 from hdtwd_cli._defaults import FEATURE_SPACES, WEIGHTINGS
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli.tree._denoise import DenoisedRows
 
 __all__ = [
     "WEIGHTINGS",
@@ -61,8 +62,10 @@ SVD_POWER_ITERATIONS = 4
 _DF_CHUNK = 1 << 22
 
 
-def document_frequency(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+def document_frequency(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
     """Number of rows in which each column is non-zero."""
+    if isinstance(X, DenoisedRows):
+        return X.column_stats()[0]
     if sp.issparse(X):
         C = canonical_csr(X)  # X itself is never changed
         df = np.zeros(C.shape[1], dtype=np.int64)

@@ -411,3 +411,29 @@ def nearest_centres(Z: np.ndarray, centres: np.ndarray, count: int) -> tuple[np.
     if count > 0:
         _nearest_centres(Z, centres, near, dist)
     return near, dist
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def reconstruct_rows(F, mu, V, Vt, out):  # pragma: no cover - compiled
+    """``out[i] = mu + ((F[i] - mu) V) V^T`` for every row, each row alone (:mod:`._denoise`).
+
+    The coordinates ``z_k = sum_j (F_ij - mu_j) V_jk`` are summed over ``j`` in order, the
+    reconstruction ``mu_j + sum_k z_k Vt_kj`` over ``k`` in order: a row's bits never depend on the
+    other rows of its block (a BLAS product's would, through its blocking), so a sample's denoised
+    values are the same in any block, on one process or on a Dask worker. One row per thread.
+    """
+    n, m = F.shape
+    r = V.shape[1]
+    for i in prange(n):
+        z = np.zeros(r)
+        for j in range(m):
+            c = F[i, j] - mu[j]
+            for k in range(r):
+                z[k] += c * V[j, k]
+        o = out[i]
+        for j in range(m):
+            o[j] = mu[j]
+        for k in range(r):
+            zk = z[k]
+            for j in range(m):
+                o[j] += zk * Vt[k, j]

@@ -20,7 +20,7 @@ from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ResourceError
-from hdtwd_cli.tree._denoise import denoise, fit_denoiser
+from hdtwd_cli.tree._denoise import DenoisedRows, auto_rank, fit_denoiser, is_count_data
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator
 from hdtwd_cli.tree._features import (
     FEATURE_SPACES,
@@ -179,7 +179,7 @@ def feature_operator(
             f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)", KMEANS_ITERATIONS + 2
         ) as adv:
             op = landmark_operator(
-                X,
+                X.dense() if isinstance(X, DenoisedRows) else X,
                 nl,
                 eps=params.kernel_eps(True),
                 metric=params.metric,  # type: ignore[arg-type]
@@ -332,15 +332,23 @@ def feature_space(
         ok &= df >= max(1, int(params.min_df))
     cols = np.flatnonzero(ok)
     keep_all = cols.size == X.shape[1]
-    Xk = X if keep_all else X[:, cols]  # every column kept (the usual case): no copy
+    Xk: np.ndarray | sp.spmatrix | DenoisedRows
+    if keep_all:
+        Xk = X  # every column kept (the usual case): no copy
+    else:
+        Xk = X.select(cols) if isinstance(X, DenoisedRows) else X[:, cols]
     big = min(X.shape[0], cols.size) > params.feature_dims
     wanted, never = params.feature_space, -1.0
     if wanted == "auto" and embedding is None:
-        never = never_cooccur_fraction(Xk, seed=params.seed, df=df[cols])
-        wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
+        if isinstance(Xk, DenoisedRows):  # reconstructions from shared axes: graded column distances
+            wanted = "data"
+        else:
+            never = never_cooccur_fraction(Xk, seed=params.seed, df=df[cols])
+            wanted = "svd" if never > NEVER_COOCCUR_LIMIT else "data"
     if big and (wanted == "svd" or (embedding is not None and params.leaf_length is None)):
-        latent = latent_feature_space(Xk, params.feature_dims, params.seed)
-        shared = latent_energy(latent, Xk)  # kept below only where the tree's input is truncated
+        Xd = Xk.dense() if isinstance(Xk, DenoisedRows) else Xk
+        latent = latent_feature_space(Xd, params.feature_dims, params.seed)
+        shared = latent_energy(latent, Xd)  # kept below only where the tree's input is truncated
     if embedding is not None:
         vectors, vnames = embedding
         index = {str(v): i for i, v in enumerate(vnames)}
@@ -435,6 +443,17 @@ def extend_tree(tree: Tree, names: list[str]) -> Tree:
     return out
 
 
+def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, str]:
+    """The rank the tree's denoising uses (0: off) and why: ``params.denoise``, or the rule of
+    :func:`_denoise.auto_rank` for ``"auto"`` (counts whose features co-occur, in the rows ``X``)."""
+    if params.denoise != "auto":
+        r = int(params.denoise)
+        return r, ("asked for" if r else "0 asked for")
+    counts = is_count_data(X)
+    never = never_cooccur_fraction(X, seed=params.seed) if counts else -1.0
+    return auto_rank(X.shape[0], X.shape[1], counts, never, NEVER_COOCCUR_LIMIT)
+
+
 def learn_tree(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -469,20 +488,26 @@ def learn_trees(
     On one BLAS thread (:func:`hdtwd_cli._runtime.blas.serial_blas`): the same bits at any thread count."""
     rep = reporter or Reporter(quiet=True)
     den, raw = None, X
-    if params.denoise:  # the tree is learned from the denoised rows (docs/method.md section 11)
-        need = 3 * 8 * X.shape[0] * X.shape[1]  # the log values, their reconstruction, the dense rows
+    rank, why = denoise_rank(X, params)
+    if rank:  # the tree is learned from the denoised rows (docs/method.md section 11)
+        m = X.shape[1]
+        dense = effective_landmarks(params.landmarks, m) or params.feature_space == "svd"
+        need = 16 * m * m + (24 * X.shape[0] * m if dense else 0)  # the scatter matrix; rows made dense
         if available is not None and need > 0.85 * available:
             raise ResourceError(
-                f"{{a}} {params.denoise} makes the {X.shape[0]} x {X.shape[1]} rows dense: about "
-                f"{need / 1e9:.1f} GB, {available / 1e9:.1f} GB available; learn the tree on a "
-                "subsample of the cells and map the rest with {b}",
+                f"{{a}} {rank} needs about {need / 1e9:.1f} GB (the {m} x {m} scatter matrix"
+                + (f", and the {X.shape[0]} x {m} rows made dense for landmarks or the latent space" if dense else "")
+                + f"), {available / 1e9:.1f} GB available; learn the tree on a subsample of the cells and map the "
+                "rest with {b}, or give {a} 0",
                 path,
                 a="denoise",
                 b="tree",
             )
-        with rep.stage(f"denoising (rank {params.denoise} principal axes)"):
-            den = fit_denoiser(X, params.denoise)
-            X = denoise(X, den)
+        with rep.stage(f"denoising (rank {rank} principal axes; {why})"):
+            den = fit_denoiser(X, rank)
+            X = DenoisedRows(X, den)
+    else:
+        rep.info(f"denoising: off ({why})")
     with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
         space = feature_space(X, feature_names, params, embedding)
     if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
@@ -549,6 +574,8 @@ def learn_trees(
         for tree in out.values():
             tree.denoiser = den.reordered(np.array([column[n] for n in tree.leaf_names], dtype=np.int64))
             tree.metadata.update({"denoise": den.rank, "denoise_log_counts": den.log_counts})
+    for tree in out.values():  # what was chosen and why (the parameter may say "auto")
+        tree.metadata.update({"denoise": den.rank if den is not None else 0, "denoise_rule": why})
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(

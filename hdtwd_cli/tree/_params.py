@@ -60,7 +60,9 @@ class TreeParams:
     replaces every sample's values by their rank-``r`` principal-component reconstruction,
     clipped at zero: the tree is learned from the denoised rows and every sample is denoised
     before it becomes a histogram; the map is fitted on the rows the tree is learned from and
-    stored with the tree (:mod:`hdtwd_cli.tree._denoise`, docs/method.md section 11; ``0``: off, the default).
+    stored with the tree (:mod:`hdtwd_cli.tree._denoise`, docs/method.md section 11). ``"auto"``
+    (the default): rank 50 for counts whose features co-occur, off otherwise
+    (:func:`hdtwd_cli.tree._denoise.auto_rank`); ``0``: off.
     """
 
     eps: float = DEFAULT_EPS
@@ -81,7 +83,7 @@ class TreeParams:
     min_df: int = 1
     max_features: int = 20000
     transform: str = "none"
-    denoise: int = 0
+    denoise: int | str = "auto"
 
     def __post_init__(self) -> None:
         choices = {
@@ -101,14 +103,16 @@ class TreeParams:
         for name, v in positive.items():
             if v is not None and not (np.isfinite(v) and v > 0):
                 raise ParameterError("(the kernel scale multiplier) must be positive", name)
-        at_least = {
+        if isinstance(self.denoise, str) and self.denoise != "auto":
+            raise ParameterError(f"must be 'auto' or an integer >= 0, not {self.denoise!r}", "denoise")
+        at_least: dict[str, tuple[Any, int]] = {
             "scales": (self.scales, 0),
             "knn": (self.knn, 1),
             "feature_dims": (self.feature_dims, 1),
             "min_df": (self.min_df, 1),
             "max_features": (self.max_features, 0),
             "landmarks": (self.landmarks, 0),
-            "denoise": (self.denoise, 0),
+            "denoise": (None if self.denoise == "auto" else self.denoise, 0),
         }
         for name, (v, lo) in at_least.items():
             if v is not None and not (int(v) == v and v >= lo):

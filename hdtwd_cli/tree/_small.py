@@ -89,3 +89,14 @@ def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
         D[:, x] = np.inf
         active[x] = False
     return a, b, h, tied
+
+
+def reconstruct_rows(F: np.ndarray, mu: np.ndarray, V: np.ndarray, Vt: np.ndarray, out: np.ndarray) -> None:
+    """``_kernels.reconstruct_rows``: the same sums in the same order, vectorised across rows."""
+    C = F - mu
+    z = np.zeros((F.shape[0], V.shape[1]))
+    for j in range(F.shape[1]):
+        z += C[:, j : j + 1] * V[j]
+    out[:] = mu
+    for k in range(V.shape[1]):
+        out += z[:, k : k + 1] * Vt[k]

@@ -22,7 +22,7 @@ import numpy as np
 
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ParameterError
-from hdtwd_cli.tree._denoise import denoise
+from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._kernels import (
     l1_distances,
@@ -71,14 +71,17 @@ DType = Literal["float32", "float64"]
 PRUNE_BELOW = 0.5
 
 
-def normalize_rows(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    r"""Histograms :math:`x_i = X_i / \lVert X_i \rVert_1` (sparse input stays sparse).
+def normalize_rows(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray | sp.csr_matrix:
+    r"""Histograms :math:`x_i = X_i / \lVert X_i \rVert_1` (sparse input stays sparse; denoised rows: dense).
 
     Raises
     ------
     ValueError
         If a row sums to zero (it has no histogram); the message names its index.
     """
+    if isinstance(X, DenoisedRows):
+        check_histograms(X)
+        X = X.rows()
     with np.errstate(over="ignore"):  # an overflowing row sum is reported below
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64, copy=True)
@@ -121,8 +124,14 @@ def mean_histogram(tree: Tree, X: np.ndarray | sp.spmatrix, feature_names: Seque
     return np.asarray(H.mean(axis=0), dtype=np.float64).ravel()
 
 
-def check_histograms(X: np.ndarray | sp.spmatrix) -> None:
-    """Raise the error of :func:`normalize_rows` without copying ``X``: run it before any costly stage."""
+def check_histograms(X: np.ndarray | sp.spmatrix | DenoisedRows) -> None:
+    """Raise the error of :func:`normalize_rows` without copying ``X``: run it before any costly stage.
+
+    Denoised rows are checked on the values they come from: a sample without values has no
+    histogram (its reconstruction would be the fitted rows' mean, not data).
+    """
+    if isinstance(X, DenoisedRows):
+        X = X.values
     with np.errstate(over="ignore"):
         _check_sums(row_sums(X))
 
@@ -209,7 +218,7 @@ def pruned_share(tv: TreeVectors, samples: int = 16, seed: int = 0) -> float:
     nb = tv.n // BLOCK_ROWS
     pick = np.sort(np.random.default_rng(seed).choice(nb, size=min(samples, nb), replace=False))
     rows = (pick[:, None] * BLOCK_ROWS + np.arange(BLOCK_ROWS)[None, :]).ravel()
-    return pruned_fraction(_panels(tv, tv.x[rows]))
+    return pruned_fraction(_panels(tv, tv.x[rows]))  # type: ignore[index]
 
 
 Kernel = Literal["auto", "dense", "pruned"]
@@ -263,11 +272,13 @@ def tree_distance_blocks(
     every = _panels(tv, tv.x)
     xq = tv.x if Xq is None else sp.csr_matrix(normalize_rows(Xq))
     for i0 in range(0, xq.shape[0], block):
-        yield i0, l1_distances_pruned(_panels(tv, xq[i0 : i0 + block]), every, dtype)  # diagonal: sums of +0
+        yield i0, l1_distances_pruned(_panels(tv, xq[i0 : i0 + block]), every, dtype)  # type: ignore[index]  # diagonal: sums of +0
 
 
-def _leaf_support(x: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Leaves (columns) with a non-zero value in some row."""
+def _leaf_support(x: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
+    """Leaves (columns) with a non-zero value in some row (denoised rows: that may have one)."""
+    if isinstance(x, DenoisedRows):
+        return x.support()
     if sp.issparse(x):
         x = sp.csr_matrix(x)
         sup = np.zeros(x.shape[1], dtype=bool)
@@ -304,11 +315,16 @@ class TreeVectors:
     ) -> None:
         self.tree = tree
         self.dtype = dtype
-        self.x = normalize_rows(X)
-        if sp.issparse(self.x):
-            self.x = sp.csr_matrix(self.x)
-        else:  # the kernels pick rows of a C-order X in place
-            self.x = np.ascontiguousarray(self.x)
+        self.x: np.ndarray | sp.csr_matrix | DenoisedRows
+        if isinstance(X, DenoisedRows):  # normalised by row block when asked for
+            check_histograms(X)
+            self.x = X
+        else:
+            self.x = normalize_rows(X)
+            if sp.issparse(self.x):
+                self.x = sp.csr_matrix(self.x)
+            else:  # the kernels pick rows of a C-order X in place
+                self.x = np.ascontiguousarray(self.x)
         mass = _leaf_support(self.x)
         if extra is not None:  # row scaling does not change the support
             mass = mass | _leaf_support(extra)
@@ -333,7 +349,10 @@ class TreeVectors:
 
     def of_rows(self, idx: np.ndarray) -> np.ndarray:
         """``y`` of the rows ``idx`` (any order, repeats allowed)."""
-        return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, np.asarray(idx, dtype=np.int64))
+        idx = np.asarray(idx, dtype=np.int64)
+        if isinstance(self.x, DenoisedRows):
+            return _fill_vectors(self.tree, normalize_rows(self.x.rows(idx)), self.cols, self.dim, self.dtype)
+        return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, idx)
 
     def quantised(self, idx: np.ndarray, top: float) -> np.ndarray:
         """``_nndescent.quantise(self.of_rows(idx), top)``: uint16 search vectors, bit for bit, computed
@@ -347,7 +366,7 @@ class TreeVectors:
         quantised_tree_vectors_csr(
             self.x.indptr,  # type: ignore[union-attr]
             self.x.indices,  # type: ignore[union-attr]
-            self.x.data,
+            self.x.data,  # type: ignore[union-attr]
             idx,
             self.tree.parent,
             self.cols,
@@ -358,7 +377,7 @@ class TreeVectors:
         )
         return out
 
-    def of(self, Xq: np.ndarray | sp.spmatrix) -> np.ndarray:
+    def of(self, Xq: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
         """``y`` of other samples ``Xq`` on the same columns (pass them as ``extra`` so none is dropped)."""
         xq = normalize_rows(Xq)
         return _fill_vectors(self.tree, sp.csr_matrix(xq) if sp.issparse(xq) else xq, self.cols, self.dim, self.dtype)
@@ -498,11 +517,12 @@ def align_to_tree(
     tree: Tree,
     path: str | None = None,
     drop_unknown: bool = False,
-) -> np.ndarray | sp.csr_matrix:
+) -> np.ndarray | sp.csr_matrix | DenoisedRows:
     """Reorder the columns of ``X`` to the tree's leaves, matching by feature NAME.
 
-    When the tree carries a denoiser (:attr:`Tree.denoiser`), the rows are replaced by their
-    denoised values first (dense; :func:`hdtwd_cli.tree._denoise.denoise`). When it carries feature weights
+    When the tree carries a denoiser (:attr:`Tree.denoiser`), the result is the rows' denoised
+    values, computed on demand by row block (:class:`hdtwd_cli.tree._denoise.DenoisedRows`: what
+    :class:`TreeVectors` and :func:`normalize_rows` take). When it carries feature weights
     (:attr:`Tree.feature_weights`), each column is multiplied by its leaf's weight, so the rows
     become the weighted values whose histograms the TWD compares.
 
@@ -514,12 +534,10 @@ def align_to_tree(
     ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
     the training rows has no leaf, whatever the test rows hold).
     """
-    if tree.denoiser is not None:  # values -> denoised values -> weights
+    if tree.denoiser is not None:  # values -> denoised values -> weights, row blocks on demand
         bare = dataclasses.replace(tree, feature_weights=None, denoiser=None)
-        out = denoise(align_to_tree(X, feature_names, bare, path, drop_unknown), tree.denoiser)
-        if tree.feature_weights is not None:
-            out *= tree.feature_weights[None, :]
-        return out
+        values = align_to_tree(X, feature_names, bare, path, drop_unknown)
+        return DenoisedRows(values, tree.denoiser, tree.feature_weights)
     index = {name: i for i, name in enumerate(tree.leaf_names)}
     dest = np.array([index.get(name, -1) for name in feature_names], dtype=np.int64)
     missing = np.flatnonzero(dest < 0)
