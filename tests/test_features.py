@@ -358,7 +358,7 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
 
     X, _, _ = planted_counts(200, 150, 4, seed=10)
     names = [f"g{j}" for j in range(150)]
-    params = resolve_params("default", feature_dims=8, feature_space="svd")[0]
+    params = resolve_params("default", feature_dims=8, feature_space="svd", denoise=0)[0]
     assert params.leaf_length is None  # the default is the automatic rule
     space = feature_space(X, names, params)
     M = X * idf_weights(X)

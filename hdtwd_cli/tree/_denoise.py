@@ -38,6 +38,7 @@ __all__ = [
     "denoise",
     "fit_denoiser",
     "is_count_data",
+    "is_log1p_counts",
     "log_cp10k",
     "principal_axes",
 ]
@@ -93,6 +94,16 @@ class Denoiser:
             self.log_counts,
             np.concatenate([self.covered, np.zeros(extra, dtype=bool)]),
         )
+
+
+def is_log1p_counts(X: np.ndarray | sp.spmatrix) -> bool:
+    """True when every stored value is :math:`\\log(1 + k)` of a whole number ``k`` (to 1e-9 of ``k``):
+    counts on scanpy's ``log1p`` scale without the per-cell normalisation (Zeisel's published matrix)."""
+    v = np.asarray(X.data if sp.issparse(X) else X, dtype=np.float64).ravel()
+    if v.size == 0 or np.any(v < 0) or np.all(v == np.rint(v)):
+        return False
+    k = np.expm1(v)
+    return bool(np.all(np.abs(k - np.rint(k)) <= 1e-9 * np.maximum(1.0, k)))
 
 
 def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:
@@ -169,6 +180,9 @@ def _blocks(n: int) -> range:
 def auto_rank(n: int, m: int, counts: bool, never_cooccur: float, limit: float) -> tuple[int, str]:
     r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANK` for counts whose features co-occur, else 0.
 
+    ``counts``: the values are counts, or their ``log1p`` (:func:`is_log1p_counts`; the map's
+    :math:`f` is then the identity, as for every value that is not a whole number).
+
     Denoising averages the sampling noise of a count matrix across the features that vary
     together (cells over measured genes). Values that are not counts (log-normalised or otherwise
     preprocessed) have had that noise treated already, and features that rarely share a sample
@@ -178,7 +192,7 @@ def auto_rank(n: int, m: int, counts: bool, never_cooccur: float, limit: float) 
     samples keeps most of the data as it is: off too. docs/method.md section 11 gives the evidence.
     """
     if not counts:
-        return 0, "the values are not counts"
+        return 0, "the values are not counts (nor their log1p)"
     if never_cooccur > limit:
         return 0, f"{never_cooccur:.0%} of feature pairs never co-occur"
     if min(n, m) < 2 * AUTO_RANK:

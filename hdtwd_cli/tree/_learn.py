@@ -20,7 +20,7 @@ from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ResourceError
-from hdtwd_cli.tree._denoise import DenoisedRows, auto_rank, fit_denoiser, is_count_data
+from hdtwd_cli.tree._denoise import DenoisedRows, auto_rank, fit_denoiser, is_count_data, is_log1p_counts
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator
 from hdtwd_cli.tree._features import (
     FEATURE_SPACES,
@@ -449,7 +449,7 @@ def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, 
     if params.denoise != "auto":
         r = int(params.denoise)
         return r, ("asked for" if r else "0 asked for")
-    counts = is_count_data(X)
+    counts = is_count_data(X) or is_log1p_counts(X)
     never = never_cooccur_fraction(X, seed=params.seed) if counts else -1.0
     return auto_rank(X.shape[0], X.shape[1], counts, never, NEVER_COOCCUR_LIMIT)
 
