@@ -78,20 +78,23 @@ def exact_rows(tv: Any, rows: np.ndarray, k: int) -> np.ndarray:
     return search.SampledExact(tv, k, rows=rows).scan(tv).indices
 
 
-def sampled_exact(n: int, k: int = 14) -> tuple[np.ndarray, np.ndarray]:
-    """1,000 sampled rows of ``synth(n)`` (seed 1, sorted) and their exact k neighbours on the default tree.
+def sampled_exact(n: int, k: int = 14, denoise: str = "0") -> tuple[np.ndarray, np.ndarray]:
+    """1,000 sampled rows of ``synth(n)`` (seed 1, sorted) and their exact k neighbours on the tree learned
+    with ``denoise`` (``"0"``: the undenoised tree of the earlier defaults; ``"auto"``: today's default).
 
-    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` (``partition_probe.py`` writes and reads the same file:
-    the same rows, and the same tree since learning is deterministic).
+    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` for ``"0"`` (``partition_probe.py`` writes and reads the
+    same file: the same rows, and the same tree since learning is deterministic) and
+    ``exact_<n>_<k>_d<denoise>.npy`` otherwise.
     """
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    cache = EXACT_DIR / f"exact_{n}_{k}.npy"
+    cache = EXACT_DIR / (f"exact_{n}_{k}.npy" if denoise == "0" else f"exact_{n}_{k}_d{denoise}.npy")
     if cache.exists():
         return rows, np.load(cache)
     import hdtwd_cli as hd
 
     X = sp.load_npz(synth(n)).tocsr()
-    exact = exact_rows(hd.distance_vectors(X, hd.learn_tree(X)).base, rows, k)
+    params = hd.TreeParams(denoise=denoise if denoise == "auto" else int(denoise))
+    exact = exact_rows(hd.distance_vectors(X, params=params).base, rows, k)
     np.save(cache, exact)
     return rows, exact
 

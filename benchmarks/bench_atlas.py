@@ -32,8 +32,8 @@ import harness
 from atlas import WD, recall, sampled_exact, synth, vm_hwm_mb
 
 
-def graph_recall(path: Path, n: int) -> float:
-    rows, exact = sampled_exact(n, 14)
+def graph_recall(path: Path, n: int, denoise: str = "0") -> float:
+    rows, exact = sampled_exact(n, 14, denoise)
     G = sp.load_npz(path).tocsr()
     return recall(exact, [G[r].indices for r in rows])
 
@@ -107,6 +107,12 @@ def main() -> None:
         nargs="?",
         help="dask: the number of workers W; project: placements per sample (partition_probe.py)",
     )
+    ap.add_argument(
+        "--denoise",
+        default="0",
+        help="single: the command's --denoise (0: the earlier defaults' tree, the records' default; auto: "
+        "today's default); the recall is against the exact neighbours on that tree",
+    )
     args = ap.parse_args()
     if args.part in ("dask", "project") and args.extra is None:
         ap.error(f"{args.part} needs its third argument (dask: W workers; project: placements per sample)")
@@ -122,11 +128,14 @@ def main() -> None:
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
     out = {"n": n, "machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
     if part == "single":
-        g = WD / f"atlas_G{n}.npz"
+        tag = "" if args.denoise == "0" else f"_d{args.denoise}"
+        g = WD / f"atlas_G{n}{tag}.npz"
         harness.wait_quiet(60)
-        out.update(harness.run_timed_once([*cmd, "-o", str(g)], WD / f"atlas_single_{n}.log"))
-        out["recall"] = graph_recall(g, n)
-        name = f"atlas_single_{n}.json"
+        cmd += ["--denoise", args.denoise]
+        out.update(harness.run_timed_once([*cmd, "-o", str(g)], WD / f"atlas_single_{n}{tag}.log"))
+        out["denoise"] = args.denoise
+        out["recall"] = graph_recall(g, n, args.denoise)
+        name = f"atlas_single_{n}{tag}.json"
     else:
         import distributed
 

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from hdtwd_cli._defaults import OT_BUDGET, OT_METHODS
-from hdtwd_cli._runtime.memory import available_memory, human_bytes
+from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli._version import __version__
@@ -118,6 +118,8 @@ Matrix = Any  # ndarray, scipy sparse matrix or anything np.asarray accepts
 
 #: ``neighbors`` stores the TWD vectors in ``obsm`` only up to this size by default (1 GB).
 VECTORS_MAX_BYTES = 10**9
+#: Share of the available memory a distance matrix held in memory may take.
+OUTPUT_SHARE = 0.8
 
 
 def _reporter(progress: Reporter | bool | None) -> Reporter:
@@ -328,11 +330,11 @@ class DistanceVectors:
         rows, cols = self.shape
         if check_memory:
             need, have = dense_output_bytes(rows, cols, self.base.dim, self.dtype), available_memory()
-            if need > 0.8 * have:
+            if need > OUTPUT_SHARE * have:
                 raise ResourceError(
-                    f"the {rows} x {cols} distance matrix needs about {human_bytes(need)} but {human_bytes(have)} "
-                    "are available; write it in blocks (DistanceVectors.blocks; CLI: -o FILE.h5) or keep only each "
-                    "sample's nearest neighbours (knn_graph; CLI: --knn K)"
+                    f"the {rows} x {cols} distance matrix needs about {human_bytes(need)}, more than hdtwd allows "
+                    f"itself: {allowance(OUTPUT_SHARE, have)}; write it in blocks (DistanceVectors.blocks; "
+                    "CLI: -o FILE.h5) or keep only each sample's nearest neighbours (knn_graph; CLI: --knn K)"
                 )
         with self.progress.stage(f"tree-Wasserstein distances ({rows} x {cols})"):
             return tree_distances(self.base, self.queries, self.dtype, out=out)

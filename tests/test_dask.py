@@ -389,3 +389,24 @@ def test_ties_are_settled_by_index_whatever_the_block_order():
     for block in (1, 3, 7):
         got = nearest_neighbors(dv.base, 7, block=block)
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
+
+
+def test_denoised_rows_give_the_single_process_graph_on_the_cluster(cluster, tmp_path):
+    """A denoising tree (rows reconstructed on demand, on the workers too): the exact and the
+    approximate graphs on the cluster are the single process's bits, from the API and the command."""
+    c, client = cluster
+    X, names = cells_X()
+    dv = hd.distance_vectors(X, feature_names=names, params=hd.TreeParams(denoise=10))
+    assert dv.tree.metadata["denoise"] == 10
+    plain = hd.distance_vectors(X, feature_names=names, params=hd.TreeParams(denoise=0))
+    for method in ("exact", "nndescent"):
+        one = dv.knn(15, method, seed=3)
+        many = dv.knn(15, method, seed=3, client=client)
+        assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances), method
+        assert not np.array_equal(one.indices, plain.knn(15, method, seed=3).indices), method  # denoising acted
+    for method in ("exact", "nndescent"):
+        args = ("distance", SAMPLE / "cells.h5ad", "--denoise", "10", "--knn", "15", "--knn-method", method)
+        run_hdtwd(*args, "-o", tmp_path / f"a_{method}.npz")
+        run_hdtwd(*args, "--scheduler", c.scheduler_address, "-o", tmp_path / f"b_{method}.npz")
+        A, B = sp.load_npz(tmp_path / f"a_{method}.npz"), sp.load_npz(tmp_path / f"b_{method}.npz")
+        assert (A != B).nnz == 0 and A.nnz == 300 * 14 and np.array_equal(A.indices, B.indices), method

@@ -192,7 +192,9 @@ def _documents(n: int = 240, m: int = 400, seed: int = 6) -> np.ndarray:
     [
         ("cells", 50, "co-occur"),
         ("log1p counts", 50, "co-occur"),
+        ("log1p counts stored as float32", 50, "co-occur"),
         ("log-normalised values", 0, "not counts"),
+        ("log-normalised values stored as float32", 0, "not counts"),
         ("documents", 0, "never co-occur"),
         ("few features", 0, "fewer than 100"),
     ],
@@ -201,7 +203,9 @@ def test_auto_denoises_counts_whose_features_co_occur_and_nothing_else(kind, ran
     X = {
         "cells": _cells(),
         "log1p counts": np.log1p(_cells()),  # Zeisel's published matrix is on this scale
+        "log1p counts stored as float32": np.log1p(_cells()).astype(np.float32),  # AnnData's usual type
         "log-normalised values": _log_cp10k(_cells()),  # scanpy's normalize_total + log1p
+        "log-normalised values stored as float32": _log_cp10k(_cells()).astype(np.float32),
         "documents": _documents(),
         "few features": _cells(m=60),
     }[kind]

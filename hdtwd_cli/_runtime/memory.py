@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["available_memory", "human_bytes"]
+__all__ = ["allowance", "available_memory", "human_bytes"]
 
 
 def available_memory() -> int:
-    """Bytes of memory available now (``HDTWD_MEMORY_LIMIT`` overrides, e.g. for tests)."""
+    """Bytes of memory this process may still take (``HDTWD_MEMORY_LIMIT`` overrides, e.g. for tests).
+
+    The least of the machine's available memory (``MemAvailable``), the headroom under this
+    process's address-space limit (``ulimit -v``, ``prlimit --as``) and the headroom of its
+    control group (a container's or a batch job's memory limit, cgroup v2 or v1), so that a job
+    given 8 GB on a large node is refused before the kernel's OOM killer ends it.
+    """
     env = os.environ.get("HDTWD_MEMORY_LIMIT")
     if env:
         return int(float(env))
+    found = [_meminfo_available(), _address_space_headroom(), _cgroup_headroom()]
+    return max(0, min(v for v in found if v is not None))
+
+
+def _meminfo_available() -> int:
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:
@@ -22,6 +33,71 @@ def available_memory() -> int:
     return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES"))
 
 
+def _status_bytes(key: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _address_space_headroom() -> int | None:
+    """The soft ``RLIMIT_AS`` minus the address space in use (``VmSize``); None without a limit."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return None
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    return soft - (_status_bytes("VmSize") or 0)
+
+
+def _read_number(path: str) -> int | None:
+    try:
+        with open(path) as fh:
+            text = fh.read().strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None
+
+
+def _cgroup_headroom() -> int | None:
+    """The memory limit of this process's control group minus its usage (page cache counted as free)."""
+    try:
+        with open("/proc/self/cgroup") as fh:
+            lines = fh.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        number, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if number == "0" and controllers == "":  # cgroup v2
+            base = "/sys/fs/cgroup" + path.rstrip("/")
+            limit, usage, stat = (f"{base}/memory.{k}" for k in ("max", "current", "stat"))
+        elif "memory" in controllers.split(","):  # cgroup v1
+            base = "/sys/fs/cgroup/memory" + path.rstrip("/")
+            limit, usage, stat = (f"{base}/memory.{k}" for k in ("limit_in_bytes", "usage_in_bytes", "stat"))
+        else:
+            continue
+        cap, used = _read_number(limit), _read_number(usage)
+        if cap is None or used is None or cap >= 1 << 60:  # "max", or v1's "no limit" (about 2^63)
+            continue
+        cache = 0
+        try:
+            with open(stat) as fh:
+                for row in fh:
+                    k, _, v = row.partition(" ")
+                    if k in ("inactive_file", "total_inactive_file"):
+                        cache = max(cache, int(v))
+        except (OSError, ValueError):
+            pass
+        return cap - used + cache
+    return None
+
+
 def human_bytes(n: float) -> str:
     """``1234567`` -> ``'1.2 MB'`` (decimal units)."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
@@ -29,3 +105,13 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
+
+
+def allowance(share: float, available: int) -> str:
+    """The memory a stage may use, for refusals: ``'8.0 MB (80 % of the 10.0 MB available)'``.
+
+    A stage keeps ``1 - share`` of the available memory free (for the interpreter, the libraries'
+    buffers and estimates that run short), so a refusal names both figures: "needs 8.9 MB but
+    10.0 MB are available" would read as a contradiction.
+    """
+    return f"{human_bytes(share * available)} ({share:.0%} of the {human_bytes(available)} available)"

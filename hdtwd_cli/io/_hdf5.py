@@ -62,6 +62,7 @@ import numpy as np
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.io._atomic import atomic_path
+from hdtwd_cli.io._guard import DECODE_ERRORS, numeric, reading
 from hdtwd_cli.io._records import DenoiserRecord, EmbeddingRecord, TreeLike, TreeRecord, children_of
 
 if TYPE_CHECKING:
@@ -132,9 +133,10 @@ def _open(path: str, kind: str) -> h5py.File:
         raise InputError("no such file", path) from None
     except IsADirectoryError:
         raise InputError("is a directory, not an HDF5 file", path) from None
-    except OSError:
+    except DECODE_ERRORS:
         raise InputError("not an HDF5 file (truncated or another format)", path) from None
-    found = f.attrs.get("encoding-type")
+    with reading(path, "HDF5 file"):
+        found = f.attrs.get("encoding-type")
     if found != kind:
         f.close()
         what = f"an {found!r} file" if found else "not an hdtwd file"
@@ -194,11 +196,11 @@ def write_embedding(
 
 def read_embedding(path: str) -> EmbeddingRecord:
     """Read an embedding file written by :func:`write_embedding`."""
-    with _open(path, EMBEDDING_TYPE) as f:
+    with _open(path, EMBEDDING_TYPE) as f, reading(path, "hdtwd embedding file"):
         try:
-            psi = f["embedding/psi"][()]
-            heights = f["embedding/heights"][()]
-            negative_mass = f["embedding/negative_mass"][()]
+            psi = numeric(f["embedding/psi"][()], path, "embedding/psi", kinds="f", ndim=3)
+            heights = numeric(f["embedding/heights"][()], path, "embedding/heights", kinds="f", ndim=1)
+            negative_mass = numeric(f["embedding/negative_mass"][()], path, "embedding/negative_mass", kinds="f")
             names = _read_strings(f["features/names"])
             params = dict(f["params"].attrs)
             meta = {k: v for k, v in f.attrs.items() if k not in ("encoding-type", "encoding-version")}
@@ -209,12 +211,19 @@ def read_embedding(path: str) -> EmbeddingRecord:
             params.pop("encoding-version", None)
             diffusion["dropped"] = _read_strings(f["features/dropped"])
             if "features/weights" in f:
-                diffusion["feature_weights"] = f["features/weights"][()]
+                diffusion["feature_weights"] = numeric(f["features/weights"][()], path, "features/weights", ndim=1)
         except KeyError as e:
             raise InputError(f"embedding file lacks {e}", path) from None
     width = int(diffusion.get("n_landmarks", 0)) or len(names)
     if psi.ndim != 3 or psi.shape[1] != len(names) or psi.shape[2] != width:
         raise InputError("embedding file is inconsistent (psi shape vs feature names)", path)
+    if heights.shape != (psi.shape[0],) or negative_mass.shape != (psi.shape[0],):
+        raise InputError("embedding file is inconsistent (one height and one negative mass per scale)", path)
+    for name, values in (("psi", psi), ("heights", heights), ("negative_mass", negative_mass)):
+        if not np.all(np.isfinite(values)):
+            raise InputError(f"embedding/{name} holds NaN or infinite values", path)
+    if np.any(heights <= 0) or np.any(np.diff(heights) <= 0):
+        raise InputError("embedding/heights are not positive and increasing from scale to scale", path)
     return EmbeddingRecord(psi, heights, negative_mass, names, params, meta, diffusion)
 
 
@@ -250,28 +259,32 @@ def write_tree(path: str, tree: TreeLike, params: Mapping[str, Any], meta: Mappi
 
 def read_tree(path: str) -> TreeRecord:
     """Read a tree file written by :func:`write_tree` (validated by :meth:`hdtwd_cli.Tree.read`)."""
-    with _open(path, TREE_TYPE) as f:
+    with _open(path, TREE_TYPE) as f, reading(path, "hdtwd tree file"):
         try:
             g = f["tree"]
+
+            def field(name: str, kinds: str = "iuf") -> np.ndarray | None:
+                return numeric(g[name][()], path, f"tree/{name}", kinds=kinds, ndim=1) if name in g else None
+
             return TreeRecord(
-                parent=g["parent"][()],
-                length=g["length"][()],
+                parent=numeric(g["parent"][()], path, "tree/parent", kinds="iu", ndim=1),
+                length=numeric(g["length"][()], path, "tree/length", ndim=1),
                 leaf_names=_read_strings(g["leaf_names"]),
-                merge_height=g["merge_height"][()] if "merge_height" in g else None,
-                feature_weights=g["feature_weights"][()] if "feature_weights" in g else None,
-                denoiser=_read_denoiser(g["denoise"]) if "denoise" in g else None,
+                merge_height=field("merge_height"),
+                feature_weights=field("feature_weights"),
+                denoiser=_read_denoiser(g["denoise"], path) if "denoise" in g else None,
                 metadata={k: v for k, v in f["params"].attrs.items() if not k.startswith("encoding")},
             )
         except KeyError as e:
             raise InputError(f"tree file lacks {e}", path) from None
 
 
-def _read_denoiser(g: h5py.Group) -> DenoiserRecord:
+def _read_denoiser(g: h5py.Group, path: str) -> DenoiserRecord:
     return DenoiserRecord(
-        mean=np.asarray(g["mean"][()], dtype=np.float64),
-        axes=np.asarray(g["axes"][()], dtype=np.float64),
+        mean=numeric(g["mean"][()], path, "tree/denoise/mean", ndim=1).astype(np.float64),
+        axes=numeric(g["axes"][()], path, "tree/denoise/axes", ndim=2).astype(np.float64),
         log_counts=bool(g.attrs["log_counts"]),
-        covered=np.asarray(g["covered"][()]).astype(bool),
+        covered=numeric(g["covered"][()], path, "tree/denoise/covered", kinds="biu", ndim=1).astype(bool),
     )
 
 

@@ -28,14 +28,17 @@ import hashlib
 import os
 import tempfile
 import warnings
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.sparse import canonical_csr, sp
-from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError
+from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
+from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, reading, refuse_nul_bytes
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
 from hdtwd_cli.io._text import open_text
 
@@ -51,6 +54,12 @@ __all__ = [
 ]
 
 MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".mtx.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".h5ad", ".h5")
+
+#: Memory a delimited table takes while it is read, per byte of its text (Python's lists of cells;
+#: measured 4.2 for one-digit counts and 8.1 for 6-digit decimals, plus the float64 values).
+TEXT_BYTES_FACTOR = 10
+#: Share of the available memory that reading a delimited table may take.
+TEXT_SHARE = 0.85
 
 
 @dataclass
@@ -160,6 +169,7 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     if sp.issparse(X):
         if X.dtype.kind not in "biuf":
             raise InputError(f"matrix has non-numeric type {X.dtype}", path)
+        check_sparse(X, path)  # before SciPy's compiled routines read the index arrays
         X = canonical_csr(X)  # never sorts the caller's index arrays in place
         vals = X.data
     else:
@@ -182,15 +192,36 @@ def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_
     return X
 
 
+def _check_npy_header(path: str) -> None:
+    """Refuse an ``.npy`` file whose header claims more values than the file holds, before any allocation."""
+    from numpy.lib import format as npformat
+
+    with open(path, "rb") as fh:
+        version = npformat.read_magic(fh)
+        read_header = npformat.read_array_header_1_0 if version == (1, 0) else npformat.read_array_header_2_0
+        shape, _, dtype = read_header(fh)
+        held = os.fstat(fh.fileno()).st_size - fh.tell()
+    if dtype.hasobject:
+        return  # refused by np.load with its own message
+    claimed = int(np.prod([int(s) for s in shape], dtype=object)) * dtype.itemsize
+    if claimed > held:
+        dims = " x ".join(str(s) for s in shape) or "a scalar"
+        raise InputError(
+            f"header claims {dims} {dtype} values ({human_bytes(claimed)}) but the file holds "
+            f"{human_bytes(held)} after it (truncated or damaged)",
+            path,
+        )
+
+
 def _read_npy(path: str) -> tuple[np.ndarray, None, None]:
     try:
-        arr = np.load(path, allow_pickle=False)
-    except ValueError as e:
-        if "allow_pickle" in str(e):
+        with reading(path, ".npy file"):
+            _check_npy_header(path)
+            arr = np.load(path, allow_pickle=False)
+    except InputError as e:
+        if "allow_pickle" in e.message:
             raise InputError("array holds Python objects; numeric arrays only", path) from None
-        raise InputError(f"not a readable .npy file ({e})", path) from None
-    except (OSError, EOFError) as e:
-        raise InputError(f"not a readable .npy file ({e})", path) from None
+        raise
     return arr, None, None
 
 
@@ -212,6 +243,7 @@ def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
 
 
 def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
+    refuse_nul_bytes(path, "Matrix Market file")
     try:
         import scipy.io
 
@@ -230,12 +262,28 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
     or every cell of the column is text; a first column mixing numbers and text otherwise is an
     error naming the row and the cell (a typo must not turn a feature into names).
     """
+    limit = int(TEXT_SHARE * available_memory() / TEXT_BYTES_FACTOR)  # characters that fit as cells
+    read = 0
+
+    def counted(fh: Any) -> Any:
+        nonlocal read
+        for line in fh:
+            read += len(line)
+            if read > limit:
+                raise ResourceError(
+                    f"{human_bytes(read)} of text read so far; a delimited table takes about "
+                    f"{TEXT_BYTES_FACTOR} times its text in memory while it is read, more than hdtwd allows "
+                    f"itself: {allowance(TEXT_SHARE, available_memory())}; convert it to .npz, .mtx or .h5ad",
+                    path,
+                )
+            yield line
+
     try:
         with open_text(path, newline="", encoding="utf-8-sig") as fh:  # a UTF-8 BOM is dropped
-            rows = [r for r in csv.reader(fh, delimiter=delimiter)]
+            rows = [r for r in csv.reader(counted(fh), delimiter=delimiter)]
     except (csv.Error, UnicodeDecodeError, EOFError) as e:
         raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
-    except OSError as e:  # gzip: not a gzip file / truncated stream
+    except (OSError, zlib.error) as e:  # gzip: not a gzip file / truncated or damaged stream
         raise InputError(f"not a readable compressed file ({e})", path) from None
     lines = [i + 1 for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
     rows = [r for r in rows if r and any(c.strip() for c in r)]
@@ -319,12 +367,14 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
     try:
         with h5py.File(path, "r"):
             pass
-    except OSError:
+    except DECODE_ERRORS:
         raise InputError("not an HDF5 file (truncated or another format)", path) from None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ad = anndata.read_h5ad(path)
+    except MemoryError as e:
+        raise ResourceError(f"reading the AnnData file needs more memory than is available ({e})", path) from None
     except Exception as e:
         raise InputError(f"not a readable AnnData file ({type(e).__name__}: {e})", path) from None
     if use_raw and layer:

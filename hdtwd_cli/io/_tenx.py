@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import os
 import re
+import zlib
 from typing import Literal
 
 import numpy as np
 
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ParameterError
+from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, numeric, reading, refuse_nul_bytes
 from hdtwd_cli.io._text import open_text
 
 __all__ = ["VAR_NAMES", "tenx_files", "read_10x_mtx", "read_10x_h5"]
@@ -90,7 +92,7 @@ def _read_lines(path: str) -> list[list[str]]:
     try:
         with open_text(path) as fh:
             return [ln.rstrip("\r\n").split("\t") for ln in fh if ln.strip()]
-    except (OSError, EOFError, UnicodeDecodeError) as e:
+    except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
         raise InputError(f"not a readable 10x table ({e})", path) from None
 
 
@@ -127,6 +129,7 @@ def read_10x_mtx(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_mat
     matrix, features, barcodes = files
     import scipy.io
 
+    refuse_nul_bytes(matrix, "Matrix Market file")
     try:
         M = scipy.io.mmread(matrix)
     except Exception as e:
@@ -160,9 +163,9 @@ def read_10x_h5(
 
     try:
         f = h5py.File(path, "r")
-    except OSError:
+    except DECODE_ERRORS:
         raise InputError("not an HDF5 file (truncated or another format)", path) from None
-    with f:
+    with f, reading(path, "Cell Ranger .h5 file"):
         legacy = ("data", "indices", "indptr", "shape", "barcodes", "genes", "gene_names")
         if "matrix" in f:
             g = f["matrix"]
@@ -189,11 +192,16 @@ def read_10x_h5(
         missing = [k for k in need if k not in g]
         if missing:
             raise InputError(f"10x .h5 group {g.name!r} lacks {', '.join(missing)}", path)
+        shape = numeric(g["shape"][()], path, "10x .h5 matrix shape", kinds="iu", ndim=1)
+        if shape.size != 2 or shape.min() < 0:
+            raise InputError(f"10x .h5 matrix shape {shape.tolist()} is not two non-negative sizes", path)
+        genes, cells = (int(v) for v in shape)
+        arrays = [numeric(g[k][()], path, f"10x .h5 matrix {k}", ndim=1) for k in ("data", "indices", "indptr")]
         try:
-            genes, cells = (int(v) for v in g["shape"][()])
-            X = sp.csr_matrix((g["data"][()], g["indices"][()], g["indptr"][()]), shape=(cells, genes))
+            X = sp.csr_matrix(tuple(arrays), shape=(cells, genes))
         except (ValueError, TypeError, IndexError) as e:
             raise InputError(f"10x .h5 matrix is inconsistent ({e})", path) from None
+        check_sparse(X, path)
         barcodes = _strings(g["barcodes"])
         if "features" in need:
             ft = g["features"]

@@ -18,7 +18,8 @@ import os
 import numpy as np
 
 from hdtwd_cli._runtime.sparse import sp
-from hdtwd_cli.errors import InputError
+from hdtwd_cli.errors import HdtwdError, InputError
+from hdtwd_cli.io._guard import DECODE_ERRORS
 from hdtwd_cli.io._text import open_text
 
 __all__ = ["read_feature_embedding", "EMBEDDING_SUFFIXES"]
@@ -95,8 +96,8 @@ def read_feature_embedding(path: str) -> tuple[np.ndarray, list[str]]:
             a = anndata.read_h5ad(path)
             X = a.X.toarray() if sp.issparse(a.X) else np.asarray(a.X)
             return _check(np.asarray(X, dtype=np.float64), [str(s) for s in a.obs_names], path)
-    except InputError:
+    except (HdtwdError, MemoryError):
         raise
-    except (OSError, ValueError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the feature embedding: {e}", path) from None
+    except DECODE_ERRORS as e:
+        raise InputError(f"cannot read the feature embedding ({type(e).__name__}: {e})", path) from None
     raise InputError(f"unknown feature-embedding format; use one of {', '.join(EMBEDDING_SUFFIXES)}", path)

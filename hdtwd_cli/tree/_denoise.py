@@ -97,13 +97,21 @@ class Denoiser:
 
 
 def is_log1p_counts(X: np.ndarray | sp.spmatrix) -> bool:
-    """True when every stored value is :math:`\\log(1 + k)` of a whole number ``k`` (to 1e-9 of ``k``):
-    counts on scanpy's ``log1p`` scale without the per-cell normalisation (Zeisel's published matrix)."""
+    r"""True when every stored value is :math:`v = \log(1 + k)` of a whole number ``k``: counts on
+    scanpy's ``log1p`` scale without the per-cell normalisation (Zeisel's published matrix).
+
+    The values may have been stored as float32 (AnnData's usual type), which rounds :math:`v` by up
+    to :math:`2^{-24} v` and so moves :math:`k = e^v - 1` by up to :math:`(1 + k)\,v\,2^{-24}`: ``k``
+    must be a whole number to twice that (or to 1e-9 of ``k``), so the rule decides alike for the
+    float32 and float64 copies of a matrix. Log-normalised values (a per-cell factor before the
+    ``log1p``) are not whole numbers on that scale.
+    """
     v = np.asarray(X.data if sp.issparse(X) else X, dtype=np.float64).ravel()
     if v.size == 0 or np.any(v < 0) or np.all(v == np.rint(v)):
         return False
     k = np.expm1(v)
-    return bool(np.all(np.abs(k - np.rint(k)) <= 1e-9 * np.maximum(1.0, k)))
+    tolerance = np.maximum(1e-9 * np.maximum(1.0, k), (1.0 + k) * v * 2.0**-23)
+    return bool(np.all(np.abs(k - np.rint(k)) <= tolerance))
 
 
 def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from hdtwd_cli._runtime.blas import serial_blas
+from hdtwd_cli._runtime.memory import allowance, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ResourceError
@@ -53,6 +54,10 @@ from hdtwd_cli.tree._landmarks import (
 from hdtwd_cli.tree._linkage import square_bytes, square_fits
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, attach_at_root, lengthen_leaves, mean_leaf_depth
+
+#: Share of the available memory that learning the tree may take (the rest stays free for the
+#: interpreter, the libraries' buffers and estimates that run short).
+TREE_SHARE = 0.85
 
 
 def tree_memory_bytes(
@@ -128,11 +133,11 @@ def check_tree_memory(
         return max(est[s] for s in stages)
 
     need = peak(params)
-    if need <= 0.85 * available:
+    if need <= TREE_SHARE * available:
         return need
 
     def fits(p: TreeParams) -> bool:
-        return peak(p) <= 0.85 * available
+        return peak(p) <= TREE_SHARE * available
 
     nl = effective_landmarks(params.landmarks, m)
     tries: list[dict[str, Any]] = []
@@ -151,8 +156,7 @@ def check_tree_memory(
     )
     raise ResourceError(
         f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about "
-        f"{need / 1e9:.1f} GB but "
-        f"{available / 1e9:.1f} GB are available; {hint}",
+        f"{human_bytes(need)}, more than hdtwd allows itself: {allowance(TREE_SHARE, available)}; {hint}",
         path,
         **names,
     )
