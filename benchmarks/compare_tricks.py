@@ -35,7 +35,6 @@ from compare_speed import _cpu, _inputs, _run
 #: name -> (statements that switch the trick off, the workloads it is measured on, same bytes expected)
 TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     "numba imported on first use": ("import numba", ("produce",), True),
-    "scipy.sparse imported on first use": ("import scipy.sparse", ("produce",), True),
     "NumPy twins below 2 M operations": (
         "import hdtwd_cli._runtime.twins as t\nt.SMALL_WORK = 0\nt.SMALL_NODES = 0",
         ("produce",),

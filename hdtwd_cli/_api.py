@@ -38,11 +38,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import OT_BUDGET, OT_METHODS
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import (
     HdtwdError,

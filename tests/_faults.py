@@ -268,5 +268,30 @@ def install_on_workers(client: Any, faults: Path) -> None:
     assert done and all(done.values()), done
 
 
+@contextlib.contextmanager
+def killable_cluster(faults: Path, workers: int = 2) -> Iterator[tuple[Any, Any]]:
+    """A ``LocalCluster`` of single-threaded worker processes whose tasks die on request
+    (:class:`KillWorkers` for ``faults``, restarted workers included), and its client.
+
+    A killed worker's nanny starts a new one, but LocalCluster closes that nanny for good when no
+    worker of its name is registered ``lost-worker-timeout`` (15 s) after ANY removal of it, a timer
+    that a slow restart (a loaded runner: the 2nd and later deaths of kill-always) loses: the cluster
+    would then never get its workers back. With the timer out of reach, a worker's return is a
+    condition only, whatever the machine's speed.
+    """
+    import dask
+    import distributed
+
+    with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "1 day"}),
+        distributed.LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
+        ) as c,
+        distributed.Client(c) as client,
+    ):
+        install_on_workers(client, faults)
+        yield c, client
+
+
 if __name__ == "__main__":
     launcher_main(sys.argv[1:])

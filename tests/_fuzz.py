@@ -118,6 +118,8 @@ def seed_files(folder: Path) -> list[Seed]:
     add("10x-h5", f / "tenx.h5")
     write_10x_dir(str(f / "tenx"))
     add("10x-dir", f / "tenx")
+    write_10x_dir(str(f / "tenx2"), v2=True)
+    add("10x-dir-v2", f / "tenx2")
     data = str(f / "m.csv")
     _hdtwd("distance", data, "--save-tree", str(f / "t.h5"), "--newick", str(f / "t.nwk"), "-o", str(f / "_D.npy"))
     _hdtwd("distance", data, "--save-tree", str(f / "t.nex"), "-o", str(f / "_D.npy"))
@@ -136,7 +138,20 @@ def seed_files(folder: Path) -> list[Seed]:
     add(
         "labels",
         f / "labels.txt",
-        ("classify", data, "--labels", "{F}", "--splits", "2", "--methods", "hdtwd,l1", "--json", "{OUT}/r.json"),
+        (
+            "classify",
+            data,
+            "--labels",
+            "{F}",
+            "--splits",
+            "2",
+            "--k",
+            "1,3",
+            "--methods",
+            "hdtwd,l1",
+            "--json",
+            "{OUT}/r.json",
+        ),
         "r.json",
     )
     reference = ("distance", data, "--tree", str(f / "t.h5"), "--reference", "{F}", "-o", "{OUT}/D.npy")
@@ -236,7 +251,8 @@ def _mutate_hdf5(path: Path, rng: np.random.Generator) -> str:
             new = arr.astype(np.float64 if kind == "nan" else np.int64 if arr.dtype.kind in "iu" else arr.dtype).copy()
             flat = new.reshape(-1)
             j = int(rng.integers(flat.size))
-            flat[j] = {"nan": np.nan, "negative": -5, "huge": 2**40 if flat.dtype.kind in "iu" else 1e300}[kind]
+            with np.errstate(over="ignore"):  # 1e300 becomes inf in a float32 dataset: one more damage
+                flat[j] = {"nan": np.nan, "negative": -5, "huge": 2**40 if flat.dtype.kind in "iu" else 1e300}[kind]
         else:
             new = arr
         h.create_dataset(name, data=new)
@@ -413,3 +429,93 @@ def cases(seeds: list[Seed], work: Path, per_seed: int, rng_seed: int, server: S
             text = err.read_text(errors="replace")
             yield Case(seed.name, i, damage, rc, verdict(rc, text, out, seed.output), text.strip()[-300:])
             shutil.rmtree(case)
+
+
+# --------------------------------------------------------------------------------------------
+# limits: inputs that claim (or unpack to) far more than memory
+
+
+@dataclass(frozen=True)
+class Limit:
+    """An input that must be refused quickly (``argv`` with ``{OUT}``; ``env``: extra variables)."""
+
+    name: str
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def limit_files(folder: Path, *, big: bool = False) -> list[Limit]:
+    """Write the limit inputs into ``folder``; ``big`` adds the slow ones (a 10^7-node tree, a 2 GB
+    gzip bomb) that the benchmark runs and the suite leaves out."""
+    import h5py
+
+    f = Path(folder)
+    out = ("-o", "{OUT}/D.npy")
+    found: list[Limit] = []
+    with open(f / "claims.npy", "wb") as fh:
+        np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 10**9)})
+        fh.write(b"\0" * 64)
+    found.append(Limit(".npy header claiming 10^9 x 10^9", ("distance", str(f / "claims.npy"), *out)))
+    header = "%%MatrixMarket matrix coordinate real general\n1000000000 1000000000 1000000000000\n1 1 1.0\n"
+    (f / "claims.mtx").write_text(header)
+    found.append(Limit(".mtx header claiming 10^9 x 10^9, 10^12 entries", ("distance", str(f / "claims.mtx"), *out)))
+    with gzip.open(f / "claims.mtx.gz", "wt") as fh:
+        fh.write(header)
+    found.append(Limit(".mtx.gz, the same header", ("distance", str(f / "claims.mtx.gz"), *out)))
+    (f / "dense.mtx").write_text("%%MatrixMarket matrix array real general\n100000 100000\n1.0\n")
+    found.append(Limit(".mtx dense array header 10^5 x 10^5 (80 GB)", ("distance", str(f / "dense.mtx"), *out)))
+    import anndata
+
+    anndata.AnnData(X=np.ones((5, 4), dtype=np.float32)).write_h5ad(f / "claims.h5ad")
+    with h5py.File(f / "claims.h5ad", "r+") as h:
+        attrs = dict(h["X"].attrs)
+        del h["X"]
+        d = h.create_dataset("X", shape=(10**6, 10**6), dtype="f4", chunks=(256, 256))  # nothing stored
+        for k, v in attrs.items():
+            d.attrs[k] = v
+    found.append(Limit(".h5ad whose X is declared 10^6 x 10^6 (4 TB)", ("distance", str(f / "claims.h5ad"), *out)))
+    ad = anndata.AnnData(X=__import__("scipy.sparse").sparse.random(5, 4, density=0.5, format="csr", random_state=0))
+    ad.write_h5ad(f / "nnz.h5ad")
+    with h5py.File(f / "nnz.h5ad", "r+") as h:
+        del h["X/data"], h["X/indices"]
+        h.create_dataset("X/data", shape=(10**11,), dtype="f4", chunks=(1 << 16,))
+        h.create_dataset("X/indices", shape=(10**11,), dtype="i4", chunks=(1 << 16,))
+    found.append(Limit(".h5ad sparse X with 10^11 stored entries declared", ("distance", str(f / "nnz.h5ad"), *out)))
+    with h5py.File(f / "claims10x.h5", "w") as h:
+        g = h.create_group("matrix")
+        g["data"], g["indices"], g["indptr"] = np.array([1], np.int32), np.array([0], np.int64), np.array([0, 1])
+        g["shape"] = np.array([10**9, 10**9], np.int64)
+        g["barcodes"] = np.array([b"a"])
+        ft = g.create_group("features")
+        ft["id"], ft["name"], ft["feature_type"] = np.array([b"x"]), np.array([b"x"]), np.array([b"Gene Expression"])
+    found.append(Limit("Cell Ranger .h5 shape 10^9 x 10^9", ("distance", str(f / "claims10x.h5"), *out)))
+    data = f / "one.csv"
+    data.write_text("a,b\n1,2\n3,4\n")
+    depth = 10**6
+    (f / "deep.nwk").write_text("(" * depth + "a:1" + "):1" * depth + ";\n")
+    found.append(Limit("Newick nested 10^6 deep", ("distance", str(data), "--tree", str(f / "deep.nwk"), *out)))
+    line = ("0," * 999 + "0\n").encode()
+    with gzip.open(f / "bomb.csv.gz", "wb", compresslevel=9) as fh:
+        for _ in range((2 * 10**9 if big else 5 * 10**7) // len(line)):
+            fh.write(line)
+    size = "2 GB" if big else "50 MB"
+    env = () if big else (("HDTWD_MEMORY_LIMIT", "2e8"),)
+    found.append(Limit(f"gzip bomb (.csv.gz unpacking to {size})", ("distance", str(f / "bomb.csv.gz"), *out), env))
+    if big:
+        # a caterpillar of 10^7 nodes: leaves 0..n-1; inner node n + i joins node n + i - 1 and leaf i + 1
+        n = 5 * 10**6
+        parent = np.empty(2 * n - 1, dtype=np.int64)
+        parent[0] = n
+        parent[1:n] = n + np.arange(n - 1)
+        parent[n : 2 * n - 2] = np.arange(n + 1, 2 * n - 1)
+        parent[2 * n - 2] = -1
+        with h5py.File(f / "huge_tree.h5", "w") as h:
+            h.attrs["encoding-type"], h.attrs["encoding-version"] = "hdtwd-tree", "0.1.0"
+            h.attrs["n_leaves"] = n
+            h.create_group("params").attrs["encoding-type"] = "hdtwd-params"
+            g = h.create_group("tree")
+            g.attrs["encoding-type"] = "hdtwd-rooted-tree"
+            g["parent"], g["length"] = parent, np.ones(2 * n - 1)
+            g["leaf_names"] = np.array([f"f{i}".encode() for i in range(n)])
+        found.append(Limit("tree .h5 of 10^7 nodes", ("distance", str(data), "--tree", str(f / "huge_tree.h5"), *out)))
+    return found

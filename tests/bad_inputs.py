@@ -132,6 +132,97 @@ def _npy_variant(tmp: Path, name: str, kind: str) -> Path:
     return p
 
 
+def _damaged(tmp: Path, name: str) -> Path:
+    """Damaged files of the classes the fuzz run found (tests/_fuzz.py), one per class."""
+    import gzip
+    import zlib
+
+    import anndata
+    import h5py
+    import scipy.sparse as sp
+
+    X = np.array([[1, 2, 0, 3], [0, 3, 1, 1], [2, 2, 2, 0], [1, 0, 4, 1]], dtype=np.float64)
+    p = tmp / name
+    if name == "deflate.csv.gz":  # a valid gzip header, then a deflate stream that zlib rejects
+        raw = gzip.compress(("a,b,c,d\n" + "1,2,0,3\n" * 200).encode(), mtime=0)
+        for i in range(10, len(raw)):  # the first byte whose inversion breaks the stream (fixed data: fixed i)
+            body = raw[:i] + bytes([raw[i] ^ 0xFF]) + raw[i + 1 :]
+            try:
+                gzip.decompress(body)
+            except zlib.error:
+                break
+        p.write_bytes(body)
+    elif name == "header.npy":  # a damaged header: an unclosed parenthesis
+        np.save(p, X)
+        raw = p.read_bytes()
+        p.write_bytes(raw.replace(b"(4, 4)", b"((4, 4"))
+    elif name == "nul.mtx":
+        p.write_text("%%MatrixMarket matrix coordinate real general\n4 4 3\n1 1 1.0\n2 2 2.0\n3 3 1.0\n")
+        raw = p.read_bytes()
+        p.write_bytes(raw[:60] + b"\0" + raw[60:])
+    elif name in ("indptr.h5ad", "index.h5ad"):
+        anndata.AnnData(X=sp.csr_matrix(X)).write_h5ad(p)
+        with h5py.File(p, "r+") as h:
+            key = "X/indptr" if name == "indptr.h5ad" else "X/indices"
+            v = h[key][()]
+            v[1 if name == "indptr.h5ad" else 0] = -5 if name == "indptr.h5ad" else 10**6
+            del h[key]
+            h[key] = v
+    elif name == "index.h5":
+        p = _ten_x_h5(tmp)
+        with h5py.File(p, "r+") as h:
+            v = h["matrix/indices"][()]
+            v[0] = 2**40
+            del h["matrix/indices"]
+            h["matrix/indices"] = v
+    elif name == "claims.npy":
+        with open(p, "wb") as fh:
+            np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 10**9)})
+            fh.write(b"\0" * 64)
+    return p
+
+
+def _ten_x_h5(tmp: Path) -> Path:
+    import h5py
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(np.array([[4, 0, 2], [0, 1, 0]], dtype=np.int32))
+    p = tmp / "tenx.h5"
+    with h5py.File(p, "w") as f:
+        g = f.create_group("matrix")
+        g["data"], g["indices"], g["indptr"] = X.data, X.indices.astype(np.int64), X.indptr.astype(np.int64)
+        g["shape"] = np.array([3, 2], dtype=np.int32)
+        g["barcodes"] = np.array([b"c1", b"c2"])
+        ft = g.create_group("features")
+        ft["id"], ft["name"] = np.array([b"E1", b"E2", b"E3"]), np.array([b"A", b"B", b"C"])
+        ft["feature_type"] = np.array([b"Gene Expression"] * 3)
+    return p
+
+
+def _tree_field(tmp: Path, field: str, value: np.ndarray) -> Path:
+    import h5py
+
+    p = _tree(tmp)
+    with h5py.File(p, "r+") as h:
+        del h[f"tree/{field}"]
+        h[f"tree/{field}"] = value
+    return p
+
+
+def _embedding_heights(tmp: Path) -> Path:
+    import h5py
+    from conftest import run_hdtwd
+
+    p = tmp / "E.h5"
+    run_hdtwd("embed", SAMPLE / "produce.csv", "-o", p)
+    with h5py.File(p, "r+") as h:
+        v = h["embedding/heights"][()]
+        v[1] = np.nan
+        del h["embedding/heights"]
+        h["embedding/heights"] = v
+    return p
+
+
 Case = tuple[str, str, Callable[[Path], list], int, str]
 
 
@@ -779,6 +870,76 @@ CASES: list[Case] = [
         lambda t: (__import__("os").mkfifo(t / "D.npy"), ["distance", SAMPLE / "produce.csv", "-o", t / "D.npy"])[1],
         3,
         "is not a regular file",
+    ),
+    (
+        "gz-deflate",
+        "a .csv.gz whose deflate stream is damaged",
+        lambda t: ["distance", _damaged(t, "deflate.csv.gz"), "-o", t / "D.npy"],
+        2,
+        "not a readable compressed file",
+    ),
+    (
+        "npy-header",
+        "an .npy whose header is damaged",
+        lambda t: ["distance", _damaged(t, "header.npy"), "-o", t / "D.npy"],
+        2,
+        "damaged or unreadable .npy file",
+    ),
+    (
+        "npy-claims",
+        "an .npy whose header claims 10^9 x 10^9 values",
+        lambda t: ["distance", _damaged(t, "claims.npy"), "-o", t / "D.npy"],
+        2,
+        "header claims 1000000000 x 1000000000 float64 values",
+    ),
+    (
+        "mtx-nul",
+        "a NUL byte in a Matrix Market file (SciPy's reader crashes on one)",
+        lambda t: ["distance", _damaged(t, "nul.mtx"), "-o", t / "D.npy"],
+        2,
+        "holds a NUL byte at byte 60",
+    ),
+    (
+        "h5ad-indptr",
+        "an .h5ad whose CSR row pointers hold a negative value",
+        lambda t: ["distance", _damaged(t, "indptr.h5ad"), "-o", t / "D.npy"],
+        2,
+        "row pointers decrease",
+    ),
+    (
+        "h5ad-index",
+        "an .h5ad whose CSR column index is out of range",
+        lambda t: ["distance", _damaged(t, "index.h5ad"), "-o", t / "D.npy"],
+        2,
+        "an index outside 0..3",
+    ),
+    (
+        "h5-index",
+        "a Cell Ranger .h5 whose gene index is out of range",
+        lambda t: ["distance", _damaged(t, "index.h5"), "-o", t / "D.npy"],
+        2,
+        "an index outside 0..2",
+    ),
+    (
+        "tree-strings",
+        "a tree .h5 whose branch lengths are strings",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _tree_field(t, "length", np.array([b"x0"] * 7)),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "tree/length holds |S2 values, expected numbers",
+    ),
+    (
+        "embedding-nan",
+        "an embedding .h5 whose scale heights hold a NaN",
+        lambda t: ["decode-tree", _embedding_heights(t), "-o", t / "T.h5"],
+        2,
+        "embedding/heights holds NaN or infinite values",
     ),
 ]
 

@@ -234,10 +234,10 @@ def test_small_problems_never_load_numba(tmp_path):
     assert D.shape[0] == D.shape[1] > 2 and np.all(np.diag(D) == 0) and np.array_equal(D, D.T) and D.max() > 0
 
 
-def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
-    """`hdtwd distance X.npy --tree T.nwk -q` on dense data imports neither scipy.sparse
-    (hdtwd_cli._runtime.sparse) nor h5py nor rich (nothing to print), and its kernels come from numba's
-    cache without numba's lowering registries (hdtwd_cli._runtime.jit); the result equals the API's."""
+def test_dense_npy_run_on_a_given_tree_loads_no_hdf5_or_rich(tmp_path):
+    """`hdtwd distance X.npy --tree T.nwk -q` on dense data imports neither h5py nor rich (nothing to
+    print), and its kernels come from numba's cache without numba's lowering registries
+    (hdtwd_cli._runtime.jit); the result equals the API's."""
     import subprocess
     import sys
 
@@ -250,7 +250,7 @@ def test_dense_npy_run_on_a_given_tree_loads_no_sparse_hdf5_or_rich(tmp_path):
     tree = learn_tree(X, [f"f{j}" for j in range(60)])
     tree.feature_weights = None  # Newick holds none
     write_newick_file(str(tmp_path / "T.nwk"), tree)
-    mods = "('scipy.sparse', 'h5py', 'rich', 'numba.np.linalg', 'numba')"
+    mods = "('h5py', 'rich', 'numba.np.linalg', 'numba')"
     code = (
         "import atexit, sys\nfrom hdtwd_cli.cli._app import main\n"
         "sys.argv = ['hdtwd', 'distance', sys.argv[1], '--tree', sys.argv[2], '-o', sys.argv[3], '-q']\n"

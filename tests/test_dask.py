@@ -11,7 +11,7 @@ import anndata
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _faults import KILL_FILES, install_on_workers
+from _faults import KILL_FILES, killable_cluster
 from conftest import SAMPLE, run_hdtwd
 
 import hdtwd_cli as hd
@@ -29,23 +29,8 @@ def fault_root(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster(fault_root):
     """Two worker processes whose tasks die on request: the worker plugin of tests/_faults.py,
-    installed from here (hdtwd has no test hook; restarted workers get the plugin too).
-
-    A killed worker's nanny starts a new one, but LocalCluster closes that nanny for good when no
-    worker of its name is registered ``lost-worker-timeout`` (15 s) after ANY removal of it, a timer
-    that a slow restart (a loaded runner: the 2nd and later deaths of kill-always) loses: the cluster
-    would then never get its 2 workers back. With the timer out of reach, a worker's return is a
-    condition only, whatever the machine's speed."""
-    import dask
-
-    with (
-        dask.config.set({"distributed.deploy.lost-worker-timeout": "1 day"}),
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=50
-        ) as c,
-        distributed.Client(c) as client,
-    ):
-        install_on_workers(client, fault_root)
+    installed from here (hdtwd has no test hook; restarted workers get the plugin too)."""
+    with killable_cluster(fault_root) as (c, client):
         yield c, client
 
 

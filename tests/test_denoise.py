@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import exact_ot, path_metric, run_hdtwd
 
 from hdtwd_cli._api import classify_methods, distances
@@ -269,3 +270,21 @@ def test_the_axes_are_the_same_bits_from_dense_or_sparse_storage():
     X = _cells()
     a, b = fit_denoiser(X, 20), fit_denoiser(sp.csr_matrix(X), 20)
     assert a.mean.tobytes() == b.mean.tobytes() and a.axes.tobytes() == b.axes.tobytes()
+
+
+def test_auto_stays_off_where_the_tree_would_need_every_denoised_row_in_memory():
+    """The landmark operator (more than 5,000 features by default) and the latent space read the
+    denoised rows as one n x m matrix: "auto" says so and stays off there (an atlas of every gene
+    runs as with --denoise 0); an explicit rank still asks for it."""
+    from hdtwd_cli.tree._learn import denoise_rank
+
+    rng = np.random.default_rng(0)
+    X = sp.random(120, 6000, density=0.3, format="lil", random_state=1, data_rvs=lambda k: rng.integers(1, 5, k))
+    X[:, :50] = 1  # every sample shares these features: they co-occur
+    rank, why = denoise_rank(X.tocsr(), TreeParams())
+    assert rank == 0 and "landmark operator (6000 features)" in why and "--denoise 50" in why
+    assert denoise_rank(X.tocsr(), TreeParams(landmarks=0))[0] == 50  # the exact operator streams them
+    assert denoise_rank(X.tocsr(), TreeParams(denoise=50))[0] == 50
+    small = X[:, :4000].tocsr()
+    assert denoise_rank(small, TreeParams())[0] == 50
+    assert denoise_rank(small, TreeParams(feature_space="svd"))[0] == 0

@@ -7,13 +7,17 @@ file left behind. The same cases every run (fixed seeds); the long run with othe
 ``benchmarks/fuzz_readers.py``.
 """
 
+import os
+import shutil
+import subprocess
+import sys
 from collections import Counter
 
 import pytest
-from _fuzz import Server, cases, seed_files
+from _fuzz import Server, cases, limit_files, seed_files
 
 #: Damaged copies per input format (about 20 formats): a few hundred cases.
-PER_SEED = 14
+PER_SEED = 10
 
 
 @pytest.fixture(scope="module")
@@ -50,3 +54,23 @@ def test_damaged_inputs_get_one_line_and_a_documented_exit(seeds, server, tmp_pa
     assert not bad, "\n".join(bad)
     exits = Counter(c.rc for c in found)
     assert exits[2] > 0  # the damage is real: most cases are refused
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs util-linux's prlimit")
+def test_inputs_claiming_more_than_memory_are_refused_at_once_under_an_address_space_limit(tmp_path):
+    """Headers and attributes that claim 10^9 x 10^9, 10^11 stored entries, a Newick 10^6 deep, a gzip
+    bomb: exit 2 or 4 with one line, no output, under ``prlimit --as`` (an allocation the limit refused
+    would show as exit 4 with an out-of-memory line, a killed process as a signal)."""
+    (tmp_path / "in").mkdir()
+    for case in limit_files(tmp_path / "in"):
+        out = tmp_path / "out"
+        out.mkdir()
+        argv = [s.replace("{OUT}", str(out)) for s in case.argv]
+        cmd = ["prlimit", f"--as={3 * 10**9}", sys.executable, "-m", "hdtwd_cli", *argv]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **dict(case.env)))
+        lines = r.stderr.strip().splitlines()
+        assert r.returncode in (2, 4), (case.name, r.returncode, r.stderr[-500:])
+        assert len(lines) == 1 and lines[0].startswith("hdtwd: error: "), (case.name, r.stderr[-500:])
+        assert "out of memory" not in lines[0], (case.name, lines[0])  # refused by a check, not by a failed allocation
+        assert list(out.iterdir()) == [], case.name
+        out.rmdir()

@@ -1,38 +1,12 @@
-"""``scipy.sparse`` on first use: its import is start-up time that a run on dense data never needs.
-
-``from hdtwd_cli._runtime.sparse import sp`` stands for ``import scipy.sparse as sp``. Any attribute imports SciPy's
-sparse package on first access, except :func:`issparse`, which answers ``False`` without importing
-it while it is not loaded: no sparse matrix can exist before its class does. A dense ``.npy`` run
-of ``hdtwd distance --tree`` therefore never imports it (tested; benchmarks/RESULTS.md, "Start-up").
-"""
+"""Sparse matrices in one canonical form, without writing into the caller's matrix."""
 
 from __future__ import annotations
 
-import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-__all__ = ["sp", "canonical_csr"]
+import scipy.sparse as sp
 
-
-class _LazySparse:
-    """``scipy.sparse``, imported on the first attribute access other than :meth:`issparse`."""
-
-    @staticmethod
-    def issparse(x: Any) -> bool:
-        """``scipy.sparse.issparse(x)``; ``False`` while scipy.sparse is not imported."""
-        module = sys.modules.get("scipy.sparse")
-        return module is not None and bool(module.issparse(x))
-
-    def __getattr__(self, name: str) -> Any:
-        import scipy.sparse
-
-        return getattr(scipy.sparse, name)
-
-
-if TYPE_CHECKING:
-    import scipy.sparse as sp
-else:
-    sp = _LazySparse()
+__all__ = ["canonical_csr"]
 
 
 def canonical_csr(X: Any) -> Any:

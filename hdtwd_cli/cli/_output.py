@@ -11,7 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from hdtwd_cli._runtime.sparse import sp
+import scipy.sparse as sp
+
 from hdtwd_cli.errors import OutputError, ParameterError
 from hdtwd_cli.io import atomic_path
 from hdtwd_cli.io._hdf5 import write_distances_blocked

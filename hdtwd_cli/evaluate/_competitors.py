@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree

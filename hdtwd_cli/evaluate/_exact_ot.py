@@ -29,9 +29,9 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import OT_BUDGET
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.evaluate._competitors import feature_vectors
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import normalize_rows

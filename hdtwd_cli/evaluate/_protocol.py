@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import BASELINES, DEFAULT_K, OT_METHODS, TREE_METHODS
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.evaluate._competitors import competitor_trees
 from hdtwd_cli.evaluate._exact_ot import (
     OT_BUDGET,

@@ -15,8 +15,7 @@ r"""Data with a known (planted) feature hierarchy, for tests, examples and bench
 from __future__ import annotations
 
 import numpy as np
-
-from hdtwd_cli._runtime.sparse import sp
+import scipy.sparse as sp
 
 __all__ = [
     "PRODUCE_WORDS",

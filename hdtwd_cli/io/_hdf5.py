@@ -222,6 +222,8 @@ def read_embedding(path: str) -> EmbeddingRecord:
     for name, values in (("psi", psi), ("heights", heights), ("negative_mass", negative_mass)):
         if not np.all(np.isfinite(values)):
             raise InputError(f"embedding/{name} holds NaN or infinite values", path)
+    if psi.size and (psi.min() < 0 or psi.max() > 1 + 1e-6):  # square roots of diffusion densities
+        raise InputError(f"embedding/psi holds values outside [0, 1] ({psi.min():.3g}..{psi.max():.3g})", path)
     if np.any(heights <= 0) or np.any(np.diff(heights) <= 0):
         raise InputError("embedding/heights are not positive and increasing from scale to scale", path)
     return EmbeddingRecord(psi, heights, negative_mass, names, params, meta, diffusion)

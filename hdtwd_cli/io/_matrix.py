@@ -34,9 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
-from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
 from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, reading, refuse_nul_bytes
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files

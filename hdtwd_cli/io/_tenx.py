@@ -26,8 +26,8 @@ import zlib
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, numeric, reading, refuse_nul_bytes
 from hdtwd_cli.io._text import open_text

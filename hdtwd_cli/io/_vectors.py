@@ -16,8 +16,8 @@ from __future__ import annotations
 import os
 
 import numpy as np
+import scipy.sparse as sp
 
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import HdtwdError, InputError
 from hdtwd_cli.io._guard import DECODE_ERRORS
 from hdtwd_cli.io._text import open_text

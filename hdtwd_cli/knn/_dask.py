@@ -27,8 +27,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import ClusterError, InputError, OutputError
 from hdtwd_cli.twd._distance import TreeVectors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances

@@ -24,8 +24,7 @@ same steps as UMAP's per-row loop (tests/test_api.py compares the two to 1e-6).
 from __future__ import annotations
 
 import numpy as np
-
-from hdtwd_cli._runtime.sparse import sp
+import scipy.sparse as sp
 
 __all__ = ["with_self", "knn_distance_matrix", "umap_connectivities", "scanpy_keys", "scanpy_neighbors_uns"]
 

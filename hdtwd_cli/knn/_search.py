@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import HdtwdWarning, ParameterError
 from hdtwd_cli.knn._nndescent import ByteCode, column_extremes, encode, range_code
 from hdtwd_cli.tree._kernels import nearest_centres

@@ -25,9 +25,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._runtime import twins
-from hdtwd_cli._runtime.sparse import sp
 
 __all__ = [
     "AUTO_RANK",

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import Bandwidth, Metric
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
 

@@ -31,10 +31,11 @@ from __future__ import annotations
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import FEATURE_SPACES, WEIGHTINGS
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.tree._denoise import DenoisedRows
 
 __all__ = [

@@ -14,10 +14,11 @@ Each kernel's sums have a fixed order: the same bits at any thread count. The Nu
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
-from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.tree import _small
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import (
     AUTO_LANDMARKS_ABOVE,
@@ -40,7 +41,6 @@ from hdtwd_cli._defaults import (
     LANDMARK_METHODS,
 )
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.tree._diffusion import (
     EIGENVALUE_FLOOR,

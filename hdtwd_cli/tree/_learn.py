@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.memory import allowance, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ResourceError
 from hdtwd_cli.tree._denoise import DenoisedRows, auto_rank, fit_denoiser, is_count_data, is_log1p_counts
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator
@@ -455,7 +455,20 @@ def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, 
         return r, ("asked for" if r else "0 asked for")
     counts = is_count_data(X) or is_log1p_counts(X)
     never = never_cooccur_fraction(X, seed=params.seed) if counts else -1.0
-    return auto_rank(X.shape[0], X.shape[1], counts, never, NEVER_COOCCUR_LIMIT)
+    rank, why = auto_rank(X.shape[0], X.shape[1], counts, never, NEVER_COOCCUR_LIMIT)
+    if rank and _denoised_rows_made_dense(params, X.shape[1]):
+        return 0, (
+            f"{why}, but the {'latent space' if params.feature_space == 'svd' else 'landmark operator'} "
+            f"({X.shape[1]} features) would need all {X.shape[0]} denoised rows in memory; "
+            f"--denoise {rank} asks for it"
+        )
+    return rank, why
+
+
+def _denoised_rows_made_dense(params: TreeParams, m: int) -> bool:
+    """Whether learning the tree reads the denoised rows as one dense ``n x m`` matrix (the landmark
+    operator and the latent space do; the exact operator streams them)."""
+    return bool(effective_landmarks(params.landmarks, m)) or params.feature_space == "svd"
 
 
 def learn_tree(
@@ -495,14 +508,14 @@ def learn_trees(
     rank, why = denoise_rank(X, params)
     if rank:  # the tree is learned from the denoised rows (docs/method.md section 11)
         m = X.shape[1]
-        dense = effective_landmarks(params.landmarks, m) or params.feature_space == "svd"
+        dense = _denoised_rows_made_dense(params, m)
         need = 16 * m * m + (24 * X.shape[0] * m if dense else 0)  # the scatter matrix; rows made dense
-        if available is not None and need > 0.85 * available:
+        if available is not None and need > TREE_SHARE * available:
             raise ResourceError(
-                f"{{a}} {rank} needs about {need / 1e9:.1f} GB (the {m} x {m} scatter matrix"
+                f"{{a}} {rank} needs about {human_bytes(need)} (the {m} x {m} scatter matrix"
                 + (f", and the {X.shape[0]} x {m} rows made dense for landmarks or the latent space" if dense else "")
-                + f"), {available / 1e9:.1f} GB available; learn the tree on a subsample of the cells and map the "
-                "rest with {b}, or give {a} 0",
+                + f"), more than hdtwd allows itself: {allowance(TREE_SHARE, available)}; learn the tree on a "
+                "subsample of the cells and map the rest with {b}, or give {a} 0",
                 path,
                 a="denoise",
                 b="tree",

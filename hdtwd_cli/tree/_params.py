@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._defaults import (
     BANDWIDTHS,
@@ -23,7 +24,6 @@ from hdtwd_cli._defaults import (
     PRESETS,
     TRANSFORMS,
 )
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._diffusion import EIGENVALUE_FLOOR
 from hdtwd_cli.tree._features import FEATURE_SPACES, WEIGHTINGS

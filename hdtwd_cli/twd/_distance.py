@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import numpy as np
+import scipy.sparse as sp
 
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._tree import Tree

@@ -47,11 +47,12 @@ Determinism
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from numpy.typing import DTypeLike
 
 from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
-from hdtwd_cli._runtime.sparse import canonical_csr, sp
+from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.twd import _small
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)

@@ -29,9 +29,9 @@ two supports; worth it when the intersection is well below the dense width (:fun
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
 from hdtwd_cli._runtime.jit import njit, prange
-from hdtwd_cli._runtime.sparse import sp
 from hdtwd_cli.twd._kernels import TK, store_tile, tile_pass
 
 __all__ = ["Panels", "row_panels", "pruned_fraction", "l1_distances_pruned", "BLOCK_ROWS"]
