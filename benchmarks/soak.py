@@ -80,7 +80,7 @@ def main() -> None:
         valid: dict[str, set[bytes]] = {}
         for i, (target, argv) in enumerate(commands(ref)):  # each content once, one at a time
             own = [s.replace(str(ref / target), str(ref / f"{i}-{target}")) for s in argv]
-            subprocess.run([sys.executable, "-m", "hdtwd_cli", *own, "-q"], check=True)
+            subprocess.run([sys.executable, "-m", "hdtwd_cli", *own, "-q"], check=True, stdout=subprocess.DEVNULL)
             valid.setdefault(target, set()).add((ref / f"{i}-{target}").read_bytes())
         cmds = commands(out)
         reads, torn = Counter(), Counter()
@@ -125,7 +125,7 @@ def main() -> None:
                 if p.returncode not in (0, 143, -9):
                     bad_exits.append((cmds[j % len(cmds)][1], p.returncode, err.decode()[-300:]))
         for _target, argv in cmds:  # clean runs: they also remove what killed runs left
-            subprocess.run([sys.executable, "-m", "hdtwd_cli", *argv, "-q"], check=True)
+            subprocess.run([sys.executable, "-m", "hdtwd_cli", *argv, "-q"], check=True, stdout=subprocess.DEVNULL)
         stop.set()
         for t in threads:
             t.join()

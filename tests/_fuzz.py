@@ -50,6 +50,8 @@ class Seed:
     path: Path
     argv: tuple[str, ...]
     output: str = "D.npy"
+    #: The result is a symmetric matrix with a zero diagonal (False: cross distances to a reference).
+    symmetric: bool = True
 
 
 def _counts() -> np.ndarray:
@@ -82,8 +84,8 @@ def seed_files(folder: Path) -> list[Seed]:
     dist = ("distance", "{F}", "-o", "{OUT}/D.npy")
     seeds: list[Seed] = []
 
-    def add(name: str, path: Path, argv: tuple[str, ...] = dist, output: str = "D.npy") -> None:
-        seeds.append(Seed(name, path, argv, output))
+    def add(name: str, path: Path, argv: tuple[str, ...] = dist, output: str = "D.npy", symmetric: bool = True) -> None:
+        seeds.append(Seed(name, path, argv, output, symmetric))
 
     np.save(f / "m.npy", X.astype(np.float64))
     add("npy", f / "m.npy")
@@ -155,7 +157,7 @@ def seed_files(folder: Path) -> list[Seed]:
         "r.json",
     )
     reference = ("distance", data, "--tree", str(f / "t.h5"), "--reference", "{F}", "-o", "{OUT}/D.npy")
-    add("reference", f / "m.csv", reference)
+    add("reference", f / "m.csv", reference, symmetric=False)
     _hdtwd("embed", data, "-o", str(f / "e.h5"))
     add("embedding-h5", f / "e.h5", ("decode-tree", "{F}", "-o", "{OUT}/T.h5"), "T.h5")
     for p in f.glob("_D.npy"):
@@ -346,7 +348,7 @@ class Server:
         self.proc.wait()
 
 
-def _valid_output(path: Path) -> str | None:
+def _valid_output(path: Path, symmetric: bool = True) -> str | None:
     """Why the output of a successful run is not valid (``None``: it is)."""
     if path.suffix == ".npy":
         try:
@@ -355,7 +357,7 @@ def _valid_output(path: Path) -> str | None:
             return f"unreadable output ({e})"
         if D.ndim != 2 or not np.all(np.isfinite(D)) or (D.size and D.min() < 0):
             return "output is not a finite non-negative matrix"
-        if D.shape[0] == D.shape[1] and not (np.allclose(D, D.T) and np.all(np.diag(D) == 0)):
+        if symmetric and not (D.shape[0] == D.shape[1] and np.allclose(D, D.T) and np.all(np.diag(D) == 0)):
             return "square output is not a symmetric matrix with a zero diagonal"
         return None
     if path.suffix == ".json":
@@ -374,7 +376,7 @@ def _valid_output(path: Path) -> str | None:
     return None
 
 
-def verdict(rc: int, stderr: str, out: Path, output: str) -> str | None:
+def verdict(rc: int, stderr: str, out: Path, output: str, symmetric: bool = True) -> str | None:
     """What is wrong with a case (``None``: nothing)."""
     if rc == -14:
         return "hang"
@@ -388,7 +390,7 @@ def verdict(rc: int, stderr: str, out: Path, output: str) -> str | None:
     if rc == 0:
         if left != [output]:
             return f"success, but the output folder holds {left}"
-        return _valid_output(out / output)
+        return _valid_output(out / output, symmetric)
     if rc not in DOCUMENTED_FAILURES and rc != 99:
         return f"undocumented exit code {rc}"
     if rc == 99:
@@ -427,7 +429,8 @@ def cases(seeds: list[Seed], work: Path, per_seed: int, rng_seed: int, server: S
             err = case / "stderr.txt"
             rc = Server.run(server, argv, case, err)
             text = err.read_text(errors="replace")
-            yield Case(seed.name, i, damage, rc, verdict(rc, text, out, seed.output), text.strip()[-300:])
+            problem = verdict(rc, text, out, seed.output, seed.symmetric)
+            yield Case(seed.name, i, damage, rc, problem, text.strip()[-300:])
             shutil.rmtree(case)
 
 

@@ -223,6 +223,18 @@ def _embedding_heights(tmp: Path) -> Path:
     return p
 
 
+def _nexus_weight(tmp: Path) -> Path:
+    import re as _re
+
+    from conftest import run_hdtwd
+
+    t = tmp / "T.nex"
+    run_hdtwd("distance", SAMPLE / "produce.csv", "--save-tree", t, "-o", tmp / "ignore.npy")
+    (tmp / "ignore.npy").unlink()
+    t.write_text(_re.sub(r"weight=[0-9.e+-]+", "weight=)", t.read_text(), count=1))
+    return t
+
+
 Case = tuple[str, str, Callable[[Path], list], int, str]
 
 
@@ -940,6 +952,13 @@ CASES: list[Case] = [
         lambda t: ["decode-tree", _embedding_heights(t), "-o", t / "T.h5"],
         2,
         "embedding/heights holds NaN or infinite values",
+    ),
+    (
+        "nexus-weight",
+        "a Nexus tree whose leaf weight is not a number",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _nexus_weight(t), "-o", t / "D.npy"],
+        2,
+        "has the weight ')', not a number",
     ),
 ]
 

@@ -42,7 +42,7 @@ def test_the_seed_files_are_read_successfully(seeds, server, tmp_path):
         argv = [a.replace("{F}", str(seed.path)).replace("{OUT}", str(out)) for a in seed.argv]
         rc = server.run(argv, tmp_path, tmp_path / "err.txt")
         text = (tmp_path / "err.txt").read_text()
-        assert rc == 0 and verdict(rc, text, out, seed.output) is None, (seed.name, rc, text)
+        assert rc == 0 and verdict(rc, text, out, seed.output, seed.symmetric) is None, (seed.name, rc, text)
 
 
 @pytest.mark.parametrize("part", [0, 1])

@@ -101,7 +101,10 @@ def read_nexus(text: str) -> TreeRecord:
         name = label[1:-1].replace("''", "'") if label.startswith("'") else label
         w = re.search(r"(?:^|,)weight=([^,]+)", note)
         if w is not None:
-            weights[name] = float(w.group(1))
+            try:
+                weights[name] = float(w.group(1))
+            except ValueError:
+                raise NewickError(f"leaf {name!r} has the weight {w.group(1)!r}, not a number") from None
     if weights and len(weights) == len(tree.leaf_names) and set(weights) == set(tree.leaf_names):
         tree.feature_weights = np.array([weights[n] for n in tree.leaf_names])
     return tree
