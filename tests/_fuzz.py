@@ -27,6 +27,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -416,8 +417,8 @@ class Case:
 
 def cases(seeds: list[Seed], work: Path, per_seed: int, rng_seed: int, server: Server) -> Iterator[Case]:
     """Run ``per_seed`` damaged copies of every seed; yield each case's outcome."""
-    for s_index, seed in enumerate(seeds):
-        rng = np.random.default_rng([rng_seed, s_index])
+    for seed in seeds:  # each format's damage depends on its name only: a subset of formats repeats its cases
+        rng = np.random.default_rng([rng_seed, zlib.crc32(seed.name.encode())])
         for i in range(per_seed):
             case = work / f"{seed.name}-{i}"
             case.mkdir()

@@ -209,17 +209,21 @@ def _tree_field(tmp: Path, field: str, value: np.ndarray) -> Path:
     return p
 
 
-def _embedding_heights(tmp: Path) -> Path:
+def _embedding_edit(tmp: Path, key: str) -> Path:
+    """``hdtwd embed``'s file with ``key`` damaged: a NaN height, or one feature weight too few."""
     import h5py
     from conftest import run_hdtwd
 
     p = tmp / "E.h5"
     run_hdtwd("embed", SAMPLE / "produce.csv", "-o", p)
     with h5py.File(p, "r+") as h:
-        v = h["embedding/heights"][()]
-        v[1] = np.nan
-        del h["embedding/heights"]
-        h["embedding/heights"] = v
+        v = h[key][()]
+        if key == "embedding/heights":
+            v[1] = np.nan
+        else:
+            v = v[:-1]
+        del h[key]
+        h[key] = v
     return p
 
 
@@ -949,7 +953,7 @@ CASES: list[Case] = [
     (
         "embedding-nan",
         "an embedding .h5 whose scale heights hold a NaN",
-        lambda t: ["decode-tree", _embedding_heights(t), "-o", t / "T.h5"],
+        lambda t: ["decode-tree", _embedding_edit(t, "embedding/heights"), "-o", t / "T.h5"],
         2,
         "embedding/heights holds NaN or infinite values",
     ),
@@ -959,6 +963,13 @@ CASES: list[Case] = [
         lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _nexus_weight(t), "-o", t / "D.npy"],
         2,
         "has the weight ')', not a number",
+    ),
+    (
+        "embedding-weights",
+        "an embedding .h5 with one feature weight too few",
+        lambda t: ["decode-tree", _embedding_edit(t, "features/weights"), "-o", t / "T.h5"],
+        2,
+        "features/weights holds",
     ),
 ]
 

@@ -222,6 +222,16 @@ def read_embedding(path: str) -> EmbeddingRecord:
     for name, values in (("psi", psi), ("heights", heights), ("negative_mass", negative_mass)):
         if not np.all(np.isfinite(values)):
             raise InputError(f"embedding/{name} holds NaN or infinite values", path)
+    dropped = diffusion["dropped"]
+    if len(set(names) | set(dropped)) != len(names) + len(dropped):
+        raise InputError("embedding file names a feature twice (features/names and features/dropped)", path)
+    weights = diffusion.get("feature_weights")
+    if weights is not None and (weights.size != len(names) + len(dropped) or not np.all(np.isfinite(weights))):
+        raise InputError(
+            f"features/weights holds {weights.size} values for {len(names) + len(dropped)} features, "
+            "or non-finite ones",
+            path,
+        )
     if psi.size and (psi.min() < 0 or psi.max() > 1 + 1e-6):  # square roots of diffusion densities
         raise InputError(f"embedding/psi holds values outside [0, 1] ({psi.min():.3g}..{psi.max():.3g})", path)
     if np.any(heights <= 0) or np.any(np.diff(heights) <= 0):
