@@ -11,12 +11,12 @@ Not generated here: bbcsport.h5ad, the BBC Sport corpus (Greene & Cunningham, 20
 5 sports) as word counts (737 x 13,162, CSR float32), obs['label'] the sport; the preprocessing and
 the source are in the file's ``uns['preprocessing']`` and ``uns['provenance']``. The documentation's
 BBCSPORT tutorial and pictures read it, so that a clone builds its own documentation.
-Provenance: a byte copy of the project's text set ``../shared/data/text/bbcsport.h5ad`` (its README
-gives the preprocessing), made from ``dataset/bbcsport.csv`` of the texthero repository
+Provenance: a byte copy of the developers' BBCSPORT text set (``bbcsport.h5ad``, whose README
+gives the preprocessing; not shipped with hdtwd), made from ``dataset/bbcsport.csv`` of the texthero repository
 (github.com/jbesomi/texthero, commit 37d09f0299fe14329b4fae5002c3a1950e4f563e), itself the BBC Sport
 corpus of Greene & Cunningham, "Practical solutions to the problem of diagonal dominance in kernel
 document clustering", ICML 2006 (mlg.ucd.ie/datasets/bbc.html). The file holds word counts and
-labels only, not the articles' text, whose copyright is the BBC's; neither the shared README nor the
+labels only, not the articles' text, whose copyright is the BBC's; neither that README nor the
 file states a licence for the data (cite Greene & Cunningham, 2006 when using it).
 """
 
