@@ -724,6 +724,20 @@ CASES: list[Case] = [
         "unbalanced ')'",
     ),
     (
+        "nwk-subtree-as-length",
+        "a Newick tree with a subtree where a branch length belongs",
+        lambda t: [
+            "distance",
+            SAMPLE / "produce.csv",
+            "--tree",
+            _w(t, "t.nwk", "(apple:(orange:1,pear:1):1,kiwi:2);"),
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "where a branch length is expected",
+    ),
+    (
         "nwk-huge",
         "a 200 MB single-line file given as a Newick tree",
         lambda t: [

@@ -288,3 +288,39 @@ def test_auto_stays_off_where_the_tree_would_need_every_denoised_row_in_memory()
     small = X[:, :4000].tocsr()
     assert denoise_rank(small, TreeParams())[0] == 50
     assert denoise_rank(small, TreeParams(feature_space="svd"))[0] == 0
+
+
+def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(monkeypatch):
+    """A partition's denoised rows, computed once and kept, are the bits of computing them again (held or
+    not, in any mix); the partitioned search gives the same graph with and without holding."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.knn import _search as search
+    from hdtwd_cli.tree._denoise import DenoisedRows, HeldRows
+    from hdtwd_cli.twd._distance import TreeVectors
+
+    X = _cells()
+    names = [f"g{j}" for j in range(X.shape[1])]
+    tree = learn_tree(X, names, TreeParams(denoise=50))
+    A = align_to_tree(sp.csr_matrix(X), names, tree)
+    assert isinstance(A, DenoisedRows)
+    held = np.array([5, 3, 100, 7, 42])
+    H = A.held(held)
+    for idx in ([3, 7], [7, 3, 3], [3, 8], list(range(0, 120, 7))):
+        assert H.rows(np.array(idx)).tobytes() == A.rows(np.array(idx)).tobytes()
+    tv = TreeVectors(tree, A)
+    assert tv.holding(held, 0) is tv  # over budget: computed as usual
+    th = tv.holding(held, 1 << 40)
+    assert isinstance(th.x, HeldRows) and th.of_rows(held).tobytes() == tv.of_rows(held).tobytes()
+    k, budget = 10, X.shape[0] * tv.dim * 2 // 2
+    monkeypatch.setattr(search, "SEARCH_BYTES", budget)  # partitions
+    graphs, made, counts = [], [], []
+    init = HeldRows.__init__
+    monkeypatch.setattr(HeldRows, "__init__", lambda self, *a: made.append(1) or init(self, *a))
+    for share in (1.0, 0.0):  # held (all of the memory available covers them), never held
+        monkeypatch.setattr(search, "HOLD_FRACTION", share)
+        made.clear()
+        graphs.append(search.approximate_neighbors(tv, k, 3))
+        counts.append(len(made))
+    assert counts[0] >= 2 and counts[1] == 0  # one per partition, then none
+    assert graphs[0][0].tobytes() == graphs[1][0].tobytes() and graphs[0][1].tobytes() == graphs[1][1].tobytes()

@@ -210,6 +210,7 @@ def test_awkward_labels_read_in_biopython_and_scikit_bio():
         ("(a:1,b);", "no branch length"),
         ("(a:1,b:x);", "not a number"),
         ("((a:1,b:1):1;", "unbalanced"),
+        ("(a:(b:1,c:1):1,d:1);", "branch length is expected"),
     ],
 )
 def test_bad_newick_is_refused(text, message):
@@ -253,3 +254,56 @@ def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, popul
         del view
         buf.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "e.npy", "ref.npy"]  # no partial file
+
+
+def _newick_variants(rng: np.random.Generator, base: str) -> list[str]:
+    """``base`` and damaged copies: characters dropped, doubled, swapped or replaced by delimiters."""
+    out = [base]
+    alphabet = "(),:;ab1.-e"
+    for _ in range(300):
+        s = list(base)
+        for _ in range(int(rng.integers(1, 4))):
+            i = int(rng.integers(len(s)))
+            kind = int(rng.integers(4))
+            if kind == 0:
+                del s[i]
+            elif kind == 1:
+                s.insert(i, s[i])
+            elif kind == 2:
+                s[i] = alphabet[int(rng.integers(len(alphabet)))]
+            else:
+                j = int(rng.integers(len(s)))
+                s[i], s[j] = s[j], s[i]
+        out.append("".join(s))
+    return out
+
+
+def test_plain_newick_scan_gives_the_general_readers_record_or_defers():
+    """The compiled scan of plain Newick text returns the general reader's record bit for bit, and
+    ``None`` wherever that reader raises: on written trees, deep chains and damaged copies."""
+    from hdtwd_cli.io._newick import NewickError, _read_general, read_plain_newick
+
+    rng = np.random.default_rng(5)
+    bases = [
+        "((a:1,b:2,c:3)90:0.5,d:4)root;",
+        "((a:1,b:2):0.5,(c:1e-3,d:4):2):0;",
+        write_newick(caterpillar(300)),
+        write_newick(Tree.from_record(read_newick("(((x1:1,x2:2):1,x3:3):1,(x4:4,x5:5):1);"))),
+    ]
+    accepted = deferred = 0
+    for base in bases:
+        for text in _newick_variants(rng, base):
+            try:
+                want = _read_general(text)
+            except NewickError:
+                want = None
+            got = read_plain_newick(text)
+            if got is None:
+                deferred += 1
+                continue
+            accepted += 1
+            assert want is not None, text
+            assert got.leaf_names == want.leaf_names, text
+            assert got.parent.tobytes() == want.parent.tobytes(), text
+            assert got.length.tobytes() == want.length.tobytes(), text
+    assert accepted > 100 and deferred > 100  # both sides of the scan exercised

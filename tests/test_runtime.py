@@ -105,3 +105,60 @@ def test_the_fast_exit_still_finds_cpythons_atexit_runner():
     assert callable(getattr(atexit, "_run_exitfuncs", None)), (
         "atexit._run_exitfuncs is gone: hdtwd's fast exit falls back to sys.exit; update docs/performance.md"
     )
+
+
+def test_gram_tiles_are_the_same_bits_at_any_thread_count_and_match_the_product():
+    """``blas.gram_upper``: fixed tiles, each one single-threaded BLAS call, so 1 and 2 threads give the
+    same bits; the upper triangle equals NumPy's product to rounding, in both layouts and dtypes, and
+    ``add_to`` accumulates."""
+    import numba
+
+    from hdtwd_cli._runtime import blas
+
+    rng = np.random.default_rng(0)
+    for dtype in (np.float64, np.float32):
+        W = rng.random((2 * blas.GRAM_TILE + 37, 300)).astype(dtype)
+        iu = np.triu_indices(W.shape[0])
+        got = {}
+        before = numba.get_num_threads()
+        try:
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+                got[threads] = blas.gram_upper(W)
+        finally:
+            numba.set_num_threads(before)
+        assert got[1].tobytes() == got[2].tobytes()
+        ref = W.astype(np.float64) @ W.astype(np.float64).T
+        assert np.allclose(got[1][iu], ref[iu], rtol=1e-5 if dtype == np.float32 else 1e-12)
+        tol = 1e-5 if dtype == np.float32 else 1e-12
+        assert np.allclose(blas.gram_upper(np.asfortranarray(W))[iu], ref[iu], rtol=tol)
+        acc = got[1].copy()
+        blas.gram_upper(W, add_to=acc)
+        assert np.array_equal(acc[iu], (got[1] + got[1])[iu])
+
+
+def test_denoised_rows_one_pass_gram_is_the_scaled_rows_gram():
+    """The Gram matrix kept from the one pass over denoised rows, divided by powers of two afterwards, is the
+    bits of scaling the rows first (block by block, in the same order)."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli._runtime import blas
+    from hdtwd_cli.tree._denoise import BLOCK_ROWS, DenoisedRows, fit_denoiser
+    from hdtwd_cli.tree._diffusion import column_scale
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_matrix(rng.poisson(rng.gamma(0.5, 2.0, (1, 160)), (BLOCK_ROWS + 900, 160)).astype(float))
+    A = DenoisedRows(X, fit_denoiser(X, 12))
+    s = column_scale(A)
+    assert np.all(np.frexp(s)[0] == 0.5)  # powers of two
+    ref = np.zeros((160, 160))
+    for _, R in A.blocks():
+        blas.gram_upper((R / s).T, add_to=ref)
+    A.summarise(gram=True)
+    iu = np.triu_indices(160)
+    assert A.gram_upper(s)[iu].tobytes() == ref[iu].tobytes()
+    cols = np.array([0, 5, 6, 100, 159])
+    assert (
+        A.select(cols).gram_upper(s[cols])[np.triu_indices(5)].tobytes()
+        == ref[np.ix_(cols, cols)][np.triu_indices(5)].tobytes()
+    )

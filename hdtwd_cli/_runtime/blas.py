@@ -12,6 +12,11 @@ embedding then decoding gave another tree than ``learn_tree`` while only the lat
 and so does every LAPACK factorisation, for callers of the stages' own functions. The price is
 LAPACK's speed-up from more threads, mostly in the eigendecomposition of many features
 (benchmarks/RESULTS.md, "Whole commands with the defaults").
+
+Products can have both: :func:`gram_upper` cuts a Gram matrix into tiles fixed by its size alone,
+computes each tile with one single-threaded BLAS call and runs the tiles on numba's thread count.
+A tile's bits depend only on its operands, so the product is the same at any thread count while
+every core works.
 """
 
 from __future__ import annotations
@@ -19,7 +24,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["serial_blas"]
+import numpy as np
+
+__all__ = ["gram_upper", "serial_blas"]
+
+#: Rows of ``W`` per tile of :func:`gram_upper`. Fixed (never from the thread count), so the tiles,
+#: and with them the bits, are a function of the matrix's size alone.
+GRAM_TILE = 1024
 
 
 @contextmanager
@@ -37,3 +48,50 @@ def serial_blas() -> Iterator[None]:
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def gram_upper(W: np.ndarray, *, add_to: np.ndarray | None = None) -> np.ndarray:
+    r"""The upper triangle of :math:`W W^\top` (``W``: ``m x n``, either layout), from fixed tiles on every core.
+
+    With row blocks :math:`I, J` of :data:`GRAM_TILE` rows, tile :math:`(I, J)`, :math:`J \ge I`, is
+    :math:`W_I W_J^\top`, one BLAS call on one thread (a symmetric rank-k update on the diagonal):
+    each entry is one BLAS dot product, whatever thread computes its tile, so the result has the
+    same bits at any thread count. Tiles run on ``numba.get_num_threads()`` threads (NumPy's
+    products release the GIL) inside :func:`serial_blas`.
+
+    Parameters
+    ----------
+    W : ndarray, shape (m, n), float32 or float64
+    add_to : ndarray, shape (m, m), optional
+        Add the tiles into this array's upper triangle (C order) instead of a new one.
+
+    Returns
+    -------
+    ndarray, shape (m, m)
+        Entries ``[i, j]``, ``j >= i``, filled (C order); the rest not meaningful.
+    """
+    m = W.shape[0]
+    out = np.zeros((m, m), dtype=W.dtype) if add_to is None else add_to
+    blocks = [slice(i, min(i + GRAM_TILE, m)) for i in range(0, m, GRAM_TILE)]
+    tiles = [(I, J) for a, I in enumerate(blocks) for J in blocks[a:]]
+
+    def tile(I: slice, J: slice) -> None:
+        A = W[I]
+        T = A @ A.T if I == J else A @ W[J].T  # A @ A.T: NumPy's symmetric rank-k update
+        if add_to is None:
+            out[I, J] = T
+        else:
+            out[I, J] += T
+
+    with serial_blas():
+        if len(tiles) == 1:
+            tile(*tiles[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            import numba
+
+            with ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads())) as pool:
+                for done in [pool.submit(tile, I, J) for I, J in tiles]:
+                    done.result()
+    return out

@@ -10,7 +10,9 @@ Reading
     number of children per node. Unquoted underscores are kept as underscores (not turned into
     spaces) so that feature names such as ``HLA_DRA`` match the data. Internal labels (often
     support values) are ignored; leaf labels must be non-empty and unique; every non-root edge
-    needs a length.
+    needs a length. A large text in the plain form hdtwd writes (no quotes, comments or inner
+    white space) is scanned by a compiled pass (:func:`_scan_plain`) with the same rules; anything
+    it does not accept is parsed by the general reader, whose messages name the problem.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 
 import numpy as np
 
+from hdtwd_cli._runtime.jit import njit
 from hdtwd_cli.io._records import TreeLike, TreeRecord, children_of
 
 __all__ = ["format_label", "write_newick", "read_newick", "NewickError"]
@@ -66,6 +69,14 @@ def write_newick(tree: TreeLike, comments: list[str] | None = None) -> str:
     return "".join(parts)
 
 
+#: Characters of Newick text above which the plain form is scanned by the compiled pass.
+PLAIN_SCAN_CHARS = 1 << 20
+_SPACE_OR_QUOTE = re.compile(r"[\s'\[\]]")
+#: Bytes of the delimiters, and the scan's status codes.
+_OPEN, _CLOSE, _COMMA, _COLON, _END = (ord(c) for c in "(),:;")
+_OK = 0
+
+
 _TOKEN = re.compile(r"\s*(?:(\[[^\]]*\])|('(?:[^']|'')*')|([(),:;])|([^\s(),:;\[\]']+))", re.S)
 
 
@@ -78,6 +89,184 @@ def read_newick(text: str) -> TreeRecord:
     NewickError
         Malformed text, a missing branch length, an empty or duplicate leaf name.
     """
+    text = text.strip()
+    if len(text) >= PLAIN_SCAN_CHARS and _SPACE_OR_QUOTE.search(text) is None:
+        record = read_plain_newick(text)
+        if record is not None:
+            return record
+    return _read_general(text)
+
+
+def read_plain_newick(text: str) -> TreeRecord | None:
+    """:func:`read_newick` of text without quotes, comments or white space, by one compiled scan.
+
+    The same record as the general reader, or ``None`` where that reader would raise (or the text
+    is not in the plain form): the caller then lets the general reader name the problem.
+    """
+    text = text.strip()
+    if _SPACE_OR_QUOTE.search(text) is not None or not text.isascii():
+        return None
+    b = np.frombuffer(text.encode("ascii"), dtype=np.uint8)
+    cap = int(np.count_nonzero((b == _OPEN) | (b == _CLOSE) | (b == _COMMA) | (b == _COLON))) + 2
+    parent = np.empty(cap, dtype=np.int64)
+    leaf = np.empty(cap, dtype=np.bool_)
+    spans = np.full((cap, 4), -1, dtype=np.int64)  # label start, end; length start, end
+    closing = np.empty(cap, dtype=np.int64)
+    counts = np.zeros(2, dtype=np.int64)  # nodes, internal nodes closed
+    if _scan_plain(b, parent, leaf, spans, closing, counts) != _OK:
+        return None
+    n, n_closed = int(counts[0]), int(counts[1])
+    if n_closed == 0:
+        return None
+    is_leaf = leaf[:n]
+    leaves = np.flatnonzero(is_leaf)
+    order = np.concatenate([leaves, closing[:n_closed]])
+    if order.size != n:
+        return None
+    sp_ = spans[:n]
+    if (sp_[leaves, 0] < 0).any():
+        return None
+    names = _spans_text(b, sp_[leaves, 0], sp_[leaves, 1])
+    if len(set(names)) != len(names):
+        return None
+    edges = order[:-1]  # every node but the root (the last to close)
+    r0, r1 = (int(v) for v in sp_[order[-1], 2:])
+    if (sp_[edges, 2] < 0).any():
+        return None
+    try:
+        values = np.array(list(map(float, _spans_text(b, sp_[edges, 2], sp_[edges, 3]))), dtype=np.float64)
+        if r0 >= 0:  # the root's length is not used, but must be a number
+            float(text[r0:r1])
+    except ValueError:
+        return None
+    new_id = np.empty(n, dtype=np.int64)
+    new_id[order] = np.arange(n)
+    par = np.full(n, -1, dtype=np.int64)
+    par[: n - 1] = new_id[parent[edges]]
+    lens = np.zeros(n, dtype=np.float64)
+    lens[: n - 1] = values
+    return TreeRecord(parent=par, length=lens, leaf_names=names, format="Newick")
+
+
+def _spans_text(b: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> list[str]:
+    """The strings ``b[starts[i]:ends[i]]`` (ASCII), cut out by one compiled copy and one split."""
+    if starts.size == 0:
+        return []
+    out = np.empty(int((ends - starts).sum()) + starts.size - 1, dtype=np.uint8)
+    _join_spans(b, starts, ends, out)
+    return out.tobytes().decode("ascii").split("\n")
+
+
+@njit(cache=True, nogil=True)
+def _join_spans(b, starts, ends, out):  # pragma: no cover - compiled
+    """The spans of ``b`` one after another, separated by newlines (which plain Newick text has none of)."""
+    p = 0
+    for i in range(starts.shape[0]):
+        if i:
+            out[p] = 10
+            p += 1
+        for q in range(starts[i], ends[i]):
+            out[p] = b[q]
+            p += 1
+
+
+@njit(cache=True, nogil=True)
+def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - compiled
+    """The general reader's state machine over the bytes of plain Newick text; 0, or 1 where it would raise.
+
+    Fills per parsed node its parent (parse id, -1 for the root), whether it is a leaf and the
+    spans of its label and length in ``b``; ``closing`` lists the internal nodes in the order
+    their ``)`` closes (postorder); ``counts``: nodes, internal nodes closed.
+    """
+    stack = np.empty(parent.shape[0], dtype=np.int64)
+    depth = 0
+    n = 0
+    closed = 0
+    cur = -1
+    expect_length = False
+    done = False
+    i = 0
+    size = b.shape[0]
+    while i < size:
+        c = b[i]
+        if done:
+            return 1
+        if c == 40:  # (
+            if cur != -1 or expect_length:
+                return 1
+            parent[n] = stack[depth - 1] if depth else -1
+            leaf[n] = False
+            stack[depth] = n
+            depth += 1
+            n += 1
+            cur = -1
+            i += 1
+        elif c == 44:  # ,
+            if depth == 0:
+                return 1
+            if cur == -1:
+                parent[n] = stack[depth - 1]
+                leaf[n] = True
+                n += 1
+            cur = -1
+            expect_length = False
+            i += 1
+        elif c == 41:  # )
+            if depth == 0:
+                return 1
+            if cur == -1:
+                parent[n] = stack[depth - 1]
+                leaf[n] = True
+                n += 1
+            depth -= 1
+            cur = stack[depth]
+            closing[closed] = cur
+            closed += 1
+            expect_length = False
+            i += 1
+        elif c == 58:  # :
+            if cur == -1:
+                parent[n] = stack[depth - 1] if depth else -1
+                leaf[n] = True
+                cur = n
+                n += 1
+            expect_length = True
+            i += 1
+        elif c == 59:  # ;
+            if depth != 0 or cur == -1:
+                return 1
+            done = True
+            i += 1
+        else:  # a word: up to the next delimiter
+            j = i
+            while j < size and b[j] != 40 and b[j] != 41 and b[j] != 44 and b[j] != 58 and b[j] != 59:
+                j += 1
+            if expect_length:
+                if spans[cur, 2] != -1:  # a second length: the general reader decides
+                    return 1
+                spans[cur, 2] = i
+                spans[cur, 3] = j
+                expect_length = False
+            else:
+                if cur == -1:
+                    parent[n] = stack[depth - 1] if depth else -1
+                    leaf[n] = True
+                    cur = n
+                    n += 1
+                elif spans[cur, 0] != -1:
+                    return 1
+                spans[cur, 0] = i
+                spans[cur, 1] = j
+            i = j
+    if not done:
+        return 1
+    counts[0] = n
+    counts[1] = closed
+    return 0
+
+
+def _read_general(text: str) -> TreeRecord:
+    """:func:`read_newick` token by token (quotes, comments, white space; every error named)."""
     # per parsed node: parent (parse id), label, length
     parent: list[int] = []
     label: list[str | None] = []
@@ -113,7 +302,9 @@ def read_newick(text: str) -> TreeRecord:
         if done:
             raise NewickError(f"text after the closing ';' at offset {mt.start()}")
         if punct == "(":
-            if cur is not None and not expect_length:
+            if expect_length:
+                raise NewickError(f"'(' where a branch length is expected at offset {mt.start()}")
+            if cur is not None:
                 raise NewickError(f"'(' after a label at offset {mt.start()}")
             node = new_node(False)
             stack.append(node)

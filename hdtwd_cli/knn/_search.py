@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli.errors import HdtwdWarning, ParameterError
 from hdtwd_cli.knn._nndescent import ByteCode, column_extremes, encode, range_code
 from hdtwd_cli.tree._kernels import nearest_centres
@@ -98,6 +99,10 @@ RECALL_WARN = 0.9
 RERANK_TASK_ROWS = 1 << 16
 #: Bytes of float64 vectors gathered per re-ranking block.
 _RERANK_BYTES = 1 << 28
+#: A partition's denoised rows are kept for its search (read for the byte vectors and again, about
+#: twice, by the re-ranking) when they take at most this fraction of the available memory
+#: (:meth:`~hdtwd_cli.twd._distance.TreeVectors.holding`; the same results either way).
+HOLD_FRACTION = 0.25
 
 
 def choose_method(method: str, n: int) -> str:
@@ -293,7 +298,8 @@ def approximate_neighbors(
     clock = time.perf_counter()
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
     check = None
-    if n * tv.dim * 2 <= SEARCH_BYTES:
+    if n * tv.dim * 2 <= SEARCH_BYTES:  # one group: its rows held before the pass that finds the code
+        tv = tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
         code = search_code(tv)
         groups = [np.arange(n)]
     else:  # one pass over the tree vectors: the projection, the recall's exact rows and the columns' ranges
@@ -397,6 +403,7 @@ def partition_neighbors(
     from hdtwd_cli.knn._nndescent import nn_descent
 
     w = min(c, rows.size - 1)
+    tv = tv.holding(rows, int(available_memory() * HOLD_FRACTION))
     local = nn_descent(byte_vectors(tv, rows, code), code, w, seed)
     if progress is not None:
         progress(share // 2)

@@ -34,6 +34,7 @@ __all__ = [
     "BLOCK_ROWS",
     "Denoiser",
     "DenoisedRows",
+    "HeldRows",
     "auto_rank",
     "denoise",
     "fit_denoiser",
@@ -287,10 +288,9 @@ class DenoisedRows:
     the tree's feature weights (``None``: none). Rows are denoised when asked for
     (:meth:`rows`), block by block on one BLAS thread (the same bits at any thread count and in
     any grouping of the rows: every row is computed alone by the same products); the column
-    statistics that learning the tree reads come from one streamed pass (:meth:`summary`).
-    ``columns`` restricts the rows to some of the columns (the features the diffusion places).
-    What learning the tree reads of the columns comes from streamed passes over row blocks, each
-    summed in block order: :meth:`column_stats` and :meth:`gram`.
+    statistics and the Gram matrix that learning the tree reads come from one streamed pass over
+    row blocks, summed in block order (:meth:`summarise`). ``columns`` restricts the rows to some
+    of the columns (the features the diffusion places).
 
     Parameters
     ----------
@@ -313,6 +313,7 @@ class DenoisedRows:
         self.weights = weights
         self.columns = columns
         self._stats: tuple[np.ndarray, np.ndarray] | None = None
+        self._gram: np.ndarray | None = None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -327,6 +328,8 @@ class DenoisedRows:
         )
         if self._stats is not None:
             out._stats = (self._stats[0][cols], self._stats[1][cols])
+        if self._gram is not None and np.all(np.diff(cols) > 0):  # increasing: the upper triangle stays upper
+            out._gram = self._gram[np.ix_(cols, cols)]
         return out
 
     def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
@@ -351,30 +354,87 @@ class DenoisedRows:
             sup |= has
         return sup if self.columns is None else sup[self.columns]
 
+    def summarise(self, *, gram: bool = False) -> None:
+        r"""One pass over the row blocks, in order: the column statistics (:meth:`column_stats`) and, with
+        ``gram``, the upper triangle of :math:`\hat X^\top \hat X` (:meth:`gram_upper`), kept for later.
+
+        Learning the tree by the exact operator reads both: one pass denoises every row once instead
+        of twice. Each block's Gram matrix comes from :func:`~hdtwd_cli._runtime.blas.gram_upper`
+        (fixed tiles on every core): the same bits at any thread count.
+        """
+        from hdtwd_cli._runtime.blas import gram_upper
+
+        m = self.shape[1]
+        stats = self._stats is None
+        nonzero, absmax = np.zeros(m, dtype=np.int64), np.zeros(m)
+        G = np.zeros((m, m)) if gram else None
+        for _, R in self.blocks():
+            if stats:
+                nonzero += np.count_nonzero(R > 0, axis=0)
+                np.maximum(absmax, R.max(axis=0), out=absmax)
+            if G is not None:
+                gram_upper(R.T, add_to=G)
+        if stats:
+            self._stats = (nonzero, absmax)
+        if G is not None:
+            self._gram = G
+
     def column_stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Per column: the number of rows where it is positive (its document frequency) and its largest value."""
         if self._stats is None:
-            m = self.shape[1]
-            nonzero, absmax = np.zeros(m, dtype=np.int64), np.zeros(m)
-            for _, R in self.blocks():
-                nonzero += np.count_nonzero(R > 0, axis=0)
-                np.maximum(absmax, R.max(axis=0), out=absmax)
-            self._stats = (nonzero, absmax)
+            self.summarise()
+        assert self._stats is not None
         return self._stats
 
-    def gram(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
-        r""":math:`(\hat X / s)^\top (\hat X / s)` (``m x m``) summed over row blocks in order, on one BLAS thread."""
-        from hdtwd_cli._runtime.blas import serial_blas
+    def gram_upper(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
+        r"""The upper triangle of :math:`(\hat X / s)^\top (\hat X / s)` (``m x m``; a new array).
 
-        m = self.shape[1]
-        inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (m,))
-        G = np.zeros((m, m))
-        with serial_blas():
-            for _, R in self.blocks():
-                R *= inv[None, :]
-                G += R.T @ R
-        return G
+        :math:`\hat X^\top \hat X` from :meth:`summarise` (summed over row blocks in order), each
+        entry then divided by :math:`s_i s_j`: exact for the powers of two that
+        :func:`~hdtwd_cli.tree._diffusion.column_scale` gives, so the same bits as scaling the rows first.
+        """
+        if self._gram is None:
+            self.summarise(gram=True)
+        assert self._gram is not None
+        inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.shape[1],))
+        return self._gram * inv[:, None] * inv[None, :]
+
+    def held(self, rows: np.ndarray) -> DenoisedRows:
+        """These rows with those of ``rows`` computed once and kept (:class:`HeldRows`): the same values, faster
+        where a search reads the same rows several times."""
+        return HeldRows(self, rows)
 
     def dense(self) -> np.ndarray:
         """All rows as one dense matrix (the routes that need the columns themselves: landmarks, latent space)."""
         return self.rows()
+
+
+class HeldRows(DenoisedRows):
+    """:class:`DenoisedRows` with the rows ``rows`` computed once, at construction, and kept.
+
+    A row asked for again is copied from memory: the same bits as computing it (every row is
+    computed alone), so holding changes the time of a search, never its result. Rows not held are
+    computed as usual. Memory: ``|rows| x m`` float64 values.
+    """
+
+    def __init__(self, source: DenoisedRows, rows: np.ndarray) -> None:
+        super().__init__(source.values, source.denoiser, source.weights, source.columns)
+        self._stats, self._gram = source._stats, source._gram
+        rows = np.asarray(rows, dtype=np.int64)
+        self._where = np.full(self.shape[0], -1, dtype=np.int64)
+        self._where[rows] = np.arange(rows.size)
+        self._held = np.empty((rows.size, self.shape[1]))
+        for i0 in range(0, rows.size, BLOCK_ROWS):
+            self._held[i0 : i0 + BLOCK_ROWS] = super().rows(rows[i0 : i0 + BLOCK_ROWS])
+
+    def holds(self, rows: np.ndarray) -> bool:
+        """Whether every one of ``rows`` is held."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return bool(rows.size == 0 or self._where[rows].min() >= 0)
+
+    def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
+        if idx is not None and not isinstance(idx, slice):
+            at = self._where[np.asarray(idx, dtype=np.int64)]
+            if at.size and at.min() >= 0:
+                return self._held[at]
+        return super().rows(idx)

@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import Bandwidth, Metric
-from hdtwd_cli._runtime.blas import serial_blas
+from hdtwd_cli._runtime.blas import gram_upper, serial_blas
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
@@ -113,13 +113,14 @@ class DiffusionOperator:
 
 def _column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0) -> np.ndarray:
     """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse,
-    streamed over row blocks for denoised rows).
+    :func:`~hdtwd_cli._runtime.blas.gram_upper`'s tiles on every core when dense, streamed over row
+    blocks for denoised rows).
 
     Dividing by a per-column (cosine) or global (euclidean) scale first keeps huge counts from
     overflowing the products; the distances are unchanged (cosine) or rescaled back (euclidean).
     """
     if isinstance(X, DenoisedRows):
-        return X.gram(scale)
+        return _mirror_upper(X.gram_upper(scale))
     if sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -127,7 +128,7 @@ def _column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray |
         inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (X.shape[1],))
         return column_gram_csr(sp.csr_matrix((X.data * inv[X.indices], X.indices, X.indptr), shape=X.shape))
     X = np.asarray(X, dtype=np.float64) / scale
-    return X.T @ X
+    return _mirror_upper(gram_upper(X.T))
 
 
 def column_scale(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
@@ -365,12 +366,11 @@ def clip_negative(phi: np.ndarray) -> float:
 def _power_upper(op: DiffusionOperator, t: float, dtype: Any = np.float64) -> np.ndarray:
     r""":math:`S^t = V\Lambda^t V^\top` with the entries ``[j, i]``, ``i >= j``, filled (C order).
 
-    One BLAS syrk, :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (computed in float64, rounded
-    once to ``dtype``, the precision of the product): half a GEMM, and no mirror pass (S^t is
+    :math:`W W^\top` with :math:`W = V\Lambda^{t/2}` (computed in float64, rounded once to
+    ``dtype``, the precision of the product) by :func:`~hdtwd_cli._runtime.blas.gram_upper`: half a
+    GEMM on every core, and no mirror pass (S^t is
     symmetric; :func:`_symmetric_power` mirrors it where the full matrix is wanted).
     """
-    from hdtwd_cli.tree._kernels import gram_upper
-
     V, lam = op.eigenvectors, op.eigenvalues
     if lam.min() < 0:  # a negative floor (tests, integer t): the general product, all entries
         return ((V * (lam**t)[None, :]) @ V.T).astype(dtype, copy=False)

@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from hdtwd_cli._defaults import EDGE_WEIGHTS, LINKAGES
+from hdtwd_cli._runtime.blas import gram_upper
 from hdtwd_cli.tree._hyperbolic import (
     DensityOperator,
     HyperbolicEmbedding,
@@ -32,7 +33,6 @@ from hdtwd_cli.tree._hyperbolic import (
     scale_heights,
 )
 from hdtwd_cli.tree._kernels import (
-    gram_upper,
     lca_factor,
     lca_products_tile,
     small_product,

@@ -197,21 +197,6 @@ def small_product(pairs: int, n_scales: int) -> bool:
     return pairs * n_scales <= twins.SMALL_WORK
 
 
-def gram_upper(W: np.ndarray) -> np.ndarray:
-    r""":math:`W W^\top` with the entries ``[i, j]``, ``j >= i``, filled (C order; the rest not meaningful).
-
-    One BLAS syrk straight from SciPy (``ssyrk`` or ``dsyrk`` by ``W``'s type) on the Fortran view
-    of ``W`` in either layout, no copy: half a GEMM, and none of the strided mirror pass that
-    NumPy's ``W @ W.T`` adds. Used for :math:`S^t` (diffusion) and
-    the HD-LCA Gram matrices (tree).
-    """
-    from scipy.linalg import blas
-
-    a, trans = (W, 0) if W.flags.f_contiguous else (W.T, 1)
-    syrk = blas.ssyrk if W.dtype == np.float32 else blas.dsyrk
-    return syrk(1.0, a, trans=trans, lower=1).T  # lower triangle in column-major = upper in C order
-
-
 def sqrt_densities(T: np.ndarray, s: np.ndarray, dtype, block: int = 64) -> tuple[np.ndarray, float]:
     """:func:`_sqrt_densities` of the upper triangle ``T`` into a new array of ``dtype``; and the
     clipped mass per row."""

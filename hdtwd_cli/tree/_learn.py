@@ -523,6 +523,8 @@ def learn_trees(
         with rep.stage(f"denoising (rank {rank} principal axes; {why})"):
             den = fit_denoiser(X, rank)
             X = DenoisedRows(X, den)
+            if not dense and embedding is None:  # the exact operator reads the Gram matrix: one pass for all
+                X.summarise(gram=True)
     else:
         rep.info(f"denoising: off ({why})")
     with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):

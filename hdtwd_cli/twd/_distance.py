@@ -14,6 +14,7 @@ cost (Evans & Matsen 2012) and unnormalised weighted UniFrac on relative abundan
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
@@ -22,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli.errors import InputError, ParameterError
-from hdtwd_cli.tree._denoise import DenoisedRows
+from hdtwd_cli.tree._denoise import DenoisedRows, HeldRows
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._kernels import (
     l1_distances,
@@ -353,6 +354,21 @@ class TreeVectors:
         if isinstance(self.x, DenoisedRows):
             return _fill_vectors(self.tree, normalize_rows(self.x.rows(idx)), self.cols, self.dim, self.dtype)
         return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, idx)
+
+    def holding(self, rows: np.ndarray, budget: int) -> TreeVectors:
+        """These vectors with the denoised rows of ``rows`` computed once and kept (:meth:`DenoisedRows.held`)
+        where they take at most ``budget`` bytes; otherwise (or for rows that are not denoised) ``self``.
+
+        The vectors are the same bits either way: holding saves recomputing rows that a partition's
+        search reads several times.
+        """
+        if not isinstance(self.x, DenoisedRows) or np.asarray(rows).size * self.x.shape[1] * 8 > budget:
+            return self
+        if isinstance(self.x, HeldRows) and self.x.holds(rows):
+            return self
+        out = copy.copy(self)
+        out.x = self.x.held(rows)
+        return out
 
     def quantised(self, idx: np.ndarray, top: float) -> np.ndarray:
         """``_nndescent.quantise(self.of_rows(idx), top)``: uint16 search vectors, bit for bit, computed
