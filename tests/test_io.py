@@ -1,8 +1,6 @@
 """Every input format, Newick round trips (deep caterpillars, awkward labels) and HDF5 layouts."""
 
 import io
-import mmap
-import os
 
 import numpy as np
 import pytest
@@ -226,12 +224,9 @@ def test_newick_with_comments_and_multifurcation():
     assert np.allclose(t.length[:4], [1, 2, 3, 4])
 
 
-@pytest.mark.parametrize("populate", [True, False])  # pages faulted in first, or not (old kernel / large result)
-def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, populate):
+def test_npy_written_in_place_is_np_save_and_atomic(tmp_path):
     from hdtwd_cli.io import _output as output
 
-    if not populate:
-        monkeypatch.setattr(output, "_MADV_POPULATE_WRITE", 10_000)  # EINVAL: ignored, the pages fault in
     D = np.random.default_rng(0).random((37, 53))
     np.save(tmp_path / "ref.npy", D)
     output.write_npy_in_place(str(tmp_path / "d.npy"), D.shape, D.dtype, lambda out: out.__setitem__(..., D))
@@ -245,14 +240,6 @@ def test_npy_written_in_place_is_np_save_and_atomic(tmp_path, monkeypatch, popul
 
     with pytest.raises(RuntimeError):
         output.write_npy_in_place(str(tmp_path / "f.npy"), D.shape, D.dtype, fail)
-    if populate and tuple(int(v) for v in os.uname().release.split(".")[:2]) >= (5, 14):
-        buf = mmap.mmap(-1, 3 * mmap.PAGESIZE)
-        view = np.frombuffer(buf, dtype=np.uint8)
-        thread = output._populate(view.ctypes.data + 100, 2 * mmap.PAGESIZE)  # not on a page boundary
-        thread.join()
-        assert thread.result == 0  # the call itself succeeded
-        del view
-        buf.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["d.npy", "e.npy", "ref.npy"]  # no partial file
 
 

@@ -101,53 +101,13 @@ def write_distances(
                     w.writerow([name] + [format(float(v), ".17g") for v in row])
 
 
-#: ``madvise(MADV_POPULATE_WRITE)`` (Linux 5.14+; not in Python 3.11's ``mmap`` module).
-_MADV_POPULATE_WRITE = 23
-
-
-def _populate(address: int, nbytes: int) -> Any:
-    """Fault in the fresh mapping ``[address, address + nbytes)`` for writing, in a background thread.
-
-    Else the compute threads take one page fault per 4 kB page as they write (``nbytes / 4096``
-    faults, each in system time); one ``madvise(MADV_POPULATE_WRITE)`` call does the same work in
-    the kernel in a fraction of that time. The call runs beside the work, with the
-    GIL released (ctypes): a page the work reaches first is faulted in as before, one populated
-    first is written without a fault; the bytes are the same either way. Returns the thread to
-    join, or ``None`` where it is skipped: results over a quarter of the available memory (the
-    pages would be written back and evicted before use), platforms without the call (an error of
-    the call itself is ignored: the work faults the pages in).
-    """
-    from hdtwd_cli._runtime.memory import available_memory
-
-    if not sys.platform.startswith("linux") or nbytes > available_memory() // 4:
-        return None
-    try:
-        import ctypes
-        import mmap
-        import threading
-
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-        madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-    except (OSError, AttributeError):  # pragma: no cover - no libc symbol
-        return None
-    start = address - address % mmap.PAGESIZE  # madvise wants a page boundary: the mapping starts on one
-
-    def call() -> None:  # the return code (0, or -1 where the kernel refused) is kept for the tests
-        thread.result = madvise(start, nbytes + address - start, _MADV_POPULATE_WRITE)  # type: ignore[attr-defined]
-
-    thread = threading.Thread(target=call, daemon=True)
-    thread.start()
-    return thread
-
-
 def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Callable[[np.ndarray], Any]) -> None:
     """Write a ``.npy`` file atomically by computing straight into it: ``fill(out)`` gets a memory map.
 
     The same bytes as ``np.save`` of the computed array, without the copy of the whole result
     into the file (the result may be tens of gigabytes). The file's
     blocks are reserved first (``posix_fallocate``): a full disk is an error before any work,
-    never a SIGBUS while the mapped pages are written. The pages are faulted in beside the work
-    (:func:`_populate`).
+    never a SIGBUS while the mapped pages are written.
     """
     dt = np.dtype(dtype)
     with atomic_path(path) as tmp:
@@ -158,12 +118,9 @@ def write_npy_in_place(path: str, shape: tuple[int, int], dtype: Any, fill: Call
             offset = fh.tell()
             os.posix_fallocate(fh.fileno(), 0, offset + dt.itemsize * shape[0] * shape[1])
         out = np.memmap(tmp, dtype=dt, mode="r+", offset=offset, shape=tuple(shape))
-        populating = _populate(out.ctypes.data, out.nbytes) if out.size else None
         try:
             fill(out)
         finally:
-            if populating is not None:
-                populating.join()
             del out  # unmapped; no msync: the kernel writes the pages back, as after np.save's write()
 
 
