@@ -86,15 +86,21 @@ def _workloads(inputs: dict[str, Path]) -> dict[str, list[str]]:
     return w
 
 
-def _run(tree: Path, args: list[str], out: Path, patch: str = "") -> tuple[float, float, str]:
+def _run(
+    tree: Path, args: list[str], out: Path, patch: str = "", numba_cache: Path | None = None
+) -> tuple[float, float, str]:
     """Wall seconds, peak RSS (MB) and a digest of the outputs of one run of ``hdtwd ARGS`` from ``tree``.
 
     ``patch``: Python statements run in the process before the command (compare_tricks.py switches
     a trick off this way); the command itself is the one ``python -m hdtwd_cli`` runs.
+    ``numba_cache``: numba's cache folder for this run (``NUMBA_CACHE_DIR``): a kernel whose callee a
+    patch replaces must be compiled again, not loaded from the machine code cached with the callee.
     """
     for f in out.iterdir():
         f.unlink()
     env = dict(os.environ, PYTHONPATH=str(tree))
+    if numba_cache is not None:
+        env["NUMBA_CACHE_DIR"] = str(numba_cache)
     launcher = ["-m", "hdtwd_cli"] if not patch else ["-c", patch + "\nfrom hdtwd_cli.cli._app import main\nmain()"]
     argv = [sys.executable, *launcher, *(a.replace("{out}", str(out)) for a in args)]
     t = time.perf_counter()

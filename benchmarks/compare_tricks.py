@@ -4,16 +4,19 @@ docs/performance.md keeps a trick only where a whole realistic command shows its
 or more) on the CPU kinds we have. This script measures that gain on this machine: each trick is
 switched off by a few statements run in the process before the command (``python -c PATCH; main()``,
 nothing in the package knows about it), and the command runs with the trick on and off,
-alternating (ABBA), after a warm-up of each. Reported per trick and workload: the median wall time
+alternating (ABBA), after a warm-up of each; the "off" runs compile into a numba cache of their own
+(machine code cached with the trick in place would otherwise be loaded for kernels whose callee a
+patch replaces). Reported per trick and workload: the median wall time
 on and off, the ratio off / on (above 1: the trick pays), the peak RSS and whether the outputs are
 the same bytes (they must be, except where a trick is a stated precision departure).
 
     python benchmarks/compare_tricks.py --reps 3 --out tricks.json
-    python benchmarks/compare_tricks.py --only madvise,exit --workloads produce,cbmc-tree
+    python benchmarks/compare_tricks.py --only Gram,exit --workloads produce,zeisel
 
 The workloads are the sample data's (produce, BBCSPORT), CBMC and Zeisel end to end and with a
-stored tree, and 100,000 synthetic cells with ``--knn 15`` (datasets.py and atlas.py fetch or make
-them into the benchmark cache).
+stored tree, 100,000 synthetic cells with ``--knn 15``, and 300 documents over a 200,000-word
+vocabulary with a stored Newick tree of it (datasets.py and atlas.py fetch or make them into the
+benchmark cache).
 """
 
 from __future__ import annotations
@@ -50,11 +53,6 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
         ("produce", "cbmc-tree"),
         True,
     ),
-    "madvise(MADV_POPULATE_WRITE) beside the kernel": (
-        "import hdtwd_cli.io._output as o\no._populate = lambda address, nbytes: None",
-        ("cbmc-tree", "zeisel-tree"),
-        True,
-    ),
     "pruned kernel for sparse documents": (
         "import hdtwd_cli.twd._distance as d\nd.PRUNE_BELOW = -1.0",
         ("bbcsport",),
@@ -71,6 +69,21 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
         ("zeisel",),
         False,
     ),
+    "Gram matrices from fixed tiles on every core": (
+        "import hdtwd_cli._runtime.blas as b\nb.GRAM_TILE = 1 << 30",
+        ("zeisel", "synth100k"),
+        False,
+    ),
+    "a partition's denoised rows held for its search": (
+        "import hdtwd_cli.knn._search as s\ns.HOLD_FRACTION = 0.0",
+        ("synth100k",),
+        True,
+    ),
+    "plain Newick scanned by a compiled pass": (
+        "import hdtwd_cli.io._newick as n\nn.PLAIN_SCAN_CHARS = 1 << 62",
+        ("flat-newick",),
+        True,
+    ),
     "one BLAS thread for the tree (a cost: below 1 means it costs)": (
         "import contextlib\nimport threadpoolctl\n"
         "threadpoolctl.threadpool_limits = lambda *a, **k: contextlib.nullcontext()",
@@ -78,6 +91,39 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
         False,
     ),
 }
+
+
+def _vocabulary(cache: Path, words: int = 200_000, docs: int = 300) -> tuple[Path, Path]:
+    """A sparse corpus over a large vocabulary (``docs`` x ``words``, .h5ad with the words' names) and a
+    random binary tree over the words as Newick text (about 8 MB): ``distance --tree`` is then mostly reading the tree."""
+    import anndata
+    import numpy as np
+    import scipy.sparse as sp
+
+    from hdtwd_cli.io._newick import write_newick
+    from hdtwd_cli.io._records import TreeRecord
+
+    data, tree = cache / f"vocabulary_{words}.h5ad", cache / f"vocabulary_{words}.nwk"
+    if data.exists() and tree.exists():
+        return data, tree
+    rng = np.random.default_rng(0)
+    names = [f"w{j}" for j in range(words)]
+    X = sp.random(docs, words, density=0.002, format="csr", random_state=1, data_rvs=lambda k: rng.integers(1, 5, k))
+    anndata.AnnData(X=X.astype(np.float32), var=__import__("pandas").DataFrame(index=names)).write_h5ad(data)
+    parent = np.full(2 * words - 1, -1, dtype=np.int64)
+    free = list(range(words))  # nodes without a parent, merged two at a time at random
+
+    def take() -> int:
+        i = int(rng.integers(len(free)))
+        free[i], free[-1] = free[-1], free[i]
+        return free.pop()
+
+    for v in range(words, 2 * words - 1):
+        parent[[take(), take()]] = v
+        free.append(v)
+    record = TreeRecord(parent=parent, length=rng.random(2 * words - 1) + 0.1, leaf_names=names, format="Newick")
+    tree.write_text(write_newick(record))
+    return data, tree
 
 
 def _workloads(inputs: dict[str, Path], trees: dict[str, Path]) -> dict[str, list[str]]:
@@ -95,6 +141,9 @@ def _workloads(inputs: dict[str, Path], trees: dict[str, Path]) -> dict[str, lis
             *("distance", str(inputs["synth100k"]), "--knn", "15", "--knn-method", "nndescent"),
             *("-o", "{out}/G.npz", "-q"),
         ]
+    if "flat-newick" in inputs:
+        w["flat-newick"] = ["distance", str(inputs["flat-newick"]), "--tree", str(trees["flat-newick"])]
+        w["flat-newick"] += ["-o", "{out}/D.npy", "-q"]
     return w
 
 
@@ -122,11 +171,13 @@ def main() -> None:
                     check=True,
                     env=dict(os.environ, PYTHONPATH=str(HERE.parent)),
                 )
+    if "flat-newick" in wanted:
+        inputs["flat-newick"], trees["flat-newick"] = _vocabulary(cache)
     workloads = _workloads(inputs, trees)
     record: dict = {"cpu": _cpu(), "runs": {}}
     print("| trick | workload | on | off | off / on | peak RSS on / off | bytes |")
     print("|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, tempfile.TemporaryDirectory() as compiled:
         out = Path(tmp)
         for name, (patch, names, same_expected) in tricks.items():
             for wname in names:
@@ -135,11 +186,14 @@ def main() -> None:
                 args = workloads[wname]
                 runs: dict[str, list[tuple[float, float, str]]] = {"on": [], "off": []}
                 patches = {"on": "", "off": patch}
+                # "off" compiles into a numba cache of its own: machine code cached with the trick would
+                # otherwise be loaded for kernels whose callee the patch replaces
+                caches = {"on": None, "off": Path(compiled) / name.replace(" ", "_")[:40]}
                 for key in ("on", "off"):  # warm-up, and the numba cache of any recompiled kernel
-                    _run(HERE.parent, args, out, patches[key])
+                    _run(HERE.parent, args, out, patches[key], caches[key])
                 for rep in range(a.reps):
                     for key in ("on", "off") if rep % 2 == 0 else ("off", "on"):
-                        runs[key].append(_run(HERE.parent, args, out, patches[key]))
+                        runs[key].append(_run(HERE.parent, args, out, patches[key], caches[key]))
                 record["runs"][f"{name} / {wname}"] = runs
                 med = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
                 rss = {k: max(r[1] for r in v) for k, v in runs.items()}

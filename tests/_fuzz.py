@@ -297,6 +297,9 @@ _SERVE = r"""
 import json, os, signal, sys, traceback
 import hdtwd_cli.cli._app as app
 import anndata, h5py, scipy.io, scipy.sparse  # the readers' imports, loaded once before the forks
+import scipy.linalg, scipy.sparse.linalg, threadpoolctl  # and the method's (imported on first use)
+import hdtwd_cli._api, hdtwd_cli.cli._output, hdtwd_cli.evaluate._protocol, hdtwd_cli.knn._search
+import hdtwd_cli.tree._learn, hdtwd_cli.twd._distance
 print("ready", flush=True)
 for line in sys.stdin:
     job = json.loads(line)
