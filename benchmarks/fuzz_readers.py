@@ -7,6 +7,7 @@ fails on exit 1, a crash (a signal), a hang, a traceback, more than one error li
 temporary file left after a failure, or an invalid result after a success.
 
     python benchmarks/fuzz_readers.py --per-seed 500 --seeds 1,2,3 --json fuzz.json
+    python benchmarks/fuzz_readers.py --per-seed 2000 --seeds 21 --minutes 20   # formats in turn, 20 min
 
 Prints the table for RESULTS.md (cases per format, exits by code, failures by kind) and every
 failing case (format, damage, what was wrong), and exits 1 if any case failed.
@@ -34,11 +35,17 @@ def main() -> None:
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated mutation seeds")
     ap.add_argument("--formats", help="comma-separated subset of the formats (default: all)")
     ap.add_argument("--json", type=Path, help="write every failing case and the counts here")
+    ap.add_argument(
+        "--minutes",
+        type=float,
+        help="stop starting cases after this long (formats taken in turn, so each gets its share), and report",
+    )
     a = ap.parse_args()
     exits: dict[str, Counter] = defaultdict(Counter)
     problems: dict[str, Counter] = defaultdict(Counter)
     failures = []
     t0 = time.time()
+    stopped = False
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "seeds").mkdir()
@@ -50,7 +57,10 @@ def main() -> None:
             for rng_seed in (int(s) for s in a.seeds.split(",")):
                 work = root / f"work{rng_seed}"
                 work.mkdir()
-                for c in cases(seeds, work, a.per_seed, rng_seed, server):
+                if stopped:
+                    break
+                for c in cases(seeds, work, a.per_seed, rng_seed, server, interleave=a.minutes is not None):
+                    stopped = a.minutes is not None and time.time() - t0 > 60 * a.minutes
                     exits[c.seed][c.rc] += 1
                     if c.problem:
                         kind = c.problem.split(":")[0]
@@ -66,11 +76,14 @@ def main() -> None:
                             }
                         )
                         print(f"FAIL {c.seed} seed {rng_seed} #{c.index} ({c.damage}): {c.problem}", flush=True)
+                    if stopped:
+                        break
         finally:
             server.close()
     total = sum(sum(v.values()) for v in exits.values())
     codes = sorted({rc for v in exits.values() for rc in v})
-    print(f"\n{total} cases in {time.time() - t0:.0f} s; seeds {a.seeds}, {a.per_seed} per format and seed\n")
+    budget = f" (stopped by --minutes {a.minutes:g})" if stopped else ""
+    print(f"\n{total} cases in {time.time() - t0:.0f} s{budget}; seeds {a.seeds}, {a.per_seed} per format and seed\n")
     print("| input | cases | " + " | ".join(f"exit {rc}" for rc in codes) + " | failures |")
     print("|---|---|" + "---|" * len(codes) + "---|")
     for name in exits:

@@ -418,24 +418,35 @@ class Case:
     message: str
 
 
-def cases(seeds: list[Seed], work: Path, per_seed: int, rng_seed: int, server: Server) -> Iterator[Case]:
-    """Run ``per_seed`` damaged copies of every seed; yield each case's outcome."""
-    for seed in seeds:  # each format's damage depends on its name only: a subset of formats repeats its cases
-        rng = np.random.default_rng([rng_seed, zlib.crc32(seed.name.encode())])
-        for i in range(per_seed):
-            case = work / f"{seed.name}-{i}"
-            case.mkdir()
-            target = case / ("in" + ("" if seed.path.is_dir() else "".join(seed.path.suffixes)))
-            damage = mutate(seed.path, target, rng)
-            out = case / "out"
-            out.mkdir()
-            argv = [a.replace("{F}", str(target)).replace("{OUT}", str(out)) for a in seed.argv]
-            err = case / "stderr.txt"
-            rc = Server.run(server, argv, case, err)
-            text = err.read_text(errors="replace")
-            problem = verdict(rc, text, out, seed.output, seed.symmetric)
-            yield Case(seed.name, i, damage, rc, problem, text.strip()[-300:])
-            shutil.rmtree(case)
+def cases(
+    seeds: list[Seed], work: Path, per_seed: int, rng_seed: int, server: Server, interleave: bool = False
+) -> Iterator[Case]:
+    """Run ``per_seed`` damaged copies of every seed; yield each case's outcome.
+
+    ``interleave``: one case of every format in turn (a run stopped early has covered every format
+    alike) instead of all of one format's cases first; each format's cases are the same either way."""
+    # each format's damage depends on its name only: a subset of formats repeats its cases
+    rngs = {seed.name: np.random.default_rng([rng_seed, zlib.crc32(seed.name.encode())]) for seed in seeds}
+    order = (
+        [(seed, i) for i in range(per_seed) for seed in seeds]
+        if interleave
+        else [(seed, i) for seed in seeds for i in range(per_seed)]
+    )
+    for seed, i in order:
+        rng = rngs[seed.name]
+        case = work / f"{seed.name}-{i}"
+        case.mkdir()
+        target = case / ("in" + ("" if seed.path.is_dir() else "".join(seed.path.suffixes)))
+        damage = mutate(seed.path, target, rng)
+        out = case / "out"
+        out.mkdir()
+        argv = [a.replace("{F}", str(target)).replace("{OUT}", str(out)) for a in seed.argv]
+        err = case / "stderr.txt"
+        rc = Server.run(server, argv, case, err)
+        text = err.read_text(errors="replace")
+        problem = verdict(rc, text, out, seed.output, seed.symmetric)
+        yield Case(seed.name, i, damage, rc, problem, text.strip()[-300:])
+        shutil.rmtree(case)
 
 
 # --------------------------------------------------------------------------------------------

@@ -293,3 +293,18 @@ def test_csv_typos_are_errors_naming_the_cell(tmp_path, text, message):
     p.write_text(text)
     with pytest.raises(InputError, match=message):
         read_matrix(p)
+
+
+@pytest.mark.parametrize("field", ["feature_type", "genome"])
+def test_10x_h5_feature_lists_of_another_length_are_refused(tmp_path, field):
+    """A features/feature_type (or genome) list longer than the features is named, not an IndexError."""
+    import h5py
+
+    path = write_10x_h5(str(tmp_path / "m.h5"))
+    with h5py.File(path, "a") as f:
+        ft = f["matrix/features"]
+        longer = np.concatenate([ft[field][()], ft[field][()][:3]])
+        del ft[field]
+        ft[field] = longer
+    with pytest.raises(InputError, match=f"features/{field} has {N_GENES + N_AB + 3} entries"):
+        read_matrix(path, genome="GRCh38" if field == "genome" else None)

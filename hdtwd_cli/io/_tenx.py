@@ -211,8 +211,12 @@ def read_10x_h5(
                 if "feature_type" in ft
                 else None
             )
+            if gex is not None and gex.size != genes:
+                raise InputError(f"10x .h5 features/feature_type has {gex.size} entries for {genes} features", path)
             if genome is not None:
                 found = _strings(ft["genome"]) if "genome" in ft else []
+                if found and len(found) != genes:
+                    raise InputError(f"10x .h5 features/genome has {len(found)} entries for {genes} features", path)
                 if genome not in found:
                     listed = ", ".join(sorted(set(found))) or "none recorded"
                     raise InputError(f"10x .h5 file has no features of genome {genome!r} (genomes: {listed})", path)
