@@ -175,6 +175,11 @@ def _damaged(tmp: Path, name: str) -> Path:
             v[0] = 2**40
             del h["matrix/indices"]
             h["matrix/indices"] = v
+    elif name == "types.h5":
+        p = _ten_x_h5(tmp)
+        with h5py.File(p, "r+") as h:
+            del h["matrix/features/feature_type"]
+            h["matrix/features/feature_type"] = np.array([b"Gene Expression"] * 5)
     elif name == "claims.npy":
         with open(p, "wb") as fh:
             np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 10**9)})
@@ -949,6 +954,13 @@ CASES: list[Case] = [
         lambda t: ["distance", _damaged(t, "index.h5"), "-o", t / "D.npy"],
         2,
         "an index outside 0..2",
+    ),
+    (
+        "h5-feature-types",
+        "a Cell Ranger .h5 with more feature types than features",
+        lambda t: ["distance", _damaged(t, "types.h5"), "-o", t / "D.npy"],
+        2,
+        "features/feature_type has 5 entries for 3 features",
     ),
     (
         "tree-strings",
