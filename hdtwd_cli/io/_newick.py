@@ -171,6 +171,14 @@ def _join_spans(b, starts, ends, out):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _new_node(parent, leaf, stack, depth, n, is_leaf):  # pragma: no cover - compiled
+    """Node ``n`` as a child of the innermost open ``(`` (the root's parent, -1, at depth 0); returns ``n + 1``."""
+    parent[n] = stack[depth - 1] if depth else -1
+    leaf[n] = is_leaf
+    return n + 1
+
+
+@njit(cache=True, nogil=True)
 def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - compiled
     """The general reader's state machine over the bytes of plain Newick text; 0, or 1 where it would raise.
 
@@ -194,20 +202,16 @@ def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - 
         if c == 40:  # (
             if cur != -1 or expect_length:
                 return 1
-            parent[n] = stack[depth - 1] if depth else -1
-            leaf[n] = False
             stack[depth] = n
+            n = _new_node(parent, leaf, stack, depth, n, False)
             depth += 1
-            n += 1
             cur = -1
             i += 1
         elif c == 44:  # ,
             if depth == 0:
                 return 1
             if cur == -1:
-                parent[n] = stack[depth - 1]
-                leaf[n] = True
-                n += 1
+                n = _new_node(parent, leaf, stack, depth, n, True)
             cur = -1
             expect_length = False
             i += 1
@@ -215,9 +219,7 @@ def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - 
             if depth == 0:
                 return 1
             if cur == -1:
-                parent[n] = stack[depth - 1]
-                leaf[n] = True
-                n += 1
+                n = _new_node(parent, leaf, stack, depth, n, True)
             depth -= 1
             cur = stack[depth]
             closing[closed] = cur
@@ -226,10 +228,8 @@ def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - 
             i += 1
         elif c == 58:  # :
             if cur == -1:
-                parent[n] = stack[depth - 1] if depth else -1
-                leaf[n] = True
                 cur = n
-                n += 1
+                n = _new_node(parent, leaf, stack, depth, n, True)
             expect_length = True
             i += 1
         elif c == 59:  # ;
@@ -249,10 +249,8 @@ def _scan_plain(b, parent, leaf, spans, closing, counts):  # pragma: no cover - 
                 expect_length = False
             else:
                 if cur == -1:
-                    parent[n] = stack[depth - 1] if depth else -1
-                    leaf[n] = True
                     cur = n
-                    n += 1
+                    n = _new_node(parent, leaf, stack, depth, n, True)
                 elif spans[cur, 0] != -1:
                     return 1
                 spans[cur, 0] = i
