@@ -180,11 +180,33 @@ def _damaged(tmp: Path, name: str) -> Path:
         with h5py.File(p, "r+") as h:
             del h["matrix/features/feature_type"]
             h["matrix/features/feature_type"] = np.array([b"Gene Expression"] * 5)
+    elif name in ("heap.h5ad", "heap.h5"):  # the free space of a global heap given size 0 (libhdf5 loops)
+        if name == "heap.h5ad":
+            anndata.AnnData(X=X).write_h5ad(p)
+        else:
+            p = _tree(tmp)
+        _zero_free_space(p)
     elif name == "claims.npy":
         with open(p, "wb") as fh:
             np.lib.format.write_array_header_1_0(fh, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 10**9)})
             fh.write(b"\0" * 64)
     return p
+
+
+def _zero_free_space(path: Path) -> None:
+    """Set the size of the free-space object (index 0) of the file's first global heap to 0.
+
+    The heap's layout (HDF5 file format, "Global Heap"; 8-byte lengths): ``GCOL``, version,
+    3 reserved bytes, the collection's size; then objects of index (2 bytes), reference count (2),
+    reserved (4), size (8), data padded to 8 bytes.
+    """
+    raw = bytearray(path.read_bytes())
+    at = raw.index(b"GCOL\x01\x00\x00\x00")
+    p = at + 16
+    while int.from_bytes(raw[p : p + 2], "little"):
+        p += 16 + (int.from_bytes(raw[p + 8 : p + 16], "little") + 7) // 8 * 8
+    raw[p + 8 : p + 16] = bytes(8)
+    path.write_bytes(bytes(raw))
 
 
 def _ten_x_h5(tmp: Path) -> Path:
@@ -961,6 +983,20 @@ CASES: list[Case] = [
         lambda t: ["distance", _damaged(t, "types.h5"), "-o", t / "D.npy"],
         2,
         "features/feature_type has 5 entries for 3 features",
+    ),
+    (
+        "h5ad-heap",
+        "an .h5ad whose global heap (its strings) would loop libhdf5 forever",
+        lambda t: ["distance", _damaged(t, "heap.h5ad"), "-o", t / "D.npy"],
+        2,
+        "would hang the HDF5 library",
+    ),
+    (
+        "tree-heap",
+        "a tree .h5 whose global heap (its strings) would loop libhdf5 forever",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--tree", _damaged(t, "heap.h5"), "-o", t / "D.npy"],
+        2,
+        "would hang the HDF5 library",
     ),
     (
         "tree-strings",

@@ -294,3 +294,26 @@ def test_plain_newick_scan_gives_the_general_readers_record_or_defers():
             assert got.parent.tobytes() == want.parent.tobytes(), text
             assert got.length.tobytes() == want.length.tobytes(), text
     assert accepted > 100 and deferred > 100  # both sides of the scan exercised
+
+
+def test_global_heap_walk_passes_valid_files_and_refuses_a_step_of_zero(tmp_path):
+    """Many strings over several heap collections, and the heap's signature inside a dataset's
+    data, pass; the same file with one free-space size set to 0 (libhdf5 would loop) is refused."""
+    import h5py
+    from bad_inputs import _zero_free_space
+
+    from hdtwd_cli.io._guard import check_global_heaps, open_hdf5
+
+    p = tmp_path / "strings.h5"
+    names = [f"feature-{i:06d}-" + "x" * (i % 37) for i in range(30_000)]
+    with h5py.File(p, "w") as f:
+        f["names"] = np.array(names, dtype=object)
+        f["names"].attrs["encoding-type"] = "string-array"
+        f["bytes"] = np.frombuffer(b"GCOL\x01\x00\x00\x00" + b"\xff" * 8 + b"GCOL\x01\x00\x00\x00" + bytes(8), np.uint8)
+    assert p.read_bytes().count(b"GCOL\x01\x00\x00\x00") > 3  # several collections, and the decoys
+    check_global_heaps(str(p))
+    with open_hdf5(str(p)) as f:
+        assert [s.decode() for s in f["names"][()]] == names
+    _zero_free_space(p)
+    with pytest.raises(InputError, match="would hang the HDF5 library"):
+        check_global_heaps(str(p))

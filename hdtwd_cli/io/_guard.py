@@ -9,6 +9,9 @@ Two rules keep a damaged file from reaching an internal error or a crash:
   method, so a bug elsewhere still surfaces as one.
 - Compiled parsers trust their text: SciPy's Matrix Market reader (``fast_matrix_market``) crashes
   the process on a NUL byte in the file. :func:`refuse_nul_bytes` scans a text file for them first.
+- libhdf5 trusts its global heaps (where variable-length strings live): a collection whose free
+  space object has size 0 makes the library loop forever, deaf to every signal but SIGKILL.
+  :func:`open_hdf5` walks every collection first (:func:`check_global_heaps`).
 - Compiled code trusts index arrays: SciPy's C++ routines read a CSR matrix's ``indptr`` and
   ``indices`` without bounds checks (a negative or too large index has crashed the process).
   :func:`check_sparse` validates them with NumPy before any such routine sees the matrix.
@@ -16,6 +19,8 @@ Two rules keep a damaged file from reaching an internal error or a crash:
 
 from __future__ import annotations
 
+import os
+import re
 import struct
 import tokenize
 import zipfile
@@ -28,7 +33,7 @@ import numpy as np
 
 from hdtwd_cli.errors import HdtwdError, InputError
 
-__all__ = ["DECODE_ERRORS", "check_sparse", "numeric", "reading", "refuse_nul_bytes"]
+__all__ = ["DECODE_ERRORS", "check_global_heaps", "check_sparse", "numeric", "open_hdf5", "reading", "refuse_nul_bytes"]
 
 #: What the decoders raise on damaged bytes: I/O and truncation (h5py raises ``OSError``,
 #: ``KeyError`` or ``RuntimeError`` for a damaged object header or B-tree), compressed streams,
@@ -135,3 +140,86 @@ def refuse_nul_bytes(path: str, what: str, chunk: int = 1 << 24) -> None:
             if at >= 0:
                 raise InputError(f"{what} holds a NUL byte at byte {offset + at} (a damaged or binary file)", path)
             offset += len(block)
+
+
+#: The HDF5 signature; the superblock starts at byte 0 or after a user block of 512 * 2^k bytes.
+_HDF5_SIGNATURE = b"\x89HDF\r\n\x1a\n"
+#: A global heap collection: "GCOL", version 1, three reserved bytes, then its size.
+_GCOL = b"GCOL\x01\x00\x00\x00"
+
+
+def _length_size(mm: Any) -> int:
+    """The superblock's "size of lengths" (bytes of a length field; 8 when no superblock is found)."""
+    base = 0
+    while base + 16 <= len(mm):
+        if mm[base : base + 8] == _HDF5_SIGNATURE:
+            version = mm[base + 8]
+            size = mm[base + 14] if version < 2 else mm[base + 10]
+            return size if size in (2, 4, 8, 16) else 8
+        base = 512 if base == 0 else 2 * base
+    return 8
+
+
+def check_global_heaps(path: str) -> None:
+    r"""InputError if a global heap collection of the HDF5 file ``path`` would hang libhdf5.
+
+    A collection (HDF5 file format, "Global Heap") is ``GCOL``, version 1, 3 reserved bytes, its
+    size ``S`` (``L`` bytes, the superblock's size of lengths), then objects: index (2 bytes),
+    reference count (2), reserved (4), size ``s`` (``L``), the data padded to 8 bytes. libhdf5
+    reads a collection by stepping ``p += 8 + L + ceil8(s)`` for an object and ``p += s`` for the
+    free space (index 0) while ``p < S``: a free-space size of 0 never advances (an endless loop
+    in C that no signal handler interrupts). The same walk here refuses a step of 0 bytes, or one
+    past the collection's end, before the library sees the file. Candidates that are not
+    collections (the 8 signature bytes inside other data, a size beyond the file) are skipped;
+    a valid collection's extent is skipped whole. One pass of a regular expression over the
+    memory-mapped file (about 2.7 GB/s from the page cache), then about a microsecond per object.
+    """
+    import mmap
+
+    with reading(path, "HDF5 file"), open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size < len(_GCOL):
+            return
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            L = _length_size(mm)
+            header = _align8(8 + L)
+            object_header = 8 + L
+            total = len(mm)
+            walked = 0  # the end of the last collection walked: candidates inside it are its data
+            for found in re.finditer(re.escape(_GCOL), mm):
+                at = found.start()
+                size = int.from_bytes(mm[at + 8 : at + 8 + L], "little")
+                end = at + size
+                if at < walked or size <= header or end > total:
+                    continue  # not a collection (or one libhdf5 refuses itself)
+                p = at + header
+                while p < end and p + object_header <= end:
+                    index = int.from_bytes(mm[p : p + 2], "little")
+                    s = int.from_bytes(mm[p + 8 : p + 8 + L], "little")
+                    step = object_header + _align8(s) if index else s
+                    if step == 0 or p + step > end:
+                        raise InputError(
+                            f"damaged HDF5 file: the global heap at byte {at} has an object of "
+                            f"{s} bytes at byte {p} (would hang the HDF5 library)",
+                            path,
+                        )
+                    p += step
+                walked = end
+
+
+def _align8(n: int) -> int:
+    return (n + 7) & ~7
+
+
+def open_hdf5(path: str) -> Any:
+    """``h5py.File(path, "r")`` after :func:`check_global_heaps`; a file that is not HDF5 is one InputError."""
+    import h5py
+
+    check_global_heaps(path)
+    try:
+        return h5py.File(path, "r")
+    except FileNotFoundError:
+        raise InputError("no such file", path) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not an HDF5 file", path) from None
+    except DECODE_ERRORS:
+        raise InputError("not an HDF5 file (truncated or another format)", path) from None

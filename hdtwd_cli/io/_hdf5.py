@@ -62,7 +62,7 @@ import numpy as np
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.io._atomic import atomic_path
-from hdtwd_cli.io._guard import DECODE_ERRORS, numeric, reading
+from hdtwd_cli.io._guard import numeric, open_hdf5, reading
 from hdtwd_cli.io._records import DenoiserRecord, EmbeddingRecord, TreeLike, TreeRecord, children_of
 
 if TYPE_CHECKING:
@@ -127,14 +127,7 @@ def _root(f: h5py.File, kind: str, meta: Mapping[str, Any]) -> None:
 
 
 def _open(path: str, kind: str) -> h5py.File:
-    try:
-        f = _h5py().File(path, "r")
-    except FileNotFoundError:
-        raise InputError("no such file", path) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not an HDF5 file", path) from None
-    except DECODE_ERRORS:
-        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    f = open_hdf5(path)
     with reading(path, "HDF5 file"):
         found = f.attrs.get("encoding-type")
     if found != kind:

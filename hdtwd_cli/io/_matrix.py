@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
-from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, reading, refuse_nul_bytes
+from hdtwd_cli.io._guard import check_sparse, open_hdf5, reading, refuse_nul_bytes
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
 from hdtwd_cli.io._text import open_text
 
@@ -362,14 +362,9 @@ def _alternatives(ad: Any) -> str:
 def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...] = ()):
     try:
         import anndata
-        import h5py
     except ImportError as e:  # pragma: no cover - anndata is a dependency
         raise InputError(f"reading .h5ad needs anndata ({e})", path) from None
-    try:
-        with h5py.File(path, "r"):
-            pass
-    except DECODE_ERRORS:
-        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    open_hdf5(path).close()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli.errors import InputError, ParameterError
-from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, numeric, reading, refuse_nul_bytes
+from hdtwd_cli.io._guard import check_sparse, numeric, open_hdf5, reading, refuse_nul_bytes
 from hdtwd_cli.io._text import open_text
 
 __all__ = ["VAR_NAMES", "tenx_files", "read_10x_mtx", "read_10x_h5"]
@@ -161,10 +161,7 @@ def read_10x_h5(
     _check_var_names(var_names)
     import h5py
 
-    try:
-        f = h5py.File(path, "r")
-    except DECODE_ERRORS:
-        raise InputError("not an HDF5 file (truncated or another format)", path) from None
+    f = open_hdf5(path)
     with f, reading(path, "Cell Ranger .h5 file"):
         legacy = ("data", "indices", "indptr", "shape", "barcodes", "genes", "gene_names")
         if "matrix" in f:

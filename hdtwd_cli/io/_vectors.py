@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli.errors import HdtwdError, InputError
-from hdtwd_cli.io._guard import DECODE_ERRORS
+from hdtwd_cli.io._guard import DECODE_ERRORS, open_hdf5
 from hdtwd_cli.io._text import open_text
 
 __all__ = ["read_feature_embedding", "EMBEDDING_SUFFIXES"]
@@ -93,6 +93,7 @@ def read_feature_embedding(path: str) -> tuple[np.ndarray, list[str]]:
         if low.endswith(".h5ad"):
             import anndata
 
+            open_hdf5(path).close()
             a = anndata.read_h5ad(path)
             X = a.X.toarray() if sp.issparse(a.X) else np.asarray(a.X)
             return _check(np.asarray(X, dtype=np.float64), [str(s) for s in a.obs_names], path)
