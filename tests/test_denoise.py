@@ -324,3 +324,28 @@ def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(mo
         counts.append(len(made))
     assert counts[0] >= 2 and counts[1] == 0  # one per partition, then none
     assert graphs[0][0].tobytes() == graphs[1][0].tobytes() and graphs[0][1].tobytes() == graphs[1][1].tobytes()
+
+
+@pytest.mark.parametrize("density", [0.1, 0.6])
+def test_a_blocks_gram_follows_its_values_not_their_storage(density, monkeypatch):
+    """Dense and sparse storage of one block give the same bits on either side of
+    DENSE_GRAM_FRACTION, and the product F^T F to rounding; the dense side never calls the
+    sparse kernel."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.tree import _denoise, _kernels
+
+    rng = np.random.default_rng(3)
+    F = rng.random((700, 300)) * (rng.random((700, 300)) < density)
+    assert (np.count_nonzero(F) >= _denoise.DENSE_GRAM_FRACTION * F.size) == (density > 0.25)
+    if density > 0.25:
+
+        def refuse(_):
+            raise AssertionError("a dense block reached the sparse kernel")
+
+        monkeypatch.setattr(_kernels, "column_gram_csr", refuse)
+    s1, g1 = _denoise._column_sums_and_gram(F)
+    s2, g2 = _denoise._column_sums_and_gram(sp.csr_matrix(F))
+    assert s1.tobytes() == s2.tobytes() and g1.tobytes() == g2.tobytes()
+    np.testing.assert_allclose(g1, F.T @ F, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(s1, F.sum(axis=0), rtol=1e-12)

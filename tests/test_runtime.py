@@ -137,6 +137,35 @@ def test_gram_tiles_are_the_same_bits_at_any_thread_count_and_match_the_product(
         assert np.array_equal(acc[iu], (got[1] + got[1])[iu])
 
 
+def test_symmetric_eigh_is_the_same_bits_at_any_thread_count_and_an_eigendecomposition():
+    """``blas.symmetric_eigh``: the back-transformation in fixed column blocks gives the same bits at
+    1 and 2 threads; eigenvalues equal LAPACK's ``syevd`` (SciPy) to rounding, and ``A V = V Lambda``
+    with ``V`` orthonormal, for sizes below, at and across the block width."""
+    import numba
+    import scipy.linalg
+
+    from hdtwd_cli._runtime import blas
+
+    rng = np.random.default_rng(5)
+    for m in (1, 2, 3, 7, blas.EIGH_COLUMNS, 2 * blas.EIGH_COLUMNS + 37):
+        A = rng.standard_normal((m, m))
+        A = A + A.T
+        got = {}
+        before = numba.get_num_threads()
+        try:
+            for threads in (1, 2):
+                numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+                got[threads] = blas.symmetric_eigh(np.asfortranarray(A))  # a copy: A is overwritten
+        finally:
+            numba.set_num_threads(before)
+        (lam, V), (lam2, V2) = got[1], got[2]
+        assert lam.tobytes() == lam2.tobytes() and V.tobytes() == V2.tobytes()
+        scale = max(1.0, float(np.abs(A).max()))
+        assert np.allclose(lam, scipy.linalg.eigh(A, driver="evd", eigvals_only=True), rtol=0, atol=1e-12 * m * scale)
+        assert np.abs(A @ V - V * lam[None, :]).max() <= 1e-12 * m * scale
+        assert np.abs(V.T @ V - np.eye(m)).max() <= 1e-13 * m
+
+
 def test_denoised_rows_one_pass_gram_is_the_scaled_rows_gram():
     """The Gram matrix kept from the one pass over denoised rows, divided by powers of two afterwards, is the
     bits of scaling the rows first (block by block, in the same order)."""

@@ -160,7 +160,7 @@ def _length_size(mm: Any) -> int:
     return 8
 
 
-def check_global_heaps(path: str) -> None:
+def check_global_heaps(path: Any) -> None:
     r"""InputError if a global heap collection of the HDF5 file ``path`` would hang libhdf5.
 
     A collection (HDF5 file format, "Global Heap") is ``GCOL``, version 1, 3 reserved bytes, its
@@ -176,41 +176,53 @@ def check_global_heaps(path: str) -> None:
     """
     import mmap
 
+    if not isinstance(path, (str, os.PathLike)):  # a file object (h5py reads those too)
+        at = path.tell()
+        try:
+            _walk_global_heaps(path.read(), path)
+        finally:
+            path.seek(at)
+        return
     with reading(path, "HDF5 file"), open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size < len(_GCOL):
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            L = _length_size(mm)
-            header = _align8(8 + L)
-            object_header = 8 + L
-            total = len(mm)
-            walked = 0  # the end of the last collection walked: candidates inside it are its data
-            for found in re.finditer(re.escape(_GCOL), mm):
-                at = found.start()
-                size = int.from_bytes(mm[at + 8 : at + 8 + L], "little")
-                end = at + size
-                if at < walked or size <= header or end > total:
-                    continue  # not a collection (or one libhdf5 refuses itself)
-                p = at + header
-                while p < end and p + object_header <= end:
-                    index = int.from_bytes(mm[p : p + 2], "little")
-                    s = int.from_bytes(mm[p + 8 : p + 8 + L], "little")
-                    step = object_header + _align8(s) if index else s
-                    if step == 0 or p + step > end:
-                        raise InputError(
-                            f"damaged HDF5 file: the global heap at byte {at} has an object of "
-                            f"{s} bytes at byte {p} (would hang the HDF5 library)",
-                            path,
-                        )
-                    p += step
-                walked = end
+            _walk_global_heaps(mm, path)
+
+
+def _walk_global_heaps(buf: Any, path: Any) -> None:
+    """:func:`check_global_heaps` on the file's bytes ``buf`` (bytes or a memory map)."""
+    L = _length_size(buf)
+    header = _align8(8 + L)
+    object_header = 8 + L
+    total = len(buf)
+    walked = 0  # the end of the last collection walked: candidates inside it are its data
+    for found in re.finditer(re.escape(_GCOL), buf):
+        at = found.start()
+        size = int.from_bytes(buf[at + 8 : at + 8 + L], "little")
+        end = at + size
+        if at < walked or size <= header or end > total:
+            continue  # not a collection (or one libhdf5 refuses itself)
+        p = at + header
+        while p < end and p + object_header <= end:
+            index = int.from_bytes(buf[p : p + 2], "little")
+            s = int.from_bytes(buf[p + 8 : p + 8 + L], "little")
+            step = object_header + _align8(s) if index else s
+            if step == 0 or p + step > end:
+                raise InputError(
+                    f"damaged HDF5 file: the global heap at byte {at} has an object of "
+                    f"{s} bytes at byte {p} (would hang the HDF5 library)",
+                    path,
+                )
+            p += step
+        walked = end
 
 
 def _align8(n: int) -> int:
     return (n + 7) & ~7
 
 
-def open_hdf5(path: str) -> Any:
+def open_hdf5(path: Any) -> Any:
     """``h5py.File(path, "r")`` after :func:`check_global_heaps`; a file that is not HDF5 is one InputError."""
     import h5py
 

@@ -49,6 +49,11 @@ AUTO_RANK = 50
 #: Rows per block of every streamed pass; fixed, so that sums over blocks have one order everywhere.
 BLOCK_ROWS = 4096
 
+#: A block of values at least this dense gets its Gram matrix from BLAS in fixed tiles rather than
+#: from the compiled sparse kernel (:func:`_column_sums_and_gram`): above the density where the two
+#: break even (docs/performance.md, "Dense blocks' Gram").
+DENSE_GRAM_FRACTION = 0.25
+
 
 @dataclass(frozen=True)
 class Denoiser:
@@ -166,12 +171,17 @@ def _values(rows: np.ndarray | sp.spmatrix, log_counts: bool) -> np.ndarray | sp
 
 
 def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
-    r"""Column sums and :math:`F^\top F` of a block, each entry summed over the rows in order.
+    r"""Column sums and :math:`F^\top F` of a block, decided by its values, never by their storage.
 
-    Computed on the block's non-zero entries (CSR: :func:`_kernels.column_gram_csr`, and
-    ``bincount`` of the stored values), so dense and sparse storage of the same values give the
-    same bits.
+    The block's non-zero values are found first (CSR, zeros dropped), so dense and sparse storage
+    of the same values give the same bits. A block with at least :data:`DENSE_GRAM_FRACTION` of
+    its entries non-zero: :math:`F^\top F` by BLAS in fixed tiles on every core
+    (:func:`~hdtwd_cli._runtime.blas.gram_upper`: the same bits at any thread count; the BLAS
+    kernel's rounding, so equal across CPU kinds to rounding); a sparser one: the compiled
+    kernel :func:`_kernels.column_gram_csr` (each entry summed over the rows in order, the same
+    bits on every machine). Column sums: ``bincount`` of the stored values.
     """
+    from hdtwd_cli._runtime.blas import gram_upper
     from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -179,7 +189,12 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     if C.nnz and not C.data.all():
         C = sp.csr_matrix(C, copy=True)
         C.eliminate_zeros()
-    return np.bincount(C.indices, weights=C.data, minlength=C.shape[1]), column_gram_csr(C)
+    sums = np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
+    if C.nnz < DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
+        return sums, column_gram_csr(C)
+    G = np.triu(gram_upper(np.ascontiguousarray(C.toarray().T)))
+    G += np.triu(G, 1).T  # mirror (adds to exact zeros)
+    return sums, G
 
 
 def _blocks(n: int) -> range:
@@ -213,8 +228,8 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order), one row block at a time.
 
     With :math:`F = f(X)`: one pass over blocks of :data:`BLOCK_ROWS` rows accumulates the column
-    sums and :math:`F^\top F` (in block order, from the non-zero entries: the same bits on any
-    machine and for dense or sparse storage), then
+    sums and :math:`F^\top F` (in block order, each block by :func:`_column_sums_and_gram`: the
+    same bits for dense or sparse storage and at any thread count), then
     :math:`\mu = F^\top 1 / n` and the centred scatter matrix
     :math:`C = F^\top F - n\,\mu\mu^\top = (F - 1\mu^\top)^\top (F - 1\mu^\top)`, whose ``r``
     leading eigenvectors (ARPACK with a fixed start vector, LAPACK when ``r`` is close to ``m``)

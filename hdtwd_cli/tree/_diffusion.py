@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import Bandwidth, Metric
-from hdtwd_cli._runtime.blas import gram_upper, serial_blas
+from hdtwd_cli._runtime.blas import gram_upper, symmetric_eigh
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
@@ -330,11 +330,9 @@ def diffusion_operator(
     Q *= s[None, :]  # S = Dh^-1/2 Qh Dh^-1/2
     S = _symmetrize(Q)  # exactly symmetric (the sums above are not, to the last bit)
     del Q
-    from scipy.linalg import eigh  # here: only the exact operator needs it
-
-    # LAPACK syevd (divide and conquer) on S^T (= S, Fortran order): the eigenvectors overwrite it
-    with serial_blas():  # the same bits at any thread count
-        lam, V = eigh(S.T, driver="evd", overwrite_a=True, check_finite=False)
+    # LAPACK's divide and conquer on S^T (= S, Fortran order), its back-transformation on every
+    # core in fixed blocks: the bits of one-threaded syevd at any thread count
+    lam, V = symmetric_eigh(S.T)
     del S
     lam = lam[::-1].copy()
     V = V[:, ::-1]  # descending order: a view of LAPACK's column-major output (no 128 MB copy at m = 4,000)
