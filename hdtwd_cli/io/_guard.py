@@ -183,7 +183,7 @@ def check_global_heaps(path: Any) -> None:
         finally:
             path.seek(at)
         return
-    with reading(path, "HDF5 file"), open(path, "rb") as fh:
+    with reading(os.fspath(path), "HDF5 file"), open(path, "rb") as fh:
         if os.fstat(fh.fileno()).st_size < len(_GCOL):
             return
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
