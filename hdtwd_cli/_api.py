@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import OT_BUDGET, OT_METHODS
+from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET, OT_METHODS
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
@@ -837,18 +837,19 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
         + (["tfidf-l1", "tfidf-cosine"] if counts else [])
         + (["pca"] if cooccur else [])
     )
-    unknown = [m for m in chosen if m not in ("hdtwd",) + BASELINES + TREE_METHODS + OT_METHODS]
+    known = BASELINES + TREE_METHODS + FITTED_METHODS + OT_METHODS
+    unknown = [m for m in chosen if m not in ("hdtwd",) + known]
     if unknown:
         raise ParameterError(
-            f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, "
-            f"{', '.join(BASELINES + TREE_METHODS + OT_METHODS)}",
+            f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(known)}",
             "methods",
         )
-    if set(chosen) & set(OT_METHODS):
+    needs_pot = [m for m in chosen if m in FITTED_METHODS + OT_METHODS]
+    if needs_pot:
         try:
             require_pot()
         except ImportError as e:
-            raise ParameterError(f"holds ot: {e}", "methods") from None
+            raise ParameterError(f"holds {needs_pot[0]}: {e}", "methods") from None
     return chosen
 
 

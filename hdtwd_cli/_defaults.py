@@ -105,6 +105,8 @@ DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 #: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.evaluate._competitors`).
 TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10")
+#: The competitors whose tree weights are fitted to exact transport (:mod:`hdtwd_cli.evaluate._weighted`).
+FITTED_METHODS = ("wqtwd", "wctwd", "swqtwd", "swctwd")
 #: Exact optimal transport with the features' Euclidean ground cost (:mod:`hdtwd_cli.evaluate._exact_ot`).
 OT_METHODS = ("ot",)
 #: Transport variables (support pairs) of the exact-OT programs of one split (``--ot-budget``).

@@ -257,3 +257,105 @@ def test_ot_without_pot_is_one_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "ot", None)  # import ot raises ImportError
     with pytest.raises(ParameterError, match="pip install 'hdtwd\\[ot\\]'"):
         classify_methods(np.ones((4, 3)), ["hdtwd", "ot"])
+
+
+def test_fitted_weights_reproduce_a_planted_tree_metric_on_new_pairs():
+    """Costs that ARE a TWD on the tree (lengths drawn at random): the NNLS fit reproduces them on
+    the fitting pairs and on pairs it never saw (the fitted TWD is the planted one)."""
+    import dataclasses
+
+    from hdtwd_cli.evaluate._weighted import fit_edge_weights
+
+    F = _vectors(3, m=12)
+    names = [f"g{j}" for j in range(F.shape[0])]
+    shape = quadtree(F, names, seed=1)
+    rng = np.random.default_rng(4)
+    planted = dataclasses.replace(shape, length=np.where(shape.parent >= 0, rng.random(shape.n_nodes) + 0.1, 0.0))
+    H = rng.random((300, len(names))) * (rng.random((300, len(names))) < 0.6)
+    H[:, 0] += 0.05
+    H /= H.sum(axis=1, keepdims=True)
+    A, B = H[:120], H[120:240]
+    costs = np.array([tree_wasserstein(planted, np.stack([a, b]))[0, 1] for a, b in zip(A, B)])
+    fitted = fit_edge_weights(shape, A, B, costs)
+    fitted.validate()
+    assert np.all(fitted.length >= 0) and fitted.length[fitted.parent < 0].sum() == 0
+    np.testing.assert_allclose(
+        tree_wasserstein(fitted, H[240:]), tree_wasserstein(planted, H[240:]), rtol=1e-7, atol=1e-9
+    )
+
+
+def test_fitted_trees_fit_exact_ot_better_than_any_scaling_of_their_shape_and_are_deterministic():
+    pytest.importorskip("ot")
+    from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_vectors
+    from hdtwd_cli.evaluate._weighted import SLICES, fitted_trees, sample_pairs
+
+    rng = np.random.default_rng(6)
+    X = rng.poisson(1.0, size=(60, 16)).astype(float)
+    X[:30, :8] += rng.poisson(3.0, size=(30, 8))
+    names = [f"g{j}" for j in range(16)]
+    params = TreeParams()
+    for method in ("wqtwd", "wctwd", "swqtwd", "swctwd"):
+        trees, used = fitted_trees(method, X, names, params, split=1, pairs=150)
+        again, _ = fitted_trees(method, X, names, params, split=1, pairs=150)
+        assert len(trees) == (SLICES if method.startswith("s") else 1) and used == 150
+        for t, u in zip(trees, again):
+            t.validate()
+            assert t.length.tobytes() == u.length.tobytes()
+    # the fit's objective against the unfitted shape at its best scale, on the fitting pairs
+    V, w = ground_vectors(X, names, params)
+    H = ot_histograms(X, w)
+    pairs = sample_pairs(np.diff(H.indptr), 150, 10**9, [params.seed, 1])
+    W = exact_ot_pairs(H[pairs[:, 0]], H[pairs[:, 1]], V)
+    (fitted,), _ = fitted_trees("wqtwd", X, names, params, split=1, pairs=150)
+    (shape,) = competitor_trees("quadtree", X, names, params, split=1)
+
+    def twd(tree):
+        Hp = normalize_rows(align_to_tree(X, names, tree))
+        return np.array([tree_wasserstein(tree, Hp[[i, j]])[0, 1] for i, j in pairs])
+
+    base = twd(shape)
+    best_scale = float(base @ W / (base @ base))
+    assert np.sum((twd(fitted) - W) ** 2) < np.sum((best_scale * base - W) ** 2)
+
+
+def test_classify_runs_the_fitted_trees_and_reports_their_pairs(tmp_path):
+    pytest.importorskip("ot")
+    _two_classes(tmp_path, 30)
+    args = ["classify", tmp_path / "x.npy", "--labels", tmp_path / "y.txt", "--methods", "wqtwd,swctwd"]
+    run_hdtwd(*args, "--splits", "2", "-q", "--json", tmp_path / "a.json")
+    run_hdtwd(*args, "--splits", "2", "-q", "--json", tmp_path / "b.json")
+    assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
+    rep = json.loads((tmp_path / "a.json").read_text())["methods"]
+    for m in ("wqtwd", "swctwd"):
+        assert rep[m]["mean"] > 60 and len(rep[m]["params"]["pairs"]) == 2 and min(rep[m]["params"]["pairs"]) > 0
+
+
+def test_gmd_is_ot_with_gene_vectors_given_by_feature_embedding(tmp_path):
+    """The paper's GMD row: ``classify --methods ot --feature-embedding GENE_VECTORS``. The ground
+    cost is the Euclidean distance of the file's unit vectors (a linear program on it agrees), and
+    the report says the ground space came from the embedding."""
+    pytest.importorskip("ot")
+    from hdtwd_cli.evaluate._exact_ot import ground_vectors
+
+    X, y = _two_classes(tmp_path, 25)
+    names = [f"GENE{j}" for j in range(X.shape[1])]
+    rng = np.random.default_rng(9)
+    vectors = rng.normal(size=(len(names), 5))
+    (tmp_path / "gene2vec.txt").write_text(
+        "".join(f"{n} " + " ".join(f"{v:.17g}" for v in row) + "\n" for n, row in zip(names, vectors))
+    )
+    csv = tmp_path / "x.csv"
+    csv.write_text(",".join(names) + "\n" + "\n".join(",".join(str(int(v)) for v in r) for r in X) + "\n")
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    V, w = ground_vectors(X, names, TreeParams(), embedding=(vectors, names))
+    np.testing.assert_allclose(V, unit, rtol=1e-12)
+    H = ot_histograms(X[:3], w).toarray()
+    C = _euclid(unit)
+    D = ot_distances(ot_histograms(X[:3], w), ot_histograms(X[3:6], w), V)
+    for i in range(3):
+        for j in range(3):
+            assert D[i, j] == pytest.approx(exact_ot(H[i], ot_histograms(X[3:6], w).toarray()[j], C), rel=1e-7)
+    args = ["classify", csv, "--labels", tmp_path / "y.txt", "--methods", "ot", "--splits", "2", "-q"]
+    run_hdtwd(*args, "--feature-embedding", tmp_path / "gene2vec.txt", "--json", tmp_path / "gmd.json")
+    rep = json.loads((tmp_path / "gmd.json").read_text())["methods"]["ot"]
+    assert rep["params"]["feature_space"] == "embedding" and rep["mean"] > 50

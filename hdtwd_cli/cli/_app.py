@@ -18,6 +18,7 @@ import typer
 from hdtwd_cli._defaults import (
     BASELINES,
     DEFAULT_K,
+    FITTED_METHODS,
     OT_BUDGET,
     OT_METHODS,
     TREE_METHODS,
@@ -361,9 +362,11 @@ def classify(
         str | None,
         typer.Option(
             "--methods",
-            help=f"Comma-separated subset of hdtwd,{','.join(BASELINES + TREE_METHODS + OT_METHODS)} "
-            "(quadtree ... tswd-10: the paper's competitor trees on the same features; ot: exact "
-            "optimal transport, Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
+            help="Comma-separated subset of "
+            f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + OT_METHODS)} "
+            "(quadtree ... tswd-10: the paper's competitor trees on the same features; wqtwd ... swctwd: "
+            "their weights fitted to exact transport, needs POT; ot: exact optimal transport, "
+            "Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
             "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
             show_default=False,
         ),

@@ -25,7 +25,7 @@ Cost and budget
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -36,7 +36,16 @@ from hdtwd_cli.evaluate._competitors import feature_vectors
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import normalize_rows
 
-__all__ = ["OT_BUDGET", "OT_MIN_TEST_ROWS", "exact_ot", "ground_vectors", "ot_histograms", "budget_rows", "require_pot"]
+__all__ = [
+    "OT_BUDGET",
+    "OT_MIN_TEST_ROWS",
+    "exact_ot",
+    "exact_ot_pairs",
+    "ground_vectors",
+    "ot_histograms",
+    "budget_rows",
+    "require_pot",
+]
 
 #: Fewest test rows per split (all of them when a split has fewer) for which ``ot`` is run at all.
 OT_MIN_TEST_ROWS = 20
@@ -105,40 +114,74 @@ def exact_ot(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | N
     """
     from scipy.spatial.distance import cdist
 
-    ot = require_pot()
     A, B = sp.csr_matrix(A), sp.csr_matrix(B)
     V = np.asarray(V, dtype=np.float64)
     out = np.empty((A.shape[0], B.shape[0]))
 
     def row(i: int) -> None:
-        sa = A.indices[A.indptr[i] : A.indptr[i + 1]]
-        a = A.data[A.indptr[i] : A.indptr[i + 1]]
+        sa, a = _support(A, i)
         Ci = cdist(V[sa], V)
         for j in range(B.shape[0]):
-            sb = B.indices[B.indptr[j] : B.indptr[j + 1]]
-            b = B.data[B.indptr[j] : B.indptr[j + 1]]
-            cost, log = ot.emd2(
-                a, b, np.ascontiguousarray(Ci[:, sb]), numItermax=_MAX_ITER, log=True, check_marginals=False
-            )
-            if log["result_code"] != 1:
-                raise RuntimeError(
-                    f"exact OT between rows {i} and {j}: POT's network simplex did not reach the "
-                    f"optimum ({log['warning']})"
-                )
-            out[i, j] = float(cost)
+            sb, b = _support(B, j)
+            out[i, j] = _emd(a, b, Ci[:, sb], f"rows {i} and {j}")
 
+    _on_threads(row, A.shape[0], threads)
+    return out
+
+
+def exact_ot_pairs(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | None = None) -> np.ndarray:
+    r""":math:`W(a_p, b_p)` for each row ``p`` of ``A`` and the same row of ``B`` (:func:`exact_ot` pair by pair).
+
+    Returns
+    -------
+    ndarray, shape (P,)
+    """
+    from scipy.spatial.distance import cdist
+
+    A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    if A.shape != B.shape:
+        raise ValueError("exact_ot_pairs needs as many rows in A as in B")
+    V = np.asarray(V, dtype=np.float64)
+    out = np.empty(A.shape[0])
+
+    def pair(p: int) -> None:
+        (sa, a), (sb, b) = _support(A, p), _support(B, p)
+        out[p] = _emd(a, b, cdist(V[sa], V[sb]), f"pair {p}")
+
+    _on_threads(pair, A.shape[0], threads)
+    return out
+
+
+def _support(H: sp.csr_matrix, i: int) -> tuple[np.ndarray, np.ndarray]:
+    """The feature indices and masses of row ``i``."""
+    return H.indices[H.indptr[i] : H.indptr[i + 1]], H.data[H.indptr[i] : H.indptr[i + 1]]
+
+
+def _emd(a: np.ndarray, b: np.ndarray, C: np.ndarray, what: str) -> float:
+    """POT's exact cost of moving ``a`` to ``b`` at cost ``C``; RuntimeError unless optimal."""
+    ot = require_pot()
+    cost, log = ot.emd2(a, b, np.ascontiguousarray(C), numItermax=_MAX_ITER, log=True, check_marginals=False)
+    if log["result_code"] != 1:
+        raise RuntimeError(
+            f"exact OT between {what}: POT's network simplex did not reach the optimum ({log['warning']})"
+        )
+    return float(cost)
+
+
+def _on_threads(work: Callable[[int], None], count: int, threads: int | None) -> None:
+    """``work(i)`` for ``i < count`` on ``threads`` threads (default: numba's thread count); POT
+    releases the GIL, and every call writes its own entries, so the result does not depend on it."""
     if threads is None:
         import numba
 
         threads = numba.get_num_threads()
-    n_threads = max(1, min(threads, A.shape[0]))
+    n_threads = max(1, min(threads, count))
     if n_threads == 1:
-        for i in range(A.shape[0]):
-            row(i)
+        for i in range(count):
+            work(i)
     else:
         with ThreadPoolExecutor(n_threads) as pool:
-            list(pool.map(row, range(A.shape[0])))
-    return out
+            list(pool.map(work, range(count)))
 
 
 def budget_rows(

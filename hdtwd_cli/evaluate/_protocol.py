@@ -20,7 +20,7 @@ from itertools import product
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import BASELINES, DEFAULT_K, OT_METHODS, TREE_METHODS
+from hdtwd_cli._defaults import BASELINES, DEFAULT_K, FITTED_METHODS, OT_METHODS, TREE_METHODS
 from hdtwd_cli.evaluate._competitors import competitor_trees
 from hdtwd_cli.evaluate._exact_ot import (
     OT_BUDGET,
@@ -31,6 +31,7 @@ from hdtwd_cli.evaluate._exact_ot import (
     ot_histograms,
     require_pot,
 )
+from hdtwd_cli.evaluate._weighted import FIT_PAIRS, SLICES, fitted_trees
 from hdtwd_cli.tree._denoise import is_count_data, log_cp10k, principal_axes
 from hdtwd_cli.tree._features import idf_weights, weight_features
 from hdtwd_cli.tree._learn import learn_trees
@@ -76,6 +77,10 @@ TREE_INPUT = {
     "tswd-1": "tree-sliced: mean TWD over 1 random hierarchical k-means tree",
     "tswd-5": "tree-sliced: mean TWD over 5 random hierarchical k-means trees",
     "tswd-10": "tree-sliced: mean TWD over 10 random hierarchical k-means trees",
+    "wqtwd": "the quadtree, edge weights fitted to exact OT (Yamada et al. 2022)",
+    "wctwd": "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
+    "swqtwd": "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
+    "swctwd": "sliced: mean TWD over 5 hierarchical k-means trees, each with weights fitted to exact OT",
 }
 #: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
 PCA_COMPONENTS = 50
@@ -396,9 +401,10 @@ def evaluate(
     embedding: tuple[np.ndarray, list[str]] | None = None,
     ot_budget: int = OT_BUDGET,
 ) -> list[MethodResult]:
-    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, :data:`TREE_METHODS`, ``ot``) on the same splits.
+    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, the competitors, ``ot``) on the same splits.
 
-    A competitor's tree(s) (:func:`_competitors.competitor_trees`) are built from each split's
+    A competitor's tree(s) (:data:`TREE_METHODS`: :func:`_competitors.competitor_trees`;
+    :data:`FITTED_METHODS`: :func:`_weighted.fitted_trees`) are built from each split's
     training rows in hdtwd's features' space, seeded per split as documented there. ``ot``
     (:mod:`._exact_ot`) scores the test rows of :func:`ot_test_rows` only (``ot_budget``), with all
     the training rows as neighbours.
@@ -414,6 +420,7 @@ def evaluate(
     choices: list[dict] = []
     grid = len(eps_grid) * len(scales_grid) > 1
     ot_rows = ot_test_rows(X, splits, ot_budget, seed) if "ot" in methods else []
+    fit_pairs: dict[str, list[int]] = {}
     for s, (train, test) in enumerate(splits):
         for name in methods:
             if name == "hdtwd":
@@ -436,8 +443,12 @@ def evaluate(
                     )
                 acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
                 choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
-            elif name in TREE_METHODS:  # a competitor's tree of the training rows' features
-                trees = competitor_trees(name, X[train], names, base, embedding, split=s)
+            elif name in TREE_METHODS + FITTED_METHODS:  # a competitor's tree of the training rows' features
+                if name in TREE_METHODS:
+                    trees = competitor_trees(name, X[train], names, base, embedding, split=s)
+                else:
+                    trees, used = fitted_trees(name, X[train], names, base, embedding, split=s, budget=ot_budget)
+                    fit_pairs.setdefault(name, []).append(used)
                 D = sum(
                     query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
                     for t in trees
@@ -468,6 +479,16 @@ def evaluate(
                 "leaf_length": base.leaf_length,
                 "selection": "inner 3-split CV on training rows" if grid else "fixed",
                 "choices": choices,
+            }
+        elif name in FITTED_METHODS:
+            params = {
+                "tree": TREE_INPUT[name],
+                "fit": f"NNLS of the edge weights to exact OT (POT) on up to {FIT_PAIRS} training pairs per split",
+                "pairs": fit_pairs.get(name, []),
+                "slices": SLICES if name.startswith("s") else 1,
+                "feature_space": "embedding" if embedding is not None else base.feature_space,
+                "weighting": base.weighting,
+                "seed": base.seed,
             }
         elif name in TREE_METHODS:
             params = {
