@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 from bench_classify import PAPER, get
 
-from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET, TREE_METHODS
+from hdtwd_cli._defaults import DEFAULT_K, FITTED_METHODS, OT_BUDGET, TREE_METHODS
 from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise
 from hdtwd_cli.tree._denoise import is_count_data
 from hdtwd_cli.tree._params import resolve_params
@@ -60,7 +60,7 @@ def run(name: str) -> dict:
         "commit": harness.git_commit(),
     }
     plan = [("hdtwd defaults", "hdtwd", defaults), ("hdtwd --preset paper", "hdtwd", paper)]
-    plan += [(m, m, defaults) for m in TREE_METHODS]
+    plan += [(m, m, defaults) for m in TREE_METHODS + FITTED_METHODS]
     plan += [(b, b, defaults) for b in BASE if not (b.startswith("tfidf") and not is_count_data(X))]
     for label, method, params in plan:
         if label in done:
@@ -70,9 +70,12 @@ def run(name: str) -> dict:
             rows[label] = {"skipped": f"{X.shape[1]} features: the dense m x m distances of the MST"}
             continue
         t = time.time()
-        res = evaluate(X, names, y, [method], [params.eps], [params.scales], params)
+        budget = OT_BUDGETS.get(name, OT_BUDGET)  # the fitted trees' pairs: the budget of ``ot``
+        res = evaluate(X, names, y, [method], [params.eps], [params.scales], params, ot_budget=budget)
         s = summarise(res, {})["methods"][method]
         rows[label] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "seconds": time.time() - t}
+        if method in FITTED_METHODS:
+            rows[label]["pairs"] = res[0].params["pairs"]
         print(
             f"{name} {label}: {s['mean']:.1f} ± {s['std']:.1f} in {time.time() - t:.0f} s", file=sys.stderr, flush=True
         )

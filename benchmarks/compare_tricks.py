@@ -74,6 +74,16 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
         ("zeisel", "synth100k"),
         False,
     ),
+    "the eigenvectors' back-transformation in column blocks on every core": (
+        "import hdtwd_cli._runtime.blas as b\nb.EIGH_COLUMNS = 1 << 30",
+        ("zeisel",),
+        True,
+    ),
+    "dense blocks' Gram by BLAS tiles in the denoiser's fit": (
+        "import hdtwd_cli.tree._denoise as d\nd.DENSE_GRAM_FRACTION = 2.0",
+        ("zeisel", "cbmc"),
+        False,
+    ),
     "a partition's denoised rows held for its search": (
         "import hdtwd_cli.knn._search as s\ns.HOLD_FRACTION = 0.0",
         ("synth100k",),
