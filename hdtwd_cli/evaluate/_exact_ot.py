@@ -33,6 +33,7 @@ import scipy.sparse as sp
 
 from hdtwd_cli._defaults import OT_BUDGET
 from hdtwd_cli.evaluate._competitors import feature_vectors
+from hdtwd_cli.tree._learn import FeatureSpace
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import normalize_rows
 
@@ -41,6 +42,7 @@ __all__ = [
     "OT_MIN_TEST_ROWS",
     "exact_ot",
     "exact_ot_pairs",
+    "ground_of",
     "ground_vectors",
     "ot_histograms",
     "budget_rows",
@@ -71,7 +73,11 @@ def ground_vectors(
     """The ground space of the rows ``X``: one unit-length row per feature of ``names`` (zero for a
     feature without a vector) and the feature weights (idf of ``X``; ``None`` without weighting),
     in the order of ``names``."""
-    space, V = feature_vectors(X, names, params, embedding)
+    return ground_of(*feature_vectors(X, names, params, embedding), names)
+
+
+def ground_of(space: FeatureSpace, V: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """:func:`ground_vectors` from the features' space and vectors of :func:`_competitors.feature_vectors`."""
     index = {n: i for i, n in enumerate(names)}
     full = np.zeros((len(names), V.shape[1]))
     full[[index[n] for n in space.names]] = V

@@ -16,9 +16,10 @@ unit feature vectors) on sampled pairs of training histograms:
 
     \min_{w \ge 0} \sum_p \Big( W(a_p, b_p) - \sum_e w_e \lvert a_p(\Gamma_e) - b_p(\Gamma_e) \rvert \Big)^2
 
-by non-negative least squares (``scipy.optimize.nnls``). Their paper adds an L1 penalty
-:math:`\lambda \lVert w \rVert_1` chosen by validation; here :math:`\lambda = 0` (NNLS's solution is
-already sparse: docs/method.md section 12).
+by non-negative least squares (``scipy.optimize.nnls``) over the edges that separate some pair.
+Their paper adds an L1 penalty :math:`\lambda \lVert w \rVert_1` chosen by validation; here
+:math:`\lambda = 0` (NNLS's solution is already sparse), and the edges no pair separates keep
+their scaled lengths (:func:`fit_edge_weights`; docs/method.md section 12).
 
 - ``wqtwd``: the quadtree (:func:`._competitors.quadtree`) with fitted weights;
 - ``wctwd``: the clustering-based tree (:func:`._competitors.cluster_tree`) with fitted weights;
@@ -38,7 +39,7 @@ import scipy.sparse as sp
 
 from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET
 from hdtwd_cli.evaluate._competitors import cluster_tree, feature_vectors, quadtree
-from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_vectors, ot_histograms
+from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_of, ot_histograms
 from hdtwd_cli.tree._learn import finish_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
@@ -82,15 +83,23 @@ def fit_edge_weights(tree: Tree, A: np.ndarray | sp.spmatrix, B: np.ndarray | sp
     Returns
     -------
     Tree
-        The same shape, ``length`` replaced by the NNLS solution (the root keeps 0).
+        The same shape, ``length`` replaced by the NNLS solution (the root keeps 0). An edge that
+        separates no pair (its column of the system is zero: NNLS would leave it at 0, so a test
+        pair's mass on it would move for free) keeps its length times the least-squares scale of
+        the whole unfitted tree, :math:`c = \langle \mathrm{TW}, W\rangle / \lVert \mathrm{TW}\rVert^2`.
     """
     from scipy.optimize import nnls
 
+    y = np.asarray(costs, dtype=np.float64)
     edges = np.flatnonzero(tree.parent >= 0)
     F = np.abs(subtree_masses(tree, A)[:, edges] - subtree_masses(tree, B)[:, edges])
-    w, _ = nnls(F, np.asarray(costs, dtype=np.float64), maxiter=50 * max(F.shape[1], 1))
+    seen = F.any(axis=0)
+    base = F @ tree.length[edges]
+    scale = float(base @ y / (base @ base)) if base @ base > 0 else 1.0
     length = np.zeros(tree.n_nodes)
-    length[edges] = w
+    length[edges] = max(scale, 0.0) * tree.length[edges]  # edges no pair separates: the best common scale
+    if seen.any():
+        length[edges[seen]], _ = nnls(F[:, seen], y, maxiter=50 * int(seen.sum()))
     return dataclasses.replace(tree, length=length)
 
 
@@ -128,7 +137,7 @@ def fitted_trees(
             for t in range(SLICES)
         ]
     trees = [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in shapes]
-    ground, w = ground_vectors(X, names, params, embedding)
+    ground, w = ground_of(space, V, names)
     H = ot_histograms(X, w)
     pairs_used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
     costs = exact_ot_pairs(H[pairs_used[:, 0]], H[pairs_used[:, 1]], ground)
