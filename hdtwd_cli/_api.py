@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET, OT_METHODS
+from hdtwd_cli._defaults import FITTED_METHODS, FLOW_METHODS, OT_BUDGET, OT_METHODS
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
@@ -837,7 +837,7 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
         + (["tfidf-l1", "tfidf-cosine"] if counts else [])
         + (["pca"] if cooccur else [])
     )
-    known = BASELINES + TREE_METHODS + FITTED_METHODS + OT_METHODS
+    known = BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS
     unknown = [m for m in chosen if m not in ("hdtwd",) + known]
     if unknown:
         raise ParameterError(

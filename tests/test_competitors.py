@@ -115,12 +115,18 @@ def test_competitor_tree_has_every_column_as_a_leaf_with_hdtwds_weights():
         assert D[0, 1] == pytest.approx(exact_ot(H[0], H[1], C), rel=1e-8, abs=1e-12)
 
 
-def _two_classes(tmp_path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
-    """Counts of two classes (the first richer in 8 of 16 features), saved as x.npy and y.txt."""
+def _two_classes_arrays(per_class: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of two classes (the first richer in 8 of 16 features)."""
     rng = np.random.default_rng(5)
     X = rng.poisson(1.0, size=(2 * per_class, 16)).astype(float)
     y = np.repeat([0, 1], per_class)
     X[y == 0, :8] += rng.poisson(3.0, size=(per_class, 8))
+    return X, y
+
+
+def _two_classes(tmp_path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_two_classes_arrays`, saved as x.npy and y.txt."""
+    X, y = _two_classes_arrays(per_class)
     np.save(tmp_path / "x.npy", X)
     (tmp_path / "y.txt").write_text("\n".join(map(str, y)) + "\n")
     return X, y
@@ -145,8 +151,8 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
     assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5"]
     for m in ("quadtree", "mst", "cluster-tree", "tswd-5"):
         assert len(rep["methods"][m]["per_split"]) == 2 and rep["methods"][m]["mean"] > 60
-    with pytest.raises(ParameterError, match="flowtree"):
-        classify_methods(X, ["hdtwd", "flowtree"])
+    with pytest.raises(ParameterError, match="ultratree"):
+        classify_methods(X, ["hdtwd", "ultratree"])
 
 
 def _histograms(seed: int, n: int, m: int, density: float = 0.5):
@@ -359,3 +365,40 @@ def test_gmd_is_ot_with_gene_vectors_given_by_feature_embedding(tmp_path):
     run_hdtwd(*args, "--feature-embedding", tmp_path / "gene2vec.txt", "--json", tmp_path / "gmd.json")
     rep = json.loads((tmp_path / "gmd.json").read_text())["methods"]["ot"]
     assert rep["params"]["feature_space"] == "embedding" and rep["mean"] > 50
+
+
+def test_flowtree_lies_between_exact_ot_and_the_quadtree_twd_and_moves_one_unit_exactly():
+    """Flowtree's flow is a transport plan (so never below exact OT on the Euclidean cost) that is
+    optimal on the quadtree, whose path metric dominates the Euclidean one (so never above the
+    quadtree's TWD); mass moving between two leaves costs exactly its Euclidean length."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.evaluate._flowtree import flowtree_distances
+
+    F = _vectors(7, m=12)
+    names = [f"g{j}" for j in range(F.shape[0])]
+    tree = quadtree(F, names, seed=2)
+    rng = np.random.default_rng(8)
+    H = rng.random((6, 12)) * (rng.random((6, 12)) < 0.6)
+    H[:, 3] += 0.05
+    H /= H.sum(axis=1, keepdims=True)
+    D = flowtree_distances(sp.csr_matrix(H), sp.csr_matrix(H), tree.parent, F)
+    T = tree_wasserstein(tree, H)
+    E = _euclid(F)
+    for i in range(6):
+        assert D[i, i] == 0.0
+        for j in range(6):
+            if i != j:
+                assert exact_ot(H[i], H[j], E) * (1 - 1e-9) <= D[i, j] <= T[i, j] * (1 + 1e-9)
+    a, b = np.zeros((1, 12)), np.zeros((1, 12))
+    a[0, [0, 7]], b[0, [0, 9]] = (0.75, 0.25), (0.75, 0.25)
+    assert flowtree_distances(sp.csr_matrix(a), sp.csr_matrix(b), tree.parent, F)[0, 0] == pytest.approx(0.25 * E[7, 9])
+
+
+def test_classify_runs_flowtree_on_the_rows_of_ot():
+    X, y = _two_classes_arrays(30)
+    from hdtwd_cli.evaluate._protocol import evaluate
+
+    res = evaluate(X, [f"g{j}" for j in range(X.shape[1])], y, ["flowtree"], [1.0], [7], TreeParams(), n_splits=2)
+    (r,) = res
+    assert r.params["test_rows"] == r.params["test_rows_of"] == [18, 18] and r.acc.max() > 60

@@ -19,6 +19,7 @@ from hdtwd_cli._defaults import (
     BASELINES,
     DEFAULT_K,
     FITTED_METHODS,
+    FLOW_METHODS,
     OT_BUDGET,
     OT_METHODS,
     TREE_METHODS,
@@ -363,9 +364,10 @@ def classify(
         typer.Option(
             "--methods",
             help="Comma-separated subset of "
-            f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + OT_METHODS)} "
+            f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS)} "
             "(quadtree ... tswd-10: the paper's competitor trees on the same features; wqtwd ... swctwd: "
-            "their weights fitted to exact transport, needs POT; ot: exact optimal transport, "
+            "their weights fitted to exact transport, needs POT; flowtree: the quadtree's flow costed in "
+            "the ground metric, on ot's test rows; ot: exact optimal transport, "
             "Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
             "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
             show_default=False,

@@ -20,7 +20,7 @@ from itertools import product
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import BASELINES, DEFAULT_K, FITTED_METHODS, OT_METHODS, TREE_METHODS
+from hdtwd_cli._defaults import BASELINES, DEFAULT_K, FITTED_METHODS, FLOW_METHODS, OT_METHODS, TREE_METHODS
 from hdtwd_cli.evaluate._competitors import competitor_trees
 from hdtwd_cli.evaluate._exact_ot import (
     OT_BUDGET,
@@ -31,6 +31,7 @@ from hdtwd_cli.evaluate._exact_ot import (
     ot_histograms,
     require_pot,
 )
+from hdtwd_cli.evaluate._flowtree import flowtree_distances
 from hdtwd_cli.evaluate._weighted import FIT_PAIRS, SLICES, fitted_trees
 from hdtwd_cli.tree._denoise import is_count_data, log_cp10k, principal_axes
 from hdtwd_cli.tree._features import idf_weights, weight_features
@@ -356,7 +357,11 @@ def select_params(
 
 
 def ot_test_rows(
-    X: np.ndarray | sp.spmatrix, splits: Sequence[tuple[np.ndarray, np.ndarray]], budget: int = OT_BUDGET, seed: int = 0
+    X: np.ndarray | sp.spmatrix,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+    budget: int = OT_BUDGET,
+    seed: int = 0,
+    needs_pot: bool = True,
 ) -> list[np.ndarray]:
     """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`_exact_ot.budget_rows`,
     seed ``[seed, split, 26]``).
@@ -367,7 +372,8 @@ def ot_test_rows(
         Before any program is solved, when a split gets fewer than :data:`_exact_ot.OT_MIN_TEST_ROWS`
         rows (or fewer than all its test rows, when it has fewer); the message gives the budget needed.
     """
-    require_pot()
+    if needs_pot:  # exact OT; Flowtree scores the same rows without it
+        require_pot()
     nnz = np.diff(sp.csr_matrix(X).indptr) if sp.issparse(X) else np.count_nonzero(X, axis=1)
     rows = [budget_rows(nnz[test], nnz[train], budget, [seed, s, 26]) for s, (train, test) in enumerate(splits)]
     need = [min(OT_MIN_TEST_ROWS, t.size) for _, t in splits]
@@ -419,7 +425,8 @@ def evaluate(
     acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
     choices: list[dict] = []
     grid = len(eps_grid) * len(scales_grid) > 1
-    ot_rows = ot_test_rows(X, splits, ot_budget, seed) if "ot" in methods else []
+    budgeted = set(methods) & set(OT_METHODS + FLOW_METHODS)
+    ot_rows = ot_test_rows(X, splits, ot_budget, seed, needs_pot="ot" in methods) if budgeted else []
     fit_pairs: dict[str, list[int]] = {}
     for s, (train, test) in enumerate(splits):
         for name in methods:
@@ -454,6 +461,19 @@ def evaluate(
                     for t in trees
                 ) / len(trees)
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)  # type: ignore[arg-type]
+            elif name in FLOW_METHODS:  # the quadtree's flow on exact OT's test rows, costed in its ground space
+                (tree,) = competitor_trees("quadtree", X[train], names, base, embedding, split=s)
+                V, _ = ground_vectors(X[train], names, base, embedding)
+                index = {n: i for i, n in enumerate(names)}
+                leaves = np.array([index.get(n, -1) for n in tree.leaf_names])
+                leaf_vectors = np.where((leaves >= 0)[:, None], V[np.maximum(leaves, 0)], 0.0)
+                rows = test[ot_rows[s]]
+                hist = [
+                    sp.csr_matrix(normalize_rows(align_to_tree(X[r], names, tree, drop_unknown=True)))
+                    for r in (rows, train)
+                ]
+                D = flowtree_distances(hist[0], hist[1], tree.parent, leaf_vectors)
+                acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
             elif name in OT_METHODS:  # exact OT on the budgeted test rows, ground space of the training rows
                 V, w = ground_vectors(X[train], names, base, embedding)
                 rows = test[ot_rows[s]]
@@ -496,6 +516,17 @@ def evaluate(
                 "feature_space": "embedding" if embedding is not None else base.feature_space,
                 "weighting": base.weighting,
                 "seed": base.seed,
+            }
+        elif name in FLOW_METHODS:
+            params = {
+                "tree": TREE_INPUT["quadtree"] + " (seed + split, as quadtree)",
+                "flow": "tree-optimal, greedy bottom-up (leaves in index order); costed by the Euclidean "
+                "distance between the unit feature vectors (none: the origin)",
+                "feature_space": "embedding" if embedding is not None else base.feature_space,
+                "weighting": base.weighting,
+                "budget": int(ot_budget),
+                "test_rows": [int(r.size) for r in ot_rows],
+                "test_rows_of": [int(t.size) for _, t in splits],
             }
         elif name in OT_METHODS:
             params = {
