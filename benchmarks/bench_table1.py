@@ -66,7 +66,7 @@ def run(name: str) -> dict:
         if label in done:
             rows[label] = done[label]
             continue
-        if method == "mst" and X.shape[1] > MST_MAX_FEATURES:
+        if method in ("mst", "ultrafit") and X.shape[1] > MST_MAX_FEATURES:
             rows[label] = {"skipped": f"{X.shape[1]} features: the dense m x m distances of the MST"}
             continue
         t = time.time()

@@ -402,3 +402,27 @@ def test_classify_runs_flowtree_on_the_rows_of_ot():
     res = evaluate(X, [f"g{j}" for j in range(X.shape[1])], y, ["flowtree"], [1.0], [7], TreeParams(), n_splits=2)
     (r,) = res
     assert r.params["test_rows"] == r.params["test_rows_of"] == [18, 18] and r.acc.max() > 60
+
+
+def test_ultrafit_tree_is_an_ultrametric_closer_than_single_linkage_and_deterministic():
+    from scipy.cluster.hierarchy import cophenet, linkage
+    from scipy.spatial.distance import pdist, squareform
+
+    from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
+
+    F = _vectors(11, m=40, d=4)
+    names = [f"g{j}" for j in range(F.shape[0])]
+    tree = ultrafit_tree(F, names)
+    tree.validate()
+    U = path_metric(tree.parent, tree.length, tree.n_leaves)
+    # the strong triangle inequality u(i, j) <= max(u(i, k), u(k, j)) for every triple
+    assert np.all(U[:, :, None] <= np.maximum(U[:, None, :].transpose(0, 2, 1), U[None, :, :]) + 1e-12)
+    d = pdist(F)
+    loss = float(np.sum((squareform(U, checks=False) - d) ** 2))
+    assert loss == pytest.approx(tree.metadata["loss"], rel=1e-9)
+    assert loss < float(np.sum((cophenet(linkage(d, "single")) - d) ** 2))
+    assert ultrafit_tree(F, names).length.tobytes() == tree.length.tobytes()
+    H = np.random.default_rng(2).random((4, 40))
+    H /= H.sum(axis=1, keepdims=True)
+    D = tree_wasserstein(tree, H)
+    assert D[0, 1] == pytest.approx(exact_ot(H[0], H[1], U), rel=1e-8, abs=1e-12)

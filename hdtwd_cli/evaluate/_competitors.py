@@ -10,6 +10,8 @@ features' space hdtwd uses for the data (docs/method.md section 12).
 - :func:`mst_tree`: the Euclidean minimum spanning tree of the feature vectors.
 - :func:`cluster_tree`: Le et al.'s (2019) clustering-based tree, hierarchical k-means; the mean
   TWD over several such trees with random centres is their tree-sliced distance (``tswd-n``).
+- ``ultrafit``: the ultrametric closest to the Euclidean distances (Chierchia & Perret 2019;
+  :mod:`._ultrametric`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
+from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
 from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
@@ -296,6 +299,8 @@ def competitor_trees(
         trees = [mst_tree(V, space.names)]
     elif method == "cluster-tree":
         trees = [cluster_tree(V, space.names, params.seed)]
+    elif method == "ultrafit":
+        trees = [ultrafit_tree(V, space.names)]
     else:  # tswd-n
         n = int(method.split("-")[1])
         trees = [
