@@ -308,3 +308,25 @@ def test_10x_h5_feature_lists_of_another_length_are_refused(tmp_path, field):
         ft[field] = longer
     with pytest.raises(InputError, match=f"features/{field} has {N_GENES + N_AB + 3} entries"):
         read_matrix(path, genome="GRCh38" if field == "genome" else None)
+
+
+@pytest.mark.parametrize("tail", [b" ", b"\x02", b"x", b"\t"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_matrix_market_with_junk_after_its_last_value_is_read_not_a_crash(tmp_path, tail, gz):
+    """SciPy's compiled reader crashes (SIGSEGV) on a byte other than a digit or a newline after the
+    last value of a file without a final newline; hdtwd adds the newline and reads the values."""
+    import gzip
+
+    rng = np.random.default_rng(4)
+    X = rng.poisson(2.0, size=(9, 6)) + 1
+    rows, cols = np.nonzero(X)
+    body = "%%MatrixMarket matrix coordinate integer general\n9 6 54\n"
+    body += "\n".join(f"{r + 1} {c + 1} {X[r, c]}" for r, c in zip(rows, cols))
+    clean = tmp_path / "clean.mtx"
+    clean.write_text(body + "\n")
+    junk = tmp_path / ("junk.mtx.gz" if gz else "junk.mtx")
+    raw = body.encode() + tail
+    junk.write_bytes(gzip.compress(raw, mtime=0) if gz else raw)
+    run_hdtwd("distance", clean, "-o", tmp_path / "A.npy", "-q")
+    run_hdtwd("distance", junk, "-o", tmp_path / "B.npy", "-q")
+    assert np.load(tmp_path / "A.npy").tobytes() == np.load(tmp_path / "B.npy").tobytes()

@@ -8,7 +8,8 @@ Two rules keep a damaged file from reaching an internal error or a crash:
   :class:`~hdtwd_cli.errors.InputError` naming the file; it wraps the decoding only, never the
   method, so a bug elsewhere still surfaces as one.
 - Compiled parsers trust their text: SciPy's Matrix Market reader (``fast_matrix_market``) crashes
-  the process on a NUL byte in the file. :func:`refuse_nul_bytes` scans a text file for them first.
+  the process on a NUL byte in the file, and on junk after the last value of a file without a final
+  newline. :func:`read_matrix_market` scans for NUL bytes first and adds the newline.
 - libhdf5 trusts its global heaps (where variable-length strings live): a collection whose free
   space object has size 0 makes the library loop forever, deaf to every signal but SIGKILL.
   :func:`open_hdf5` walks every collection first (:func:`check_global_heaps`).
@@ -19,6 +20,7 @@ Two rules keep a damaged file from reaching an internal error or a crash:
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import struct
@@ -33,7 +35,16 @@ import numpy as np
 
 from hdtwd_cli.errors import HdtwdError, InputError
 
-__all__ = ["DECODE_ERRORS", "check_global_heaps", "check_sparse", "numeric", "open_hdf5", "reading", "refuse_nul_bytes"]
+__all__ = [
+    "DECODE_ERRORS",
+    "check_global_heaps",
+    "check_sparse",
+    "numeric",
+    "open_hdf5",
+    "read_matrix_market",
+    "reading",
+    "refuse_nul_bytes",
+]
 
 #: What the decoders raise on damaged bytes: I/O and truncation (h5py raises ``OSError``,
 #: ``KeyError`` or ``RuntimeError`` for a damaged object header or B-tree), compressed streams,
@@ -125,21 +136,70 @@ def check_sparse(X: Any, path: str) -> None:
                 raise InputError(f"sparse matrix with a {axis} index outside 0..{size - 1}", path)
 
 
-def refuse_nul_bytes(path: str, what: str, chunk: int = 1 << 24) -> None:
-    """InputError if ``path`` (gunzipped when its name ends in ``.gz``) holds a NUL byte.
+def _open_text(path: str) -> Any:
+    import gzip
+
+    return gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb")
+
+
+def refuse_nul_bytes(path: str, what: str, chunk: int = 1 << 24) -> bytes:
+    """InputError if ``path`` (gunzipped when its name ends in ``.gz``) holds a NUL byte; else its last byte.
 
     One streamed pass (``chunk`` bytes at a time) before a compiled text parser reads the file:
     text formats never hold NUL, and SciPy's Matrix Market reader crashes on one.
     """
-    import gzip
-
     offset = 0
-    with reading(path, what), gzip.open(path, "rb") if path.lower().endswith(".gz") else open(path, "rb") as fh:
+    last = b""
+    with reading(path, what), _open_text(path) as fh:
         while block := fh.read(chunk):
             at = block.find(b"\0")
             if at >= 0:
                 raise InputError(f"{what} holds a NUL byte at byte {offset + at} (a damaged or binary file)", path)
             offset += len(block)
+            last = block[-1:]
+    return last
+
+
+class _NewlineAtEnd(io.RawIOBase):
+    """A binary file read as it is, then one ``\\n`` more."""
+
+    def __init__(self, fh: Any) -> None:
+        self._fh = fh
+        self._tail = b"\n"
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        n = self._fh.readinto(buffer)
+        if n or not self._tail:
+            return n
+        buffer[:1] = self._tail
+        self._tail = b""
+        return 1
+
+
+def read_matrix_market(path: str) -> Any:
+    """``scipy.io.mmread(path)`` made safe for damaged text: one line per problem, never a crash.
+
+    SciPy's compiled reader (``fast_matrix_market``) crashes the process on a NUL byte anywhere
+    and on any byte but a digit or a newline after the last value when the file does not end in a
+    newline (``1 1 1 `` at the end of a file: a trailing space). The first pass refuses NUL bytes
+    (:func:`refuse_nul_bytes`); a file that does not end in a newline is read through a stream that
+    adds one (the same values: a Matrix Market file is the same with or without it).
+    """
+    import scipy.io
+
+    last = refuse_nul_bytes(path, "Matrix Market file")
+    try:
+        if last == b"\n":
+            return scipy.io.mmread(path)
+        with _open_text(path) as fh:
+            return scipy.io.mmread(io.BufferedReader(_NewlineAtEnd(fh)))
+    except HdtwdError:
+        raise
+    except Exception as e:
+        raise InputError(f"not a readable Matrix Market file ({_short(e)})", path) from None
 
 
 #: The HDF5 signature; the superblock starts at byte 0 or after a user block of 512 * 2^k bytes.

@@ -39,7 +39,7 @@ import scipy.sparse as sp
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
-from hdtwd_cli.io._guard import check_sparse, open_hdf5, reading, refuse_nul_bytes
+from hdtwd_cli.io._guard import check_sparse, open_hdf5, read_matrix_market, reading
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
 from hdtwd_cli.io._text import open_text
 
@@ -244,13 +244,7 @@ def _read_npz(path: str) -> tuple[np.ndarray | sp.spmatrix, None, None]:
 
 
 def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
-    refuse_nul_bytes(path, "Matrix Market file")
-    try:
-        import scipy.io
-
-        M = scipy.io.mmread(path)
-    except Exception as e:
-        raise InputError(f"not a readable Matrix Market file ({e})", path) from None
+    M = read_matrix_market(path)
     return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
 
 

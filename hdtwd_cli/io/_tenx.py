@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli.errors import InputError, ParameterError
-from hdtwd_cli.io._guard import check_sparse, numeric, open_hdf5, reading, refuse_nul_bytes
+from hdtwd_cli.io._guard import check_sparse, numeric, open_hdf5, read_matrix_market, reading
 from hdtwd_cli.io._text import open_text
 
 __all__ = ["VAR_NAMES", "tenx_files", "read_10x_mtx", "read_10x_h5"]
@@ -127,13 +127,7 @@ def read_10x_mtx(path: str, var_names: str = "gene_symbols") -> tuple[sp.csr_mat
     if files is None:
         raise InputError("not a 10x matrix directory (no matrix.mtx[.gz])", path)
     matrix, features, barcodes = files
-    import scipy.io
-
-    refuse_nul_bytes(matrix, "Matrix Market file")
-    try:
-        M = scipy.io.mmread(matrix)
-    except Exception as e:
-        raise InputError(f"not a readable Matrix Market file ({e})", matrix) from None
+    M = read_matrix_market(matrix)
     X = sp.csr_matrix(sp.coo_matrix(M).T)
     feats = _read_lines(features)
     cells = [r[0] for r in _read_lines(barcodes)]
