@@ -12,6 +12,7 @@ on the same rows beside it; a set that does not fit says what it would need.
 
     python benchmarks/bench_table1.py --sets pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic
     python benchmarks/bench_table1.py --markdown
+    python benchmarks/bench_table1.py --sets bbcsport --rows "hdtwd defaults,wqtwd,flowtree"   # only these rows
 
 Rows already in a set's cached report are kept (delete ``~/.cache/hdtwd-bench/table1-issue26/SET.json``
 to measure a set again); the report is rewritten after every row.
@@ -63,6 +64,8 @@ def run(name: str) -> dict:
     plan += [(m, m, defaults) for m in TREE_METHODS + FITTED_METHODS + FLOW_METHODS]
     plan += [(b, b, defaults) for b in BASE if not (b.startswith("tfidf") and not is_count_data(X))]
     for label, method, params in plan:
+        if ONLY is not None and label not in ONLY:
+            continue
         if label in done:
             rows[label] = done[label]
             continue
@@ -82,7 +85,7 @@ def run(name: str) -> dict:
             f"{name} {label}: {s['mean']:.1f} ± {s['std']:.1f} in {time.time() - t:.0f} s", file=sys.stderr, flush=True
         )
         cache.write_text(json.dumps(report))  # after every row: a stopped run keeps what it measured
-    if "exact OT" not in done:
+    if "exact OT" not in done and (ONLY is None or "exact OT" in ONLY):
         rows.update(exact_ot_rows(X, names, y, defaults, OT_BUDGETS.get(name, OT_BUDGET)))
         cache.write_text(json.dumps(report))
     return report
@@ -162,5 +165,15 @@ def markdown(reports: list[dict]) -> str:
     return "\n".join(lines)
 
 
+#: ``--rows a,b``: measure only these rows (the others of a cached report are kept).
+ONLY: set[str] | None = None
+
 if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(add_help=False)
+    ap.add_argument("--rows")
+    known, rest = ap.parse_known_args()
+    ONLY = set(known.rows.split(",")) if known.rows else None
+    sys.argv = [sys.argv[0], *rest]
     harness.per_set_main(run, markdown, WORKDIR, "pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic")
