@@ -21,12 +21,15 @@ every core works.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TypeVar
 
 import numpy as np
 
-__all__ = ["gram_upper", "serial_blas", "symmetric_eigh"]
+_Item = TypeVar("_Item")
+
+__all__ = ["block_pairs", "gram_upper", "mirror_upper", "serial_blas", "symmetric_eigh"]
 
 #: Rows of ``W`` per tile of :func:`gram_upper`. Fixed (never from the thread count), so the tiles,
 #: and with them the bits, are a function of the matrix's size alone.
@@ -79,7 +82,8 @@ def gram_upper(W: np.ndarray, *, add_to: np.ndarray | None = None) -> np.ndarray
     blocks = [slice(i, min(i + GRAM_TILE, m)) for i in range(0, m, GRAM_TILE)]
     tiles = [(I, J) for a, I in enumerate(blocks) for J in blocks[a:]]
 
-    def tile(I: slice, J: slice) -> None:
+    def tile(pair: tuple[slice, slice]) -> None:
+        I, J = pair
         A = W[I]
         T = A @ A.T if I == J else A @ W[J].T  # A @ A.T: NumPy's symmetric rank-k update
         if add_to is None:
@@ -88,20 +92,29 @@ def gram_upper(W: np.ndarray, *, add_to: np.ndarray | None = None) -> np.ndarray
             out[I, J] += T
 
     with serial_blas():
-        if len(tiles) == 1:
-            tile(*tiles[0])
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            import numba
-
-            with ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads())) as pool:
-                for done in [pool.submit(tile, I, J) for I, J in tiles]:
-                    done.result()
+        _on_every_core(tile, tiles)
     return out
 
 
-def _on_every_core(work: Callable[[slice], None], blocks: list[slice]) -> None:
+def block_pairs(m: int, block: int) -> Iterator[tuple[slice, slice]]:
+    """Row and column blocks ``(I, J)`` of an ``m x m`` matrix with ``J`` on or right of the diagonal."""
+    for i0 in range(0, m, block):
+        for j0 in range(i0, m, block):
+            yield slice(i0, min(i0 + block, m)), slice(j0, min(j0 + block, m))
+
+
+def mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
+    """Copy the upper triangle of ``A`` onto the lower one in place (exact: a selection, no arithmetic)."""
+    for I, J in block_pairs(A.shape[0], block):
+        if I == J:
+            d = A[I, I]
+            d[...] = np.where(np.triu(np.ones(d.shape, dtype=bool)), d, d.T)
+        else:
+            A[J, I] = A[I, J].T
+    return A
+
+
+def _on_every_core(work: Callable[[_Item], None], blocks: Sequence[_Item]) -> None:
     """``work(block)`` for every block, on ``numba.get_num_threads()`` threads (one when one block)."""
     if len(blocks) == 1:
         work(blocks[0])

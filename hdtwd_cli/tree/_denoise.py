@@ -181,7 +181,7 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     kernel :func:`_kernels.column_gram_csr` (each entry summed over the rows in order, the same
     bits on every machine). Column sums: ``bincount`` of the stored values.
     """
-    from hdtwd_cli._runtime.blas import gram_upper
+    from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
     from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -192,9 +192,7 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     sums = np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
     if C.nnz < DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
         return sums, column_gram_csr(C)
-    G = np.triu(gram_upper(np.ascontiguousarray(C.toarray().T)))
-    G += np.triu(G, 1).T  # mirror (adds to exact zeros)
-    return sums, G
+    return sums, mirror_upper(gram_upper(np.ascontiguousarray(C.toarray().T)))
 
 
 def _blocks(n: int) -> range:

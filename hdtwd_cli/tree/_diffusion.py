@@ -18,7 +18,6 @@ Fractional powers are taken through the symmetric conjugate
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import Bandwidth, Metric
+from hdtwd_cli._runtime.blas import block_pairs as _block_pairs
 from hdtwd_cli._runtime.blas import gram_upper, symmetric_eigh
+from hdtwd_cli._runtime.blas import mirror_upper as _mirror_upper
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
@@ -229,13 +230,6 @@ def kernel_scale(D: np.ndarray) -> float:
     return float(np.median(upper, overwrite_input=True))
 
 
-def _block_pairs(m: int, block: int) -> Iterator[tuple[slice, slice]]:
-    """Row and column blocks ``(I, J)`` of an ``m x m`` matrix with ``J`` on or right of the diagonal."""
-    for i0 in range(0, m, block):
-        for j0 in range(i0, m, block):
-            yield slice(i0, min(i0 + block, m)), slice(j0, min(j0 + block, m))
-
-
 def _symmetrize(A: np.ndarray, block: int = 256) -> np.ndarray:
     """``A = (A + A^T) * 0.5`` in place, block pair by block pair (each pair and its transpose in cache).
 
@@ -247,17 +241,6 @@ def _symmetrize(A: np.ndarray, block: int = 256) -> np.ndarray:
         avg *= 0.5
         A[I, J] = avg
         A[J, I] = avg.T
-    return A
-
-
-def _mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
-    """Copy the upper triangle of ``A`` onto the lower one in place (exact: a selection, no arithmetic)."""
-    for I, J in _block_pairs(A.shape[0], block):
-        if I == J:
-            d = A[I, I]
-            d[...] = np.where(np.triu(np.ones(d.shape, dtype=bool)), d, d.T)
-        else:
-            A[J, I] = A[I, J].T
     return A
 
 
