@@ -32,6 +32,7 @@ __all__ = [
     "mst_tree",
     "cluster_tree",
     "competitor_trees",
+    "trees_in",
     "feature_vectors",
     "TREE_METHODS",
     "MAX_QUADTREE_DEPTH",
@@ -293,6 +294,15 @@ def competitor_trees(
     if method not in TREE_METHODS:
         raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(TREE_METHODS)}")
     space, V = feature_vectors(X, names, params, embedding)
+    return trees_in(method, space, V, params, split)
+
+
+def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams, split: int = 0) -> list[Tree]:
+    """:func:`competitor_trees` from the features' space and unit vectors of :func:`feature_vectors`.
+
+    ``method``: one of :data:`TREE_METHODS`, or ``quadtrees-n`` (``n`` quadtrees of seeds
+    ``[params.seed, split, t]``, as the trees of ``tswd-n``: the shapes of the sliced fitted quadtrees).
+    """
     if method == "quadtree":
         trees = [quadtree(V, space.names, params.seed + split)]
     elif method == "mst":
@@ -301,10 +311,11 @@ def competitor_trees(
         trees = [cluster_tree(V, space.names, params.seed)]
     elif method == "ultrafit":
         trees = [ultrafit_tree(V, space.names)]
-    else:  # tswd-n
-        n = int(method.split("-")[1])
+    else:  # tswd-n, quadtrees-n
+        kind, n = method.rsplit("-", 1)
+        build = quadtree if kind == "quadtrees" else cluster_tree
         trees = [
-            cluster_tree(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2**31)))
-            for t in range(n)
+            build(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2**31)))
+            for t in range(int(n))
         ]
     return [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in trees]

@@ -21,12 +21,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import BASELINES, DEFAULT_K, FITTED_METHODS, FLOW_METHODS, OT_METHODS, TREE_METHODS
-from hdtwd_cli.evaluate._competitors import competitor_trees
+from hdtwd_cli.evaluate._competitors import competitor_trees, feature_vectors, trees_in
 from hdtwd_cli.evaluate._exact_ot import (
     OT_BUDGET,
     OT_MIN_TEST_ROWS,
     budget_rows,
     exact_ot,
+    ground_of,
     ground_vectors,
     ot_histograms,
     require_pot,
@@ -463,8 +464,9 @@ def evaluate(
                 ) / len(trees)
                 acc[name][s] = knn_accuracy(D, y[train], y[test], ks)  # type: ignore[arg-type]
             elif name in FLOW_METHODS:  # the quadtree's flow on exact OT's test rows, costed in its ground space
-                (tree,) = competitor_trees("quadtree", X[train], names, base, embedding, split=s)
-                V, _ = ground_vectors(X[train], names, base, embedding)
+                space, unit = feature_vectors(X[train], names, base, embedding)
+                (tree,) = trees_in("quadtree", space, unit, base, split=s)
+                V, _ = ground_of(space, unit, names)
                 index = {n: i for i, n in enumerate(names)}
                 leaves = np.array([index.get(n, -1) for n in tree.leaf_names])
                 leaf_vectors = np.where((leaves >= 0)[:, None], V[np.maximum(leaves, 0)], 0.0)

@@ -38,9 +38,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET
-from hdtwd_cli.evaluate._competitors import cluster_tree, feature_vectors, quadtree
+from hdtwd_cli.evaluate._competitors import feature_vectors, trees_in
 from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_of, ot_histograms
-from hdtwd_cli.tree._learn import finish_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, subtree_masses
@@ -126,17 +125,8 @@ def fitted_trees(
     if method not in FITTED_METHODS:
         raise ValueError(f"unknown fitted tree method {method!r}; choose from {', '.join(FITTED_METHODS)}")
     space, V = feature_vectors(X, names, params, embedding)
-    if method == "wqtwd":
-        shapes = [quadtree(V, space.names, params.seed + split)]
-    elif method == "wctwd":
-        shapes = [cluster_tree(V, space.names, params.seed)]
-    else:
-        build = quadtree if method == "swqtwd" else cluster_tree
-        shapes = [
-            build(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2**31)))
-            for t in range(SLICES)
-        ]
-    trees = [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in shapes]
+    shape = {"wqtwd": "quadtree", "wctwd": "cluster-tree", "swqtwd": f"quadtrees-{SLICES}", "swctwd": f"tswd-{SLICES}"}
+    trees = trees_in(shape[method], space, V, params, split)
     ground, w = ground_of(space, V, names)
     H = ot_histograms(X, w)
     pairs_used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
