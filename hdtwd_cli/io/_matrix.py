@@ -39,7 +39,8 @@ import scipy.sparse as sp
 from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
-from hdtwd_cli.io._guard import check_sparse, open_hdf5, read_matrix_market, reading
+from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, open_hdf5, read_matrix_market, reading
+from hdtwd_cli.io._h5ad import read_h5ad_parts
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
 from hdtwd_cli.io._text import open_text
 
@@ -345,20 +346,40 @@ def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | 
     return vals, sample_names, header
 
 
-def _alternatives(ad: Any) -> str:
+def _alternatives(has_raw: bool, layers: list[str]) -> str:
     """Where else an AnnData holds a matrix, named for a hint (``raw.X``, layers)."""
-    alt = (["raw.X ({a})"] if ad.raw is not None else []) + (
-        [f"layers {', '.join(map(repr, list(ad.layers.keys())[:5]))} ({{b}} NAME)"] if len(ad.layers) else []
+    alt = (["raw.X ({a})"] if has_raw else []) + (
+        [f"layers {', '.join(map(repr, layers[:5]))} ({{b}} NAME)"] if layers else []
     )
     return " and ".join(alt)
 
 
-def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...] = ()):
+def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str, ...], keep_adata: bool):
+    """``X`` (or ``raw.X`` / a layer), the names and obs columns of an ``.h5ad`` file, and the hint of where else
+    it holds a matrix; the AnnData itself too with ``keep_adata``.
+
+    The layout anndata documents is read with h5py (:func:`hdtwd_cli.io._h5ad.read_h5ad_parts`, no
+    import of anndata); anything else, and ``keep_adata``, by ``anndata.read_h5ad``.
+    """
+    if use_raw and layer:
+        raise ParameterError("{arg} and {b} exclude each other", "layer", path, b="use_raw")
+    f = open_hdf5(path)
+    parts = None
+    with f:
+        if not keep_adata:
+            try:
+                parts = read_h5ad_parts(f, path, layer, use_raw, obs_keys)
+            except HdtwdError:
+                raise
+            except DECODE_ERRORS:
+                parts = None  # damaged: anndata reads it and names what it finds
+    if parts is not None:
+        X, rows, cols, obs, has_raw, layers = parts
+        return X, rows, cols, obs, None, _alternatives(has_raw, layers)
     try:
         import anndata
     except ImportError as e:  # pragma: no cover - anndata is a dependency
         raise InputError(f"reading .h5ad needs anndata ({e})", path) from None
-    open_hdf5(path).close()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -367,8 +388,6 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
         raise ResourceError(f"reading the AnnData file needs more memory than is available ({e})", path) from None
     except Exception as e:
         raise InputError(f"not a readable AnnData file ({type(e).__name__}: {e})", path) from None
-    if use_raw and layer:
-        raise ParameterError("{arg} and {b} exclude each other", "layer", path, b="use_raw")
     var_names = [str(s) for s in ad.var_names]
     if use_raw:
         if ad.raw is None:
@@ -392,7 +411,8 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
             have = ", ".join(map(str, list(ad.obs.columns)[:8])) or "none"
             raise InputError(f"AnnData obs has no column {k!r} (columns: {have})", path)
         obs[k] = np.asarray(ad.obs[k].astype(str))
-    return X, [str(s) for s in ad.obs_names], var_names, obs, ad
+    hint = _alternatives(ad.raw is not None, list(ad.layers.keys()))
+    return X, [str(s) for s in ad.obs_names], var_names, obs, ad, hint
 
 
 def sniff_format(head: bytes) -> str:
@@ -523,6 +543,7 @@ def read_matrix(
     before = _file_state(tenx or (p,))
     obs: dict = {}
     ad = None
+    hint = ""
     if tenx is not None:
         X, rows, cols = read_10x_mtx(p, var_names or "gene_symbols")
     elif suffix == ".npy":
@@ -534,7 +555,7 @@ def read_matrix(
     elif suffix in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
         X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")  # type: ignore[assignment]
     elif suffix == ".h5ad":
-        X, rows, cols, obs, ad = _read_h5ad(p, layer, use_raw, obs_keys)
+        X, rows, cols, obs, ad, hint = _read_h5ad(p, layer, use_raw, obs_keys, keep_adata)
     elif suffix == ".h5":
         X, rows, cols = read_10x_h5(p, var_names or "gene_symbols", genome)
     else:
@@ -550,8 +571,7 @@ def read_matrix(
     try:
         X = check_values(X, p)
     except InputError as e:
-        hint = "" if ad is None or "negative" not in e.message else _alternatives(ad)
-        if not hint:
+        if not hint or "negative" not in e.message:
             raise
         text = e.message.replace("{", "{{").replace("}", "}}")
         raise InputError(text + f"; the file also holds {hint}", p, a="use_raw", b="layer") from None
