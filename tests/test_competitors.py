@@ -140,7 +140,7 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
         "--labels",
         tmp_path / "y.txt",
         "--methods",
-        "hdtwd,quadtree,mst,cluster-tree,tswd-5",
+        "hdtwd,quadtree,mst,cluster-tree,tswd-5,treerep",
         "--splits",
         "2",
         "--json",
@@ -148,8 +148,8 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
         "-q",
     )
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5"]
-    for m in ("quadtree", "mst", "cluster-tree", "tswd-5"):
+    assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5", "treerep"]
+    for m in ("quadtree", "mst", "cluster-tree", "tswd-5", "treerep"):
         assert len(rep["methods"][m]["per_split"]) == 2 and rep["methods"][m]["mean"] > 60
     with pytest.raises(ParameterError, match="ultratree"):
         classify_methods(X, ["hdtwd", "ultratree"])
@@ -290,6 +290,36 @@ def test_fitted_weights_reproduce_a_planted_tree_metric_on_new_pairs():
     )
 
 
+def test_with_fewer_pairs_than_edges_the_pull_to_the_shape_beats_plain_nnls_on_new_pairs():
+    """Costs from the shape's lengths perturbed by 30 %: with 40 pairs for ~100 edges NNLS zeroes most
+    edges; the held-out choice takes a pull towards the shape (rho > 0) and predicts new pairs better."""
+    import dataclasses
+
+    from hdtwd_cli.evaluate._weighted import fit_edge_weights
+
+    F = np.random.default_rng(8).normal(size=(60, 4))
+    names = [f"g{j}" for j in range(60)]
+    shape = quadtree(F, names, seed=2)
+    rng = np.random.default_rng(9)
+    noise = 1.0 + 0.3 * rng.uniform(-1, 1, shape.n_nodes)
+    planted = dataclasses.replace(shape, length=shape.length * noise)
+    H = rng.random((240, 60)) * (rng.random((240, 60)) < 0.3)
+    H[:, 0] += 0.01
+    H /= H.sum(axis=1, keepdims=True)
+    A, B = H[:40], H[40:80]
+    costs = np.array([tree_wasserstein(planted, np.stack([a, b]))[0, 1] for a, b in zip(A, B)])
+    pulled = fit_edge_weights(shape, A, B, costs)
+    plain = fit_edge_weights(shape, A, B, costs, ridges=(0.0,))
+    assert (shape.parent >= 0).sum() > 2 * len(costs) and pulled.metadata["ridge"] > 0
+    assert np.count_nonzero(plain.length) <= len(costs) < np.count_nonzero(pulled.length)
+    truth = tree_wasserstein(planted, H[80:])
+
+    def error(tree):
+        return float(np.sum((tree_wasserstein(tree, H[80:]) - truth) ** 2))
+
+    assert error(pulled) < 0.5 * error(plain)
+
+
 def test_fitted_trees_fit_exact_ot_better_than_any_scaling_of_their_shape_and_are_deterministic():
     pytest.importorskip("ot")
     from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_vectors
@@ -426,3 +456,10 @@ def test_ultrafit_tree_is_an_ultrametric_closer_than_single_linkage_and_determin
     H /= H.sum(axis=1, keepdims=True)
     D = tree_wasserstein(tree, H)
     assert D[0, 1] == pytest.approx(exact_ot(H[0], H[1], U), rel=1e-8, abs=1e-12)
+
+
+def test_every_competitor_tree_is_described_in_the_report():
+    from hdtwd_cli._defaults import FITTED_METHODS, TREE_METHODS
+    from hdtwd_cli.evaluate._protocol import TREE_INPUT
+
+    assert set(TREE_INPUT) == set(TREE_METHODS + FITTED_METHODS)

@@ -365,7 +365,7 @@ def classify(
             "--methods",
             help="Comma-separated subset of "
             f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS)} "
-            "(quadtree ... ultrafit: the paper's competitor trees on the same features; wqtwd ... swctwd: "
+            "(quadtree ... treerep: the paper's competitor trees on the same features; wqtwd ... swctwd: "
             "their weights fitted to exact transport, needs POT; flowtree: the quadtree's flow costed in "
             "the ground metric, on ot's test rows; ot: exact optimal transport, "
             "Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "

@@ -12,6 +12,8 @@ features' space hdtwd uses for the data (docs/method.md section 12).
   TWD over several such trees with random centres is their tree-sliced distance (``tswd-n``).
 - ``ultrafit``: the ultrametric closest to the Euclidean distances (Chierchia & Perret 2019;
   :mod:`._ultrametric`).
+- ``treerep``: TreeRep's tree of the Euclidean distances, with Steiner nodes (Sonthalia & Gilbert
+  2020, the paper's TR-TWD; :mod:`._treerep`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
+from hdtwd_cli.evaluate._treerep import treerep_tree
 from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
 from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
 from hdtwd_cli.tree._params import TreeParams
@@ -287,7 +290,7 @@ def competitor_trees(
     hang from the root and the idf weights are attached as for hdtwd's tree
     (:func:`hdtwd_cli.tree._learn.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
 
-    Seeds: ``quadtree`` ``params.seed + split``; ``cluster-tree`` ``params.seed`` (one fixed tree);
+    Seeds: ``quadtree`` and ``treerep`` ``params.seed + split``; ``cluster-tree`` ``params.seed`` (one fixed tree);
     ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``. The distance of ``tswd-n`` is the
     mean of the TWDs on its trees (an exact TWD on each).
     """
@@ -311,6 +314,8 @@ def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams
         trees = [cluster_tree(V, space.names, params.seed)]
     elif method == "ultrafit":
         trees = [ultrafit_tree(V, space.names)]
+    elif method == "treerep":
+        trees = [treerep_tree(V, space.names, params.seed + split)]
     else:  # tswd-n, quadtrees-n
         kind, n = method.rsplit("-", 1)
         build = quadtree if kind == "quadtrees" else cluster_tree
