@@ -10,7 +10,7 @@ and the simple baselines. ``mst`` needs the dense ``m x m`` distances: skipped a
 test rows that fit its budget (:data:`OT_BUDGETS`, else the default), with hdtwd's defaults scored
 on the same rows beside it; a set that does not fit says what it would need.
 
-    python benchmarks/bench_table1.py --sets pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic
+    python benchmarks/bench_table1.py --sets pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic,planted
     python benchmarks/bench_table1.py --markdown
     python benchmarks/bench_table1.py --sets bbcsport --rows "hdtwd defaults,wqtwd,flowtree"   # only these rows
 
@@ -69,7 +69,7 @@ def run(name: str) -> dict:
             continue
         if ONLY is not None and label not in ONLY:
             continue
-        if method in ("mst", "ultrafit") and X.shape[1] > MST_MAX_FEATURES:
+        if method in ("mst", "ultrafit", "ultratree") and X.shape[1] > MST_MAX_FEATURES:
             rows[label] = {"skipped": f"{X.shape[1]} features: the dense m x m distances of the MST"}
             continue
         t = time.time()
@@ -178,4 +178,4 @@ if __name__ == "__main__":
     known, rest = ap.parse_known_args()
     ONLY = set(known.rows.split(",")) if known.rows else None
     sys.argv = [sys.argv[0], *rest]
-    harness.per_set_main(run, markdown, WORKDIR, "pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic")
+    harness.per_set_main(run, markdown, WORKDIR, "pbmc,cbmc,zeisel48,zeisel7,bbcsport,classic,planted")

@@ -106,7 +106,7 @@ BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 #: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.evaluate._competitors`).
 TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10", "ultrafit", "treerep")
 #: The competitors whose tree weights are fitted to exact transport (:mod:`hdtwd_cli.evaluate._weighted`).
-FITTED_METHODS = ("wqtwd", "wctwd", "swqtwd", "swctwd")
+FITTED_METHODS = ("wqtwd", "wctwd", "swqtwd", "swctwd", "ultratree")
 #: The quadtree's optimal flow costed in the ground metric (:mod:`hdtwd_cli.evaluate._flowtree`).
 FLOW_METHODS = ("flowtree",)
 #: Exact optimal transport with the features' Euclidean ground cost (:mod:`hdtwd_cli.evaluate._exact_ot`).

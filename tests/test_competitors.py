@@ -463,3 +463,74 @@ def test_every_competitor_tree_is_described_in_the_report():
     from hdtwd_cli.evaluate._protocol import TREE_INPUT
 
     assert set(TREE_INPUT) == set(TREE_METHODS + FITTED_METHODS)
+
+
+def _is_ultrametric(tree) -> bool:
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    m = C.shape[0]
+    worst = max(C[i, j] - max(C[i, k], C[k, j]) for i in range(m) for j in range(m) for k in range(m))
+    return worst <= 1e-9 * C.max()
+
+
+def test_ultratree_heights_reproduce_a_planted_ultrametric_on_new_pairs():
+    """Costs that ARE a TWD on an ultrametric with UltraFit's topology and other heights: the fitted
+    heights give that TWD on pairs never seen, and the tree stays an ultrametric."""
+    import dataclasses
+
+    from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
+    from hdtwd_cli.evaluate._weighted import fit_ultrametric_heights
+
+    F = _vectors(5, m=12)
+    names = [f"g{j}" for j in range(12)]
+    shape = ultrafit_tree(F, names)
+    rng = np.random.default_rng(7)
+    H = np.zeros(shape.n_nodes)
+    for c in range(12, shape.n_nodes):  # children first: each merge above its children by a random step
+        kids = np.flatnonzero(shape.parent == c)
+        H[c] = H[kids].max() + rng.uniform(0.05, 1.0)
+    length = np.where(shape.parent >= 0, H[np.maximum(shape.parent, 0)] - H, 0.0)
+    planted = dataclasses.replace(shape, length=length)
+    Hs = rng.random((300, 12)) * (rng.random((300, 12)) < 0.6)
+    Hs[:, 0] += 0.05
+    Hs /= Hs.sum(axis=1, keepdims=True)
+    A, B = Hs[:120], Hs[120:240]
+    costs = np.array([tree_wasserstein(planted, np.stack([a, b]))[0, 1] for a, b in zip(A, B)])
+    fitted = fit_ultrametric_heights(shape, A, B, costs)
+    fitted.validate()
+    assert _is_ultrametric(fitted) and fitted.metadata["loss"] < 1e-12 * costs @ costs
+    np.testing.assert_allclose(tree_wasserstein(fitted, Hs[240:]), tree_wasserstein(planted, Hs[240:]), rtol=1e-6)
+
+
+def test_ultratree_fits_exact_ot_better_than_ultrafit_and_is_deterministic():
+    pytest.importorskip("ot")
+    from hdtwd_cli.evaluate._weighted import fitted_trees
+
+    rng = np.random.default_rng(6)
+    X = rng.poisson(1.0, size=(60, 16)).astype(float)
+    X[:30, :8] += rng.poisson(3.0, size=(30, 8))
+    names = [f"g{j}" for j in range(16)]
+    (tree,), used = fitted_trees("ultratree", X, names, TreeParams(), split=1, pairs=150)
+    (again,), _ = fitted_trees("ultratree", X, names, TreeParams(), split=1, pairs=150)
+    tree.validate()
+    assert used == 150 and tree.length.tobytes() == again.length.tobytes()
+    assert _is_ultrametric(tree)
+    assert tree.metadata["loss"] < tree.metadata["loss_first"]  # UltraFit's heights at their best scale
+
+
+@pytest.mark.parametrize("ridge", [0.01, 1.0, 10.0])
+def test_the_pulled_fit_solves_its_least_squares_problem(ridge):
+    """The dual Newton solve against SciPy's bounded least squares on the stacked system (an oracle)."""
+    from scipy.optimize import lsq_linear
+
+    from hdtwd_cli.evaluate._weighted import _ridge_nnls
+
+    rng = np.random.default_rng(int(ridge * 100))
+    F = rng.random((30, 80)) * (rng.random((30, 80)) < 0.3)
+    prior = rng.random(80)
+    y = F @ (prior * rng.uniform(-0.5, 2.0, 80)) + 0.1 * rng.normal(size=30)
+    w = _ridge_nnls(F, y, prior, ridge)
+    s = np.sqrt(ridge * np.sum(F * F) / 80)
+    M = np.vstack([F, s * np.eye(80)])
+    ref = lsq_linear(M, np.concatenate([y, s * prior]), bounds=(0, np.inf), method="bvls", tol=1e-14).x
+    assert np.all(w >= 0) and (w == 0).any()  # some bounds are active
+    np.testing.assert_allclose(w, ref, rtol=1e-7, atol=1e-9)

@@ -85,6 +85,7 @@ TREE_INPUT = {
     "wctwd": "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
     "swqtwd": "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
     "swctwd": "sliced: mean TWD over 5 hierarchical k-means trees, each with weights fitted to exact OT",
+    "ultratree": "UltraFit's tree, its merge heights fitted to exact OT as an ultrametric (Chen et al. 2024)",
 }
 #: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
 PCA_COMPONENTS = 50
@@ -431,6 +432,7 @@ def evaluate(
     budgeted = set(methods) & set(OT_METHODS + FLOW_METHODS)
     ot_rows = ot_test_rows(X, splits, ot_budget, seed, needs_pot="ot" in methods) if budgeted else []
     fit_pairs: dict[str, list[int]] = {}
+    fit_ridges: dict[str, list[list[float]]] = {}
     for s, (train, test) in enumerate(splits):
         for name in methods:
             if name == "hdtwd":
@@ -459,6 +461,7 @@ def evaluate(
                 else:
                     trees, used = fitted_trees(name, X[train], names, base, embedding, split=s, budget=ot_budget)
                     fit_pairs.setdefault(name, []).append(used)
+                    fit_ridges.setdefault(name, []).append([t.metadata["ridge"] for t in trees])
                 D = sum(
                     query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
                     for t in trees
@@ -490,6 +493,7 @@ def evaluate(
                 progress(1)
     out = []
     for name in methods:
+        params: dict[str, object]
         if name == "hdtwd":
             params = {
                 "eps": list(eps_grid) if grid else eps_grid[0],
@@ -507,8 +511,11 @@ def evaluate(
         elif name in FITTED_METHODS:
             params = {
                 "tree": TREE_INPUT[name],
-                "fit": f"NNLS of the edge weights to exact OT (POT) on up to {FIT_PAIRS} training pairs per split",
+                "fit": f"least squares of the {'merge heights' if name == 'ultratree' else 'edge weights'} to exact "
+                f"OT (POT) on up to {FIT_PAIRS} training pairs per split, >= 0, pulled towards the unfitted tree's "
+                "scaled lengths by rho (chosen on held-out pairs)",
                 "pairs": fit_pairs.get(name, []),
+                "rho": fit_ridges.get(name, []),
                 "slices": SLICES if name.startswith("s") else 1,
                 "feature_space": "embedding" if embedding is not None else base.feature_space,
                 "weighting": base.weighting,

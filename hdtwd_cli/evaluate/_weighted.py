@@ -1,4 +1,4 @@
-r"""Trees whose edge weights are fitted to exact transport (Yamada et al. 2022): WQTWD, WCTWD, sliced variants.
+r"""Trees whose edge weights are fitted to exact transport: WQTWD, WCTWD, their sliced variants, UltraTree.
 
 A tree-Wasserstein distance is linear in the tree's edge weights :math:`w`:
 
@@ -26,7 +26,11 @@ everywhere else (BBCSPORT's fitted quadtree: 400 weights of ~14,000 edges).
 - ``wqtwd``: the quadtree (:func:`._competitors.quadtree`) with fitted weights;
 - ``wctwd``: the clustering-based tree (:func:`._competitors.cluster_tree`) with fitted weights;
 - ``swqtwd`` / ``swctwd``: the mean over :data:`SLICES` such trees, each with its own seed and its
-  own fit (the sliced variants).
+  own fit (the sliced variants);
+- ``ultratree`` (Chen, Tabaghi and Wang, AAAI 2024, "Learning ultrametric trees for optimal
+  transport regression"): an ULTRAMETRIC tree fitted to the same regression, its merge heights
+  rather than free edge weights (:func:`fit_ultrametric_heights`), from UltraFit's tree
+  (:mod:`._ultrametric`).
 
 The distances are then exact TWDs on the reweighted trees, computed by hdtwd's kernels like every
 other tree of :mod:`._competitors`.
@@ -66,6 +70,12 @@ SLICES = 5
 RIDGES = (0.0, 0.01, 0.1, 1.0, 10.0)
 #: Share of the pairs held out to choose :math:`\rho`.
 HELD_OUT = 0.25
+#: Stopping rule of :func:`_ridge_nnls`'s Newton steps: the dual gradient below this share of :math:`\lVert y\rVert`,
+#: or this many steps.
+_DUAL_TOL = 1e-10
+_DUAL_STEPS = 100
+#: Most rounds of designated children in :func:`fit_ultrametric_heights`.
+ULTRATREE_ROUNDS = 5
 
 
 def sample_pairs(support: np.ndarray, pairs: int, budget: int, seed: list[int]) -> np.ndarray:
@@ -91,21 +101,63 @@ def _held_out_error(F: np.ndarray, y: np.ndarray, prior: np.ndarray, ridge: floa
 
 
 def _ridge_nnls(F: np.ndarray, y: np.ndarray, prior: np.ndarray, ridge: float) -> np.ndarray:
-    r""":math:`\arg\min_{w \ge 0} \lVert F w - y\rVert^2 + \rho\, s^2 \lVert w - \bar w\rVert^2` with
-    :math:`s^2 = \lVert F\rVert_F^2 / E`, the mean squared column norm (``ridge`` :math:`= \rho`; NNLS at 0).
+    r""":math:`\arg\min_{w \ge 0} \tfrac12\lVert F w - y\rVert^2 + \tfrac12\lambda \lVert w - \bar w\rVert^2`,
+    :math:`\lambda = \rho s^2` with :math:`s^2 = \lVert F\rVert_F^2 / E` the mean squared column norm
+    (``ridge`` :math:`= \rho`; NNLS at 0).
 
-    The stacked system :math:`[F; \sqrt{\rho} s I] w \approx [y; \sqrt{\rho} s \bar w]` is solved by
-    ``scipy.optimize.lsq_linear`` (trust-region reflective, LSMR on the sparse stack).
+    Solved in the dual, whose dimension is the number of pairs ``P``, not the edges ``E``: for a
+    multiplier :math:`z \in \mathbb{R}^P` of :math:`r = F w - y` the minimising weights are separable,
+    :math:`w(z) = \max(0, \bar w - F^\top z / \lambda)`, and the concave dual
+    :math:`g(z) = -\tfrac12\lVert z\rVert^2 - z^\top y
+    + \min_{w \ge 0}[z^\top F w + \tfrac12\lambda\lVert w - \bar w\rVert^2]`
+    has gradient :math:`F w(z) - y - z` and generalised Hessian :math:`-(I + F_S F_S^\top / \lambda)`
+    on the edges :math:`S` with :math:`w_e(z) > 0`. Semismooth Newton steps with a backtracking line
+    search on :math:`g` (a :math:`P \times P` Cholesky solve each) stop when the gradient is below
+    :data:`_DUAL_TOL` of :math:`\lVert y\rVert`; the primal is :math:`w(z)`, exactly non-negative. Sparse
+    products and one-threaded LAPACK: the same bits at any thread count.
     """
-    from scipy.optimize import lsq_linear, nnls
+    from scipy.linalg import cho_factor, cho_solve
+    from scipy.optimize import nnls
+
+    from hdtwd_cli._runtime.blas import serial_blas
 
     if ridge == 0.0:
         return nnls(F, y, maxiter=50 * F.shape[1])[0]
-    E = F.shape[1]
-    s = np.sqrt(ridge * float(np.einsum("ij,ij->", F, F)) / E)
-    M = sp.vstack([sp.csr_matrix(F), sp.identity(E, format="csr") * s], format="csr")
-    rhs = np.concatenate([y, s * prior])
-    return lsq_linear(M, rhs, bounds=(0.0, np.inf), method="trf", lsq_solver="lsmr", tol=1e-10).x
+    Fs = sp.csr_matrix(F)
+    Ft = Fs.T.tocsr()
+    lam = ridge * float(Fs.multiply(Fs).sum()) / F.shape[1]
+    prior = np.asarray(prior, dtype=np.float64)
+
+    def primal(z: np.ndarray) -> np.ndarray:
+        return np.maximum(prior - (Ft @ z) / lam, 0.0)
+
+    def dual(z: np.ndarray, w: np.ndarray) -> float:
+        return float(-0.5 * z @ z - z @ y + (Fs @ w) @ z + 0.5 * lam * np.sum((w - prior) ** 2))
+
+    z = np.zeros_like(y)
+    w = primal(z)
+    value = dual(z, w)
+    tol = _DUAL_TOL * max(float(np.linalg.norm(y)), 1e-300)
+    with serial_blas():
+        for _ in range(_DUAL_STEPS):
+            grad = Fs @ w - y - z
+            if float(np.linalg.norm(grad)) <= tol:
+                break
+            S = w > 0
+            FS = Fs[:, S]
+            K = (FS @ FS.T).toarray() / lam
+            K[np.diag_indices_from(K)] += 1.0
+            step = cho_solve(cho_factor(K), grad)
+            t = 1.0
+            while True:  # ascent on the concave dual (Armijo)
+                z_new = z + t * step
+                w_new = primal(z_new)
+                new = dual(z_new, w_new)
+                if new >= value + 1e-4 * t * float(grad @ step) or t < 1e-10:
+                    break
+                t *= 0.5
+            z, w, value = z_new, w_new, new
+    return w
 
 
 def fit_edge_weights(
@@ -157,13 +209,110 @@ def fit_edge_weights(
     length[edges] = scale * tree.length[edges]  # edges no pair separates: the best common scale
     ridge = ridges[0]
     if seen.any():
-        Fs, prior = F[:, seen], length[edges[seen]]
-        fit = np.arange(y.size) < y.size - max(1, int(round(HELD_OUT * y.size)))
-        if len(ridges) > 1 and fit.sum() >= 1:
-            errors = [_held_out_error(Fs, y, prior, r, fit) for r in ridges]
-            ridge = ridges[int(np.argmin(errors))]
-        length[edges[seen]] = _ridge_nnls(Fs, y, prior, ridge)
+        length[edges[seen]], ridge = _pulled_fit(F[:, seen], y, length[edges[seen]], ridges)
     return dataclasses.replace(tree, length=length, metadata={**tree.metadata, "ridge": ridge})
+
+
+def _pulled_fit(F: np.ndarray, y: np.ndarray, prior: np.ndarray, ridges: tuple[float, ...]) -> tuple[np.ndarray, float]:
+    r""":func:`_ridge_nnls` with :math:`\rho` chosen from ``ridges`` by the squared error on the last
+    :data:`HELD_OUT` of the pairs when fitted on the others; then fitted on all pairs."""
+    ridge = ridges[0]
+    fit = np.arange(y.size) < y.size - max(1, int(round(HELD_OUT * y.size)))
+    if len(ridges) > 1 and fit.sum() >= 1:
+        errors = [_held_out_error(F, y, prior, r, fit) for r in ridges]
+        ridge = ridges[int(np.argmin(errors))]
+    return _ridge_nnls(F, y, prior, ridge), ridge
+
+
+def _heights(tree: Tree) -> np.ndarray:
+    """Every node's height above its highest leaf below (the largest sum of lengths down to a leaf)."""
+    H = np.zeros(tree.n_nodes)
+    for v in range(tree.n_nodes - 1):  # children before parents
+        p = tree.parent[v]
+        H[p] = max(H[p], H[v] + tree.length[v])
+    return H
+
+
+def fit_ultrametric_heights(
+    tree: Tree,
+    A: np.ndarray | sp.spmatrix,
+    B: np.ndarray | sp.spmatrix,
+    costs: np.ndarray,
+    *,
+    ridges: tuple[float, ...] = RIDGES,
+    rounds: int = ULTRATREE_ROUNDS,
+) -> Tree:
+    r"""``tree``'s topology with the merge heights :math:`H` that best reproduce ``costs``, as an ultrametric.
+
+    With every leaf at height 0 and each edge the difference of its ends' heights, the TWD is
+    linear in the internal nodes' heights,
+
+    .. math::
+
+        \mathrm{TW}_H(a, b) = \sum_c H_c \Big(\sum_{k \in \mathrm{ch}(c)} \lvert \Delta_k \rvert
+        - \lvert \Delta_c \rvert\Big), \qquad \Delta_v = a(\Gamma_v) - b(\Gamma_v),
+
+    and the tree is an ultrametric exactly when no node is below a child. Each round designates
+    the highest child :math:`k(c)` of every node and writes :math:`H_c = \delta_c + H_{k(c)}` with
+    :math:`\delta \ge 0`: the constraints towards the designated children are then the bounds
+    :math:`\delta \ge 0`, and :math:`\delta` is fitted as the edge weights are
+    (:func:`fit_edge_weights`: least squares to ``costs`` pulled towards the current heights at their
+    least-squares scale, the pull chosen on held-out pairs). A node that ends below another child
+    changes its designation and the next round fits again; after ``rounds`` rounds any node still
+    below a child is raised to it.
+
+    Returns
+    -------
+    Tree
+        The same topology; ``metadata`` records ``rounds`` taken, the ``ridge`` chosen and the
+        squared error on the pairs before (the input heights at their best scale) and after.
+    """
+    y = np.asarray(costs, dtype=np.float64)
+    parent, L, N = tree.parent, tree.n_leaves, tree.n_nodes
+    D = np.abs(subtree_masses(tree, A) - subtree_masses(tree, B))
+    G = -D
+    for v in range(N - 1):
+        G[:, parent[v]] += D[:, v]
+    G = np.ascontiguousarray(G[:, L:])  # TW = G @ H[L:]
+    H = _heights(tree)
+    base = G @ H[L:]
+    scale = max(float(base @ y / (base @ base)) if base @ base > 0 else 1.0, 0.0)
+    H *= scale
+    loss_first = float(np.sum((G @ H[L:] - y) ** 2))
+    ridge, taken = ridges[0], 0
+    while taken < rounds:
+        taken += 1
+        top = np.full(N, -1, dtype=np.int64)  # the designated (highest, then lowest-numbered) child
+        for v in range(N - 1):
+            p = parent[v]
+            if top[p] < 0 or H[v] > H[top[p]]:
+                top[p] = v
+        designated = np.zeros(N, dtype=bool)
+        designated[top[top >= 0]] = True
+        # H = T delta, T[c, c'] = 1 when c' is on c's chain of designated children: the columns of G T
+        # sum G over each node's designated ancestors, top down (parents after children)
+        GT = G.copy()
+        for v in range(N - 2, L - 1, -1):
+            if designated[v]:
+                GT[:, v - L] += GT[:, parent[v] - L]
+        delta = np.maximum(H[L:] - H[top[L:]], 0.0)  # the current heights' increments: the prior
+        seen = GT.any(axis=0)  # an increment no pair's cost depends on keeps its prior
+        if seen.any():
+            delta[seen], ridge = _pulled_fit(GT[:, seen], y, delta[seen], ridges)
+        H[:L] = 0.0
+        for c in range(L, N):  # children first
+            H[c] = delta[c - L] + H[top[c]]
+        low = H[parent[: N - 1]] < H[: N - 1]
+        if not low.any():
+            break
+    for v in range(N - 1):  # any node still below a child is raised to it
+        p = parent[v]
+        H[p] = max(H[p], H[v])
+    length = np.zeros(N)
+    length[: N - 1] = H[parent[: N - 1]] - H[: N - 1]
+    loss = float(np.sum((G @ H[L:] - y) ** 2))
+    meta = {**tree.metadata, "method": "ultratree", "rounds": taken, "ridge": ridge}
+    return dataclasses.replace(tree, length=length, metadata={**meta, "loss_first": loss_first, "loss": loss})
 
 
 def fitted_trees(
@@ -184,12 +333,19 @@ def fitted_trees(
     transport costs of the same pairs (:func:`sample_pairs`, seed ``[params.seed, split]``). Tree
     seeds: ``params.seed + split`` (``wqtwd``, as ``quadtree``), ``params.seed`` (``wctwd``, as
     ``cluster-tree``), ``[params.seed, split, t]`` for slice ``t`` (the sliced variants, as
-    ``tswd-n``).
+    ``tswd-n``). ``ultratree``: UltraFit's tree (``ultrafit``), its merge heights fitted instead
+    (:func:`fit_ultrametric_heights`).
     """
     if method not in FITTED_METHODS:
         raise ValueError(f"unknown fitted tree method {method!r}; choose from {', '.join(FITTED_METHODS)}")
     space, V = feature_vectors(X, names, params, embedding)
-    shape = {"wqtwd": "quadtree", "wctwd": "cluster-tree", "swqtwd": f"quadtrees-{SLICES}", "swctwd": f"tswd-{SLICES}"}
+    shape = {
+        "wqtwd": "quadtree",
+        "wctwd": "cluster-tree",
+        "swqtwd": f"quadtrees-{SLICES}",
+        "swctwd": f"tswd-{SLICES}",
+        "ultratree": "ultrafit",
+    }
     trees = trees_in(shape[method], space, V, params, split)
     ground, w = ground_of(space, V, names)
     H = ot_histograms(X, w)
@@ -199,5 +355,5 @@ def fitted_trees(
     for t in trees:
         A = normalize_rows(align_to_tree(X[pairs_used[:, 0]], names, t))
         B = normalize_rows(align_to_tree(X[pairs_used[:, 1]], names, t))
-        fitted.append(fit_edge_weights(t, A, B, costs))
+        fitted.append((fit_ultrametric_heights if method == "ultratree" else fit_edge_weights)(t, A, B, costs))
     return fitted, int(pairs_used.shape[0])
