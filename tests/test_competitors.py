@@ -140,7 +140,7 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
         "--labels",
         tmp_path / "y.txt",
         "--methods",
-        "hdtwd,quadtree,mst,cluster-tree,tswd-5,treerep",
+        "hdtwd,quadtree,mst,cluster-tree,tswd-5,treerep,hhc",
         "--splits",
         "2",
         "--json",
@@ -148,11 +148,11 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
         "-q",
     )
     rep = json.loads((tmp_path / "r.json").read_text())
-    assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5", "treerep"]
-    for m in ("quadtree", "mst", "cluster-tree", "tswd-5", "treerep"):
+    assert list(rep["methods"]) == ["hdtwd", "quadtree", "mst", "cluster-tree", "tswd-5", "treerep", "hhc"]
+    for m in ("quadtree", "mst", "cluster-tree", "tswd-5", "treerep", "hhc"):
         assert len(rep["methods"][m]["per_split"]) == 2 and rep["methods"][m]["mean"] > 60
-    with pytest.raises(ParameterError, match="ultratree"):
-        classify_methods(X, ["hdtwd", "ultratree"])
+    with pytest.raises(ParameterError, match="no-such-tree"):
+        classify_methods(X, ["hdtwd", "no-such-tree"])
 
 
 def _histograms(seed: int, n: int, m: int, density: float = 0.5):

@@ -14,6 +14,8 @@ features' space hdtwd uses for the data (docs/method.md section 12).
   :mod:`._ultrametric`).
 - ``treerep``: TreeRep's tree of the Euclidean distances, with Steiner nodes (Sonthalia & Gilbert
   2020, the paper's TR-TWD; :mod:`._treerep`).
+- ``hhc``: hyperbolic hierarchical clustering, the features embedded in the Poincare disk by a
+  relaxed Dasgupta cost and decoded (Chami et al. 2020, the paper's HHC-TWD; :mod:`._hyperbolic_hc`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
+from hdtwd_cli.evaluate._hyperbolic_hc import hhc_tree
 from hdtwd_cli.evaluate._treerep import treerep_tree
 from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
 from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
@@ -290,9 +293,9 @@ def competitor_trees(
     hang from the root and the idf weights are attached as for hdtwd's tree
     (:func:`hdtwd_cli.tree._learn.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
 
-    Seeds: ``quadtree`` and ``treerep`` ``params.seed + split``; ``cluster-tree`` ``params.seed`` (one fixed tree);
-    ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``. The distance of ``tswd-n`` is the
-    mean of the TWDs on its trees (an exact TWD on each).
+    Seeds: ``quadtree``, ``treerep`` and ``hhc`` ``params.seed + split``; ``cluster-tree``
+    ``params.seed`` (one fixed tree); ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``.
+    The distance of ``tswd-n`` is the mean of the TWDs on its trees (an exact TWD on each).
     """
     if method not in TREE_METHODS:
         raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(TREE_METHODS)}")
@@ -316,6 +319,8 @@ def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams
         trees = [ultrafit_tree(V, space.names)]
     elif method == "treerep":
         trees = [treerep_tree(V, space.names, params.seed + split)]
+    elif method == "hhc":
+        trees = [hhc_tree(V, space.names, params.seed + split)]
     else:  # tswd-n, quadtrees-n
         kind, n = method.rsplit("-", 1)
         build = quadtree if kind == "quadtrees" else cluster_tree

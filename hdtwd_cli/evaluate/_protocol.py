@@ -81,6 +81,7 @@ TREE_INPUT = {
     "tswd-10": "tree-sliced: mean TWD over 10 random hierarchical k-means trees",
     "ultrafit": "the ultrametric closest to the unit feature vectors' Euclidean distances (Chierchia & Perret 2019)",
     "treerep": "TreeRep's tree (Steiner nodes) of the unit feature vectors' distances (Sonthalia & Gilbert 2020)",
+    "hhc": "hyperbolic hierarchical clustering of the unit feature vectors' cosine similarities (Chami et al. 2020)",
     "wqtwd": "the quadtree, edge weights fitted to exact OT (Yamada et al. 2022)",
     "wctwd": "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
     "swqtwd": "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
