@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli.errors import InputError
+from hdtwd_cli._runtime.memory import available_memory, human_bytes
+from hdtwd_cli.errors import InputError, ResourceError
 from hdtwd_cli.io._guard import check_sparse, numeric
 
 __all__ = ["H5adParts", "read_h5ad_parts"]
@@ -92,6 +93,17 @@ def _names(f: Any, frame: str) -> tuple[Any, list[str]]:
     return g, _strings(g[index]).tolist()
 
 
+def _fits(datasets: list[Any], path: str, what: str) -> None:
+    """Refuse, before reading, datasets whose declared sizes pass the available memory."""
+    need = sum(int(d.size) * d.dtype.itemsize for d in datasets)
+    have = available_memory()
+    if need > have:
+        raise ResourceError(
+            f"{what} declares {human_bytes(need)} of values, more than the {human_bytes(have)} of memory available",
+            path,
+        )
+
+
 def _matrix(obj: Any, path: str, what: str) -> Any:
     """A dense ``array`` dataset as an ndarray, a ``csr_matrix`` / ``csc_matrix`` group as a SciPy matrix."""
     import h5py
@@ -100,9 +112,13 @@ def _matrix(obj: Any, path: str, what: str) -> Any:
     if isinstance(obj, h5py.Dataset):
         if kind != "array" or obj.dtype.kind not in "biuf":
             raise _Unrecognised
+        _fits([obj], path, what)
         return obj[()]
     if kind not in ("csr_matrix", "csc_matrix") or any(k not in obj for k in ("data", "indices", "indptr")):
         raise _Unrecognised
+    if not all(isinstance(obj[k], h5py.Dataset) for k in ("data", "indices", "indptr")):
+        raise _Unrecognised
+    _fits([obj[k] for k in ("data", "indices", "indptr")], path, what)
     shape = numeric(obj.attrs.get("shape", np.zeros(0)), path, f"{what} shape", kinds="iu", ndim=1)
     if shape.size != 2 or shape.min() < 0:
         raise InputError(f"{what} shape {shape.tolist()} is not two non-negative sizes", path)

@@ -371,6 +371,10 @@ def _read_h5ad(path: str, layer: str | None, use_raw: bool, obs_keys: tuple[str,
                 parts = read_h5ad_parts(f, path, layer, use_raw, obs_keys)
             except HdtwdError:
                 raise
+            except MemoryError as e:
+                raise ResourceError(
+                    f"reading the AnnData file needs more memory than is available ({e})", path
+                ) from None
             except DECODE_ERRORS:
                 parts = None  # damaged: anndata reads it and names what it finds
     if parts is not None:
