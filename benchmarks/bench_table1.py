@@ -51,7 +51,7 @@ def run(name: str) -> dict:
     defaults, _ = resolve_params("default")
     eps, K = PAPER.get(name, (None, None))
     paper, _ = resolve_params("paper", eps=eps, scales=K)
-    rows: dict[str, dict] = {}
+    rows: dict[str, dict] = dict(done)  # every cached row from the start: a run stopped mid-way loses none
     report = {
         "set": name,
         "shape": list(X.shape),
