@@ -534,3 +534,24 @@ def test_the_pulled_fit_solves_its_least_squares_problem(ridge):
     ref = lsq_linear(M, np.concatenate([y, s * prior]), bounds=(0, np.inf), method="bvls", tol=1e-14).x
     assert np.all(w >= 0) and (w == 0).any()  # some bounds are active
     np.testing.assert_allclose(w, ref, rtol=1e-7, atol=1e-9)
+
+
+def test_ultratree_with_fewer_pairs_than_merges_stays_bounded_and_never_worse_than_its_start():
+    """Heights enter the TWD with both signs: unpulled, 8 pairs for 29 merges have unbounded fits."""
+    from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
+    from hdtwd_cli.evaluate._weighted import fit_ultrametric_heights
+
+    F = _vectors(11, m=30)
+    shape = ultrafit_tree(F, [f"g{j}" for j in range(30)])
+    rng = np.random.default_rng(12)
+    H = rng.random((16, 30)) * (rng.random((16, 30)) < 0.5)
+    H[:, 0] += 0.05
+    H /= H.sum(axis=1, keepdims=True)
+    costs = rng.uniform(0.5, 1.5, 8)  # not a TWD on any tree: the fit is a compromise
+    fitted = fit_ultrametric_heights(shape, H[:8], H[8:], costs)
+    assert _is_ultrametric(fitted) and fitted.metadata["ridge"] != 0.0
+    assert fitted.metadata["loss"] <= fitted.metadata["loss_first"]
+    assert fitted.length.max() < 10 * costs.max()
+    unpulled = fit_ultrametric_heights(shape, H[:8], H[8:], costs, ridges=(0.0,))  # the guard keeps 0 out
+    assert unpulled.length.max() < 10 * costs.max()
+    assert unpulled.metadata["round"] >= 1  # a pulled fit kept (rho = 0 blows up and falls back to the start)

@@ -258,14 +258,18 @@ def fit_ultrametric_heights(
     :math:`\delta \ge 0`, and :math:`\delta` is fitted as the edge weights are
     (:func:`fit_edge_weights`: least squares to ``costs`` pulled towards the current heights at their
     least-squares scale, the pull chosen on held-out pairs). A node that ends below another child
-    changes its designation and the next round fits again; after ``rounds`` rounds any node still
-    below a child is raised to it.
+    changes its designation and the next round fits again (at most ``rounds``); each round's heights
+    are made an ultrametric by raising any node still below a child to it, and the round of least
+    squared error on the pairs is kept (the start, UltraFit's heights at their best scale, included).
+    With fewer pairs than merges :math:`\rho = 0` is left out of the candidates: the system has
+    entries of both signs, so the unpulled fit has unbounded directions.
 
     Returns
     -------
     Tree
-        The same topology; ``metadata`` records ``rounds`` taken, the ``ridge`` chosen and the
-        squared error on the pairs before (the input heights at their best scale) and after.
+        The same topology; ``metadata`` records the ``rounds`` taken, the ``round`` kept (0: the
+        start), its ``ridge`` and the squared error on the pairs before (the input heights at their
+        best scale) and after.
     """
     y = np.asarray(costs, dtype=np.float64)
     parent, L, N = tree.parent, tree.n_leaves, tree.n_nodes
@@ -279,9 +283,13 @@ def fit_ultrametric_heights(
     scale = max(float(base @ y / (base @ base)) if base @ base > 0 else 1.0, 0.0)
     H *= scale
     loss_first = float(np.sum((G @ H[L:] - y) ** 2))
-    ridge, taken = ridges[0], 0
-    while taken < rounds:
-        taken += 1
+    best: tuple[float, np.ndarray, int, float | None] = (loss_first, H.copy(), 0, None)  # the start: no fit
+    if G.shape[0] < G.shape[1]:
+        # G has entries of both signs: with fewer pairs than merges the unpulled fit has unbounded
+        # directions (heights of 1e15 that cancel on the pairs), so rho = 0 is not a candidate
+        ridges = tuple(r for r in ridges if r > 0) or (1.0,)
+    taken = 0
+    for taken in range(1, rounds + 1):
         top = np.full(N, -1, dtype=np.int64)  # the designated (highest, then lowest-numbered) child
         for v in range(N - 1):
             p = parent[v]
@@ -297,21 +305,25 @@ def fit_ultrametric_heights(
                 GT[:, v - L] += GT[:, parent[v] - L]
         delta = np.maximum(H[L:] - H[top[L:]], 0.0)  # the current heights' increments: the prior
         seen = GT.any(axis=0)  # an increment no pair's cost depends on keeps its prior
+        ridge: float | None = None
         if seen.any():
             delta[seen], ridge = _pulled_fit(GT[:, seen], y, delta[seen], ridges)
         H[:L] = 0.0
         for c in range(L, N):  # children first
             H[c] = delta[c - L] + H[top[c]]
-        low = H[parent[: N - 1]] < H[: N - 1]
-        if not low.any():
+        low = bool((H[parent[: N - 1]] < H[: N - 1]).any())
+        feasible = H.copy()
+        for v in range(N - 1):  # any node still below a child is raised to it
+            feasible[parent[v]] = max(feasible[parent[v]], feasible[v])
+        loss = float(np.sum((G @ feasible[L:] - y) ** 2))
+        if loss < best[0]:
+            best = (loss, feasible, taken, ridge)
+        if not low:
             break
-    for v in range(N - 1):  # any node still below a child is raised to it
-        p = parent[v]
-        H[p] = max(H[p], H[v])
+    loss, H, chosen, ridge = best
     length = np.zeros(N)
     length[: N - 1] = H[parent[: N - 1]] - H[: N - 1]
-    loss = float(np.sum((G @ H[L:] - y) ** 2))
-    meta = {**tree.metadata, "method": "ultratree", "rounds": taken, "ridge": ridge}
+    meta = {**tree.metadata, "method": "ultratree", "rounds": taken, "round": chosen, "ridge": ridge}
     return dataclasses.replace(tree, length=length, metadata={**meta, "loss_first": loss_first, "loss": loss})
 
 
