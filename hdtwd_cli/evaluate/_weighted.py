@@ -56,7 +56,9 @@ __all__ = [
     "HELD_OUT",
     "RIDGES",
     "SLICES",
+    "ULTRATREE_ROUNDS",
     "fit_edge_weights",
+    "fit_ultrametric_heights",
     "fitted_trees",
     "sample_pairs",
 ]
