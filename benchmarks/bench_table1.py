@@ -159,7 +159,7 @@ def markdown(reports: list[dict]) -> str:
     lines.append(
         "| hdtwd defaults - best competitor tree | "
         + " | ".join(
-            f"{r['rows']['hdtwd defaults']['mean'] - max((r['rows'][m]['mean'] for m in TREE_METHODS + FITTED_METHODS if 'mean' in r['rows'].get(m, {})), default=float('nan')):+.1f}"
+            f"{r['rows'].get('hdtwd defaults', {}).get('mean', float('nan')) - max((r['rows'][m]['mean'] for m in TREE_METHODS + FITTED_METHODS if 'mean' in r['rows'].get(m, {})), default=float('nan')):+.1f}"
             for r in reports
         )
         + " |"
