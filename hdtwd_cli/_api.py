@@ -738,8 +738,11 @@ def classify(
     methods : sequence of str, optional
         ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
         ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
-        ``tswd-5``, ``tswd-10``: :mod:`hdtwd_cli.evaluate._competitors`) and exact OT (``ot``:
-        :mod:`hdtwd_cli.evaluate._exact_ot`, needs POT).
+        ``tswd-5``, ``tswd-10``, ``ultrafit``, ``treerep``, ``hhc``:
+        :mod:`hdtwd_cli.evaluate._competitors`), the trees fitted to exact OT on sampled training pairs
+        (``wqtwd``, ``wctwd``, ``swqtwd``, ``swctwd``, ``ultratree``: :mod:`hdtwd_cli.evaluate._weighted`,
+        needs POT), ``flowtree`` (on exact OT's test rows) and exact OT (``ot``:
+        :mod:`hdtwd_cli.evaluate._exact_ot`, needs POT); docs/method.md section 12.
         Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
