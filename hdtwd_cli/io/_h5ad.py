@@ -49,14 +49,14 @@ def _encoding(obj: Any) -> str:
 
 
 def _strings(ds: Any) -> np.ndarray:
-    """A ``string-array`` dataset as a 1-D array of ``str``."""
+    """A ``string-array`` dataset as a 1-D object array of ``str`` (the type anndata's columns have)."""
     import h5py
 
     if not isinstance(ds, h5py.Dataset) or _encoding(ds) != "string-array" or ds.ndim != 1:
         raise _Unrecognised
     if h5py.check_string_dtype(ds.dtype) is None:
         raise _Unrecognised
-    return np.asarray(ds.asstr()[()], dtype=object).astype(str)
+    return np.array([str(v) for v in ds.asstr()[()]], dtype=object)
 
 
 def _column(group: Any, name: str) -> np.ndarray:
@@ -77,7 +77,9 @@ def _column(group: Any, name: str) -> np.ndarray:
         and (codes.min() < -1 or codes.max() >= categories.size)
     ):
         raise _Unrecognised
-    return np.where(codes < 0, "nan", categories[np.maximum(codes, 0)] if categories.size else "nan").astype(str)
+    if not categories.size:
+        return np.full(codes.size, "nan", dtype=object)
+    return np.where(codes < 0, "nan", categories[np.maximum(codes, 0)]).astype(object)
 
 
 def _names(f: Any, frame: str) -> tuple[Any, list[str]]:
