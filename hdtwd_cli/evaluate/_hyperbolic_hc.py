@@ -99,6 +99,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hdtwd_cli._runtime.jit import njit
+from hdtwd_cli.evaluate._ultrametric import dendrogram_tree
 from hdtwd_cli.tree._tree import Tree
 
 __all__ = [
@@ -495,17 +496,11 @@ def hhc_tree(
         raise ValueError("one vector per feature name is needed")
     emb = hhc_embedding(F, seed, epochs=epochs, triplets=triplets, temperature=temperature)
     children, heights = decode_circle(emb.angles, emb.radius)
-    parent = np.full(2 * m - 1, -1, dtype=np.int64)
-    node_height = np.zeros(2 * m - 1)
-    node_height[m:] = heights
-    for c in range(m - 1):
-        parent[children[c]] = m + c
-    length = np.where(parent >= 0, node_height[np.maximum(parent, 0)] - node_height, 0.0)
-    tree = Tree(
-        parent=parent,
-        length=np.maximum(length, 0.0),
-        leaf_names=list(names),
-        metadata={
+    return dendrogram_tree(
+        children,
+        heights,
+        names,
+        {
             "method": "hhc",
             "seed": int(seed),
             "epochs": int(epochs),
@@ -516,5 +511,3 @@ def hhc_tree(
             "loss": emb.loss,
         },
     )
-    tree.validate()
-    return tree

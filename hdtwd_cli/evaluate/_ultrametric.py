@@ -32,7 +32,7 @@ import numpy as np
 
 from hdtwd_cli.tree._tree import Tree
 
-__all__ = ["ULTRAFIT_STEPS", "ultrafit_tree"]
+__all__ = ["ULTRAFIT_STEPS", "dendrogram_tree", "ultrafit_tree"]
 
 #: Most single-linkage / re-fit steps of :func:`ultrafit_tree`.
 ULTRAFIT_STEPS = 30
@@ -128,17 +128,21 @@ def ultrafit_tree(F: np.ndarray, names: Sequence[str], steps: int = ULTRAFIT_STE
         W[edges[:, 0], edges[:, 1]] = W[edges[:, 1], edges[:, 0]] = heights  # the creating edges move
     assert best is not None
     loss, children, heights = best
+    meta = {"method": "ultrafit", "steps": taken, "loss_first": first_loss, "loss": loss}
+    return dendrogram_tree(children, heights / 2.0, names, meta)
+
+
+def dendrogram_tree(children: np.ndarray, heights: np.ndarray, names: Sequence[str], metadata: dict) -> Tree:
+    """The :class:`Tree` of a binary dendrogram: merge ``c`` (node ``m + c``) joins ``children[c]`` (leaves
+    ``< m``, merges ``m + c'``) at ``heights[c]``; leaves at height 0, each edge the difference of its
+    ends' heights (clipped at 0), so the path metric is twice the merge heights."""
+    m = len(names)
     parent = np.full(2 * m - 1, -1, dtype=np.int64)
     node_height = np.zeros(2 * m - 1)
-    node_height[m:] = heights / 2.0
+    node_height[m:] = heights
     for c in range(m - 1):
         parent[children[c]] = m + c
     length = np.where(parent >= 0, node_height[np.maximum(parent, 0)] - node_height, 0.0)
-    tree = Tree(
-        parent=parent,
-        length=np.maximum(length, 0.0),
-        leaf_names=list(names),
-        metadata={"method": "ultrafit", "steps": taken, "loss_first": first_loss, "loss": loss},
-    )
+    tree = Tree(parent=parent, length=np.maximum(length, 0.0), leaf_names=list(names), metadata=metadata)
     tree.validate()
     return tree
