@@ -366,6 +366,33 @@ def test_classify_runs_the_fitted_trees_and_reports_their_pairs(tmp_path):
         assert rep[m]["mean"] > 60 and len(rep[m]["params"]["pairs"]) == 2 and min(rep[m]["params"]["pairs"]) > 0
 
 
+def test_fitted_methods_of_a_split_share_one_set_of_exact_programs(monkeypatch):
+    """The pairs and their exact costs depend on the split's rows and seed, not on the method: the
+    protocol solves them once per split for every fitted method, and the trees are the bits a
+    method computing its own pairs gets."""
+    pytest.importorskip("ot")
+    from hdtwd_cli.evaluate import _protocol, _weighted
+
+    rng = np.random.default_rng(12)
+    X = rng.poisson(1.0, size=(40, 12)).astype(float)
+    X[:20, :6] += rng.poisson(3.0, size=(20, 6))
+    y = np.repeat([0, 1], 20)
+    names = [f"g{j}" for j in range(12)]
+    params = TreeParams()
+    own, _ = _weighted.fitted_trees("wctwd", X, names, params, split=1, pairs=60)
+    shared = _weighted.fit_pairs(X, names, params, split=1, pairs=60)
+    given, used = _weighted.fitted_trees("wctwd", X, names, params, split=1, fit=shared)
+    assert used == 60 and own[0].length.tobytes() == given[0].length.tobytes()
+
+    calls = []
+    real = _weighted.exact_ot_pairs
+    monkeypatch.setattr(_weighted, "exact_ot_pairs", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = _protocol.evaluate(
+        X, names, y, ["wqtwd", "wctwd", "ultratree"], [params.eps], [params.scales], params, n_splits=2
+    )
+    assert len(calls) == 2 and all(r.acc.shape[0] == 2 for r in res)
+
+
 def test_gmd_is_ot_with_gene_vectors_given_by_feature_embedding(tmp_path):
     """The paper's GMD row: ``classify --methods ot --feature-embedding GENE_VECTORS``. The ground
     cost is the Euclidean distance of the file's unit vectors (a linear program on it agrees), and

@@ -33,7 +33,7 @@ from hdtwd_cli.evaluate._exact_ot import (
     require_pot,
 )
 from hdtwd_cli.evaluate._flowtree import flowtree_distances
-from hdtwd_cli.evaluate._weighted import FIT_PAIRS, SLICES, fitted_trees
+from hdtwd_cli.evaluate._weighted import FIT_PAIRS, SLICES, FitPairs, fit_pairs, fitted_trees
 from hdtwd_cli.tree._denoise import is_count_data, log_cp10k, principal_axes
 from hdtwd_cli.tree._features import idf_weights, weight_features
 from hdtwd_cli.tree._learn import learn_trees
@@ -432,9 +432,10 @@ def evaluate(
     grid = len(eps_grid) * len(scales_grid) > 1
     budgeted = set(methods) & set(OT_METHODS + FLOW_METHODS)
     ot_rows = ot_test_rows(X, splits, ot_budget, seed, needs_pot="ot" in methods) if budgeted else []
-    fit_pairs: dict[str, list[int]] = {}
+    pairs_used: dict[str, list[int]] = {}
     fit_ridges: dict[str, list[list[float]]] = {}
     for s, (train, test) in enumerate(splits):
+        shared: FitPairs | None = None  # the fitted methods' pairs and exact costs, once per split
         for name in methods:
             if name == "hdtwd":
                 eps, K = eps_grid[0], scales_grid[0]
@@ -460,8 +461,10 @@ def evaluate(
                 if name in TREE_METHODS:
                     trees = competitor_trees(name, X[train], names, base, embedding, split=s)
                 else:
-                    trees, used = fitted_trees(name, X[train], names, base, embedding, split=s, budget=ot_budget)
-                    fit_pairs.setdefault(name, []).append(used)
+                    if shared is None:
+                        shared = fit_pairs(X[train], names, base, embedding, split=s, budget=ot_budget)
+                    trees, used = fitted_trees(name, X[train], names, base, embedding, split=s, fit=shared)
+                    pairs_used.setdefault(name, []).append(used)
                     fit_ridges.setdefault(name, []).append([t.metadata["ridge"] for t in trees])
                 D = sum(
                     query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
@@ -515,7 +518,7 @@ def evaluate(
                 "fit": f"least squares of the {'merge heights' if name == 'ultratree' else 'edge weights'} to exact "
                 f"OT (POT) on up to {FIT_PAIRS} training pairs per split, >= 0, pulled towards the unfitted tree's "
                 "scaled lengths by rho (chosen on held-out pairs)",
-                "pairs": fit_pairs.get(name, []),
+                "pairs": pairs_used.get(name, []),
                 "rho": fit_ridges.get(name, []),
                 "slices": SLICES if name.startswith("s") else 1,
                 "feature_space": "embedding" if embedding is not None else base.feature_space,

@@ -59,6 +59,8 @@ __all__ = [
     "ULTRATREE_ROUNDS",
     "fit_edge_weights",
     "fit_ultrametric_heights",
+    "FitPairs",
+    "fit_pairs",
     "fitted_trees",
     "sample_pairs",
 ]
@@ -329,6 +331,37 @@ def fit_ultrametric_heights(
     return dataclasses.replace(tree, length=length, metadata={**meta, "loss_first": loss_first, "loss": loss})
 
 
+@dataclasses.dataclass(frozen=True)
+class FitPairs:
+    """The sampled pairs of training rows (``(P, 2)`` indices) and their exact transport costs."""
+
+    pairs: np.ndarray
+    costs: np.ndarray
+
+
+def fit_pairs(
+    X: np.ndarray | sp.spmatrix,
+    names: list[str],
+    params: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+    split: int = 0,
+    pairs: int = FIT_PAIRS,
+    budget: int = OT_BUDGET,
+) -> FitPairs:
+    r"""The pairs every fitted method of a split regresses on: :func:`sample_pairs` of the rows ``X``
+    (seed ``[params.seed, split]``) and their exact costs :math:`W(a_p, b_p)` in the Euclidean ground
+    space of the unit feature vectors (:func:`._exact_ot.ground_of`).
+
+    They depend on the training rows and the seed only, not on the method: computed once per split,
+    they serve every method of :data:`FITTED_METHODS` (the exact programs are the expensive part).
+    """
+    space, V = feature_vectors(X, names, params, embedding)
+    ground, w = ground_of(space, V, names)
+    H = ot_histograms(X, w)
+    used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
+    return FitPairs(used, exact_ot_pairs(H[used[:, 0]], H[used[:, 1]], ground))
+
+
 def fitted_trees(
     method: str,
     X: np.ndarray | sp.spmatrix,
@@ -338,14 +371,16 @@ def fitted_trees(
     split: int = 0,
     pairs: int = FIT_PAIRS,
     budget: int = OT_BUDGET,
+    fit: FitPairs | None = None,
 ) -> tuple[list[Tree], int]:
     r"""The ``method`` tree(s) (:data:`FITTED_METHODS`) of the rows ``X`` and the pairs the fit used.
 
     The trees are built as :func:`._competitors.competitor_trees` builds the quadtree and the
     clustering-based tree (unit feature vectors of hdtwd's features' space; features without a
     vector from the root; idf weights attached), then every tree's weights are fitted to the exact
-    transport costs of the same pairs (:func:`sample_pairs`, seed ``[params.seed, split]``). Tree
-    seeds: ``params.seed + split`` (``wqtwd``, as ``quadtree``), ``params.seed`` (``wctwd``, as
+    transport costs of the same pairs (:func:`fit_pairs`, seed ``[params.seed, split]``; pass
+    ``fit``, computed once for these rows, to share them between methods). Tree seeds:
+    ``params.seed + split`` (``wqtwd``, as ``quadtree``), ``params.seed`` (``wctwd``, as
     ``cluster-tree``), ``[params.seed, split, t]`` for slice ``t`` (the sliced variants, as
     ``tswd-n``). ``ultratree``: UltraFit's tree (``ultrafit``), its merge heights fitted instead
     (:func:`fit_ultrametric_heights`).
@@ -361,13 +396,12 @@ def fitted_trees(
         "ultratree": "ultrafit",
     }
     trees = trees_in(shape[method], space, V, params, split)
-    ground, w = ground_of(space, V, names)
-    H = ot_histograms(X, w)
-    pairs_used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
-    costs = exact_ot_pairs(H[pairs_used[:, 0]], H[pairs_used[:, 1]], ground)
+    if fit is None:
+        fit = fit_pairs(X, names, params, embedding, split, pairs, budget)
+    i, j = fit.pairs[:, 0], fit.pairs[:, 1]
     fitted = []
     for t in trees:
-        A = normalize_rows(align_to_tree(X[pairs_used[:, 0]], names, t))
-        B = normalize_rows(align_to_tree(X[pairs_used[:, 1]], names, t))
-        fitted.append((fit_ultrametric_heights if method == "ultratree" else fit_edge_weights)(t, A, B, costs))
-    return fitted, int(pairs_used.shape[0])
+        A = normalize_rows(align_to_tree(X[i], names, t))
+        B = normalize_rows(align_to_tree(X[j], names, t))
+        fitted.append((fit_ultrametric_heights if method == "ultratree" else fit_edge_weights)(t, A, B, fit.costs))
+    return fitted, int(fit.pairs.shape[0])
