@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from conftest import exact_ot, path_metric, run_hdtwd
 
 from hdtwd_cli._api import classify_methods
@@ -188,6 +189,31 @@ def test_exact_ot_never_exceeds_the_twd_of_a_dominating_quadtree():
         T = tree_wasserstein(tree, H.toarray())
         assert np.all(D <= T * (1 + 1e-9) + 1e-12)
         assert np.any(D < 0.9 * T)  # the bound is not met with equality: the test can tell them apart
+
+
+def test_exact_ot_pairs_from_the_union_costs_are_the_bits_of_per_pair_costs(monkeypatch):
+    """Overlapping supports take their ground costs from one ``cdist`` of the union of supports;
+    the values are those of each pair's own ``cdist`` bit for bit, and a linear program agrees."""
+    pytest.importorskip("ot")
+    from scipy.optimize import linprog
+    from scipy.spatial.distance import cdist
+
+    from hdtwd_cli.evaluate import _exact_ot
+
+    rng = np.random.default_rng(21)
+    V = rng.normal(size=(40, 30))
+    M = rng.random((60, 40)) * (rng.random((60, 40)) < 0.7)
+    H = sp.csr_matrix(M / M.sum(axis=1, keepdims=True))
+    A, B = H[:30], H[30:]
+    assert np.sum(np.diff(A.indptr) * np.diff(B.indptr)) > 40**2  # the union's matrix is the cheaper way
+    union = _exact_ot.exact_ot_pairs(A, B, V)
+    monkeypatch.setattr(_exact_ot, "UNION_COSTS", 0)
+    assert union.tobytes() == _exact_ot.exact_ot_pairs(A, B, V).tobytes()
+    a, b = A[0].toarray().ravel(), B[0].toarray().ravel()
+    C = cdist(V, V)
+    eq = np.vstack([np.kron(np.eye(40), np.ones(40)), np.kron(np.ones(40), np.eye(40))])
+    lp = linprog(C.ravel(), A_eq=eq, b_eq=np.concatenate([a, b]), bounds=(0, None), method="highs")
+    assert union[0] == pytest.approx(lp.fun, rel=1e-9)
 
 
 def test_exact_ot_does_not_depend_on_threads_or_dtype():

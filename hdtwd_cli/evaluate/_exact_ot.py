@@ -40,6 +40,7 @@ from hdtwd_cli.twd._distance import normalize_rows
 __all__ = [
     "OT_BUDGET",
     "OT_MIN_TEST_ROWS",
+    "UNION_COSTS",
     "exact_ot",
     "exact_ot_pairs",
     "ground_of",
@@ -53,6 +54,9 @@ __all__ = [
 OT_MIN_TEST_ROWS = 20
 #: Network-simplex iteration cap: far above what the programs need; reaching it is an error.
 _MAX_ITER = 10**9
+#: Most entries of the matrix of ground costs among the union of the pairs' supports
+#: (:func:`exact_ot_pairs`; 2^25 float64: 256 MB, 5,792 features).
+UNION_COSTS = 1 << 25
 
 
 def require_pot():
@@ -138,6 +142,13 @@ def exact_ot(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | N
 def exact_ot_pairs(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: int | None = None) -> np.ndarray:
     r""":math:`W(a_p, b_p)` for each row ``p`` of ``A`` and the same row of ``B`` (:func:`exact_ot` pair by pair).
 
+    The ground costs :math:`\lVert V_u - V_v \rVert_2` are SciPy's ``cdist`` of the pair's supports,
+    or, where the pairs' supports overlap so much that computing each pair's block costs more than
+    all distances among the union of the supports once (Zeisel's cells: about 2,600 of 4,000 genes
+    per row, 138 pairs' blocks 60 times the union's entries), blocks of that one matrix (at most
+    :data:`UNION_COSTS` entries). ``cdist`` computes every entry alone, so both give the same bits
+    (tested).
+
     Returns
     -------
     ndarray, shape (P,)
@@ -149,10 +160,23 @@ def exact_ot_pairs(A: sp.csr_matrix, B: sp.csr_matrix, V: np.ndarray, threads: i
         raise ValueError("exact_ot_pairs needs as many rows in A as in B")
     V = np.asarray(V, dtype=np.float64)
     out = np.empty(A.shape[0])
+    union = np.union1d(A.indices, B.indices)
+    blocks = int(np.sum(np.diff(A.indptr).astype(np.int64) * np.diff(B.indptr)))
+    if union.size**2 <= min(UNION_COSTS, blocks):
+        at = np.full(A.shape[1], -1, dtype=np.int64)
+        at[union] = np.arange(union.size)
+        Cu = cdist(V[union], V[union])
+
+        def cost(sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+            return Cu[np.ix_(at[sa], at[sb])]
+    else:
+
+        def cost(sa: np.ndarray, sb: np.ndarray) -> np.ndarray:
+            return cdist(V[sa], V[sb])
 
     def pair(p: int) -> None:
         (sa, a), (sb, b) = _support(A, p), _support(B, p)
-        out[p] = _emd(a, b, cdist(V[sa], V[sb]), f"pair {p}")
+        out[p] = _emd(a, b, cost(sa, sb), f"pair {p}")
 
     _on_threads(pair, A.shape[0], threads)
     return out
