@@ -104,7 +104,7 @@ DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 #: Baseline distances of ``hdtwd classify``.
 BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
 #: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.evaluate._competitors`).
-TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10", "ultrafit", "treerep", "hhc")
+TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10", "ultrafit", "treerep", "hhc", "ghhc")
 #: The competitors whose tree weights are fitted to exact transport (:mod:`hdtwd_cli.evaluate._weighted`).
 FITTED_METHODS = ("wqtwd", "wctwd", "swqtwd", "swctwd", "ultratree")
 #: The quadtree's optimal flow costed in the ground metric (:mod:`hdtwd_cli.evaluate._flowtree`).

@@ -16,6 +16,8 @@ features' space hdtwd uses for the data (docs/method.md section 12).
   2020, the paper's TR-TWD; :mod:`._treerep`).
 - ``hhc``: hyperbolic hierarchical clustering, the features embedded in the Poincare disk by a
   relaxed Dasgupta cost and decoded (Chami et al. 2020, the paper's HHC-TWD; :mod:`._hyperbolic_hc`).
+- ``ghhc``: gradient-based hyperbolic hierarchical clustering, internal nodes learned in the Poincare
+  ball by a triplet loss on a differentiable LCA (Monath et al. 2019, the paper's gHHC-TWD; :mod:`._ghhc`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
+from hdtwd_cli.evaluate._ghhc import ghhc_tree
 from hdtwd_cli.evaluate._hyperbolic_hc import hhc_tree
 from hdtwd_cli.evaluate._treerep import treerep_tree
 from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
@@ -293,7 +296,7 @@ def competitor_trees(
     hang from the root and the idf weights are attached as for hdtwd's tree
     (:func:`hdtwd_cli.tree._learn.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
 
-    Seeds: ``quadtree``, ``treerep`` and ``hhc`` ``params.seed + split``; ``cluster-tree``
+    Seeds: ``quadtree``, ``treerep``, ``hhc`` and ``ghhc`` ``params.seed + split``; ``cluster-tree``
     ``params.seed`` (one fixed tree); ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``.
     The distance of ``tswd-n`` is the mean of the TWDs on its trees (an exact TWD on each).
     """
@@ -321,6 +324,8 @@ def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams
         trees = [treerep_tree(V, space.names, params.seed + split)]
     elif method == "hhc":
         trees = [hhc_tree(V, space.names, params.seed + split)]
+    elif method == "ghhc":
+        trees = [ghhc_tree(V, space.names, params.seed + split)]
     else:  # tswd-n, quadtrees-n
         kind, n = method.rsplit("-", 1)
         build = quadtree if kind == "quadtrees" else cluster_tree

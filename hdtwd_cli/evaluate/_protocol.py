@@ -82,6 +82,7 @@ TREE_INPUT = {
     "ultrafit": "the ultrametric closest to the unit feature vectors' Euclidean distances (Chierchia & Perret 2019)",
     "treerep": "TreeRep's tree (Steiner nodes) of the unit feature vectors' distances (Sonthalia & Gilbert 2020)",
     "hhc": "hyperbolic hierarchical clustering of the unit feature vectors' cosine similarities (Chami et al. 2020)",
+    "ghhc": "gradient-based hyperbolic hierarchical clustering of the unit feature vectors (Monath et al. 2019)",
     "wqtwd": "the quadtree, edge weights fitted to exact OT (Yamada et al. 2022)",
     "wctwd": "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
     "swqtwd": "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
