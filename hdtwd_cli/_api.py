@@ -738,7 +738,7 @@ def classify(
     methods : sequence of str, optional
         ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
         ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
-        ``tswd-5``, ``tswd-10``, ``ultrafit``, ``treerep``, ``hhc``:
+        ``tswd-5``, ``tswd-10``, ``ultrafit``, ``treerep``, ``hhc``, ``ghhc``:
         :mod:`hdtwd_cli.evaluate._competitors`), the trees fitted to exact OT on sampled training pairs
         (``wqtwd``, ``wctwd``, ``swqtwd``, ``swctwd``, ``ultratree``: :mod:`hdtwd_cli.evaluate._weighted`,
         needs POT), ``flowtree`` (on exact OT's test rows) and exact OT (``ot``:

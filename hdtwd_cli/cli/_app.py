@@ -365,7 +365,7 @@ def classify(
             "--methods",
             help="Comma-separated subset of "
             f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS)} "
-            "(quadtree ... hhc: the paper's competitor trees on the same features; wqtwd ... ultratree: "
+            "(quadtree ... ghhc: the paper's competitor trees on the same features; wqtwd ... ultratree: "
             "their weights (ultratree: an ultrametric's heights) fitted to exact transport, needs POT; "
             "flowtree: the quadtree's flow costed in "
             "the ground metric, on ot's test rows; ot: exact optimal transport, "
