@@ -392,6 +392,22 @@ def test_classify_runs_the_fitted_trees_and_reports_their_pairs(tmp_path):
         assert rep[m]["mean"] > 60 and len(rep[m]["params"]["pairs"]) == 2 and min(rep[m]["params"]["pairs"]) > 0
 
 
+def test_competitor_trees_are_the_same_bits_at_any_blas_thread_count():
+    """The trees are built with BLAS on one thread, whatever the caller allows."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(4)
+    X = rng.poisson(1.0, size=(50, 24)).astype(float)
+    X[:25, :12] += rng.poisson(3.0, size=(25, 12))
+    names = [f"g{j}" for j in range(24)]
+    for method in ("mst", "cluster-tree", "ultrafit", "ghhc"):
+        with threadpool_limits(limits=1, user_api="blas"):
+            (one,) = competitor_trees(method, X, names, TreeParams(), split=2)
+        with threadpool_limits(limits=2, user_api="blas"):
+            (two,) = competitor_trees(method, X, names, TreeParams(), split=2)
+        assert one.parent.tobytes() == two.parent.tobytes() and one.length.tobytes() == two.length.tobytes()
+
+
 def test_fitted_methods_of_a_split_share_one_set_of_exact_programs(monkeypatch):
     """The pairs and their exact costs depend on the split's rows and seed, not on the method: the
     protocol solves them once per split for every fitted method, and the trees are the bits a

@@ -28,6 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import TREE_METHODS
+from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.evaluate._ghhc import ghhc_tree
 from hdtwd_cli.evaluate._hyperbolic_hc import hhc_tree
 from hdtwd_cli.evaluate._treerep import treerep_tree
@@ -311,7 +312,15 @@ def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams
 
     ``method``: one of :data:`TREE_METHODS`, or ``quadtrees-n`` (``n`` quadtrees of seeds
     ``[params.seed, split, t]``, as the trees of ``tswd-n``: the shapes of the sliced fitted quadtrees).
+    The trees are built with BLAS on one thread (:func:`~hdtwd_cli._runtime.blas.serial_blas`: their
+    products, e.g. the distances of ``mst`` and the ball distances of ``ghhc``, have the same bits at
+    any thread count).
     """
+    with serial_blas():
+        return _trees_in(method, space, V, params, split)
+
+
+def _trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams, split: int) -> list[Tree]:
     if method == "quadtree":
         trees = [quadtree(V, space.names, params.seed + split)]
     elif method == "mst":
