@@ -67,6 +67,36 @@ def exact_ot(a: np.ndarray, b: np.ndarray, C: np.ndarray) -> float:
     return float(res.fun) * scale
 
 
+def assert_twd_is_exact_ot(tree, histograms: int = 5, seed: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """The TWD on ``tree`` equals exact OT (:func:`exact_ot`) on its path metric for random histograms;
+    returns the histograms and their TWD matrix."""
+    from hdtwd_cli.twd._distance import tree_wasserstein
+
+    C = path_metric(tree.parent, tree.length, tree.n_leaves)
+    H = np.random.default_rng(seed).random((histograms, tree.n_leaves))
+    H /= H.sum(axis=1, keepdims=True)
+    D = tree_wasserstein(tree, H)
+    for i in range(histograms):
+        for j in range(i + 1, histograms):
+            assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    return H, D
+
+
+def planted_groups(seed: int, per: int, d: int = 50) -> tuple[np.ndarray, np.ndarray]:
+    """4 groups of 2 subgroups of ``per`` unit vectors: a group direction, plus 0.6 of a subgroup
+    direction (all orthonormal), plus a little noise. Returns the vectors and the subgroup of each."""
+    rng = np.random.default_rng(seed)
+    G = np.linalg.qr(rng.normal(size=(d, 12)))[0].T
+    rows, sub = [], []
+    for g in range(4):
+        for s in range(2):
+            for _ in range(per):
+                x = G[g] + 0.6 * G[4 + 2 * g + s] + 0.05 * rng.normal(size=d)
+                rows.append(x / np.linalg.norm(x))
+                sub.append(2 * g + s)
+    return np.array(rows), np.array(sub)
+
+
 @pytest.fixture
 def produce_csv() -> Path:
     return SAMPLE / "produce.csv"

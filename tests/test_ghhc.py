@@ -12,7 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import exact_ot, path_metric
+from conftest import assert_twd_is_exact_ot, path_metric, planted_groups
 
 from hdtwd_cli.evaluate._ghhc import (
     LEAF_NORM,
@@ -28,22 +28,10 @@ from hdtwd_cli.evaluate._ghhc import (
     structure_loss,
 )
 from hdtwd_cli.evaluate._hyperbolic_hc import sample_triplets, triplet_similarities
-from hdtwd_cli.twd._distance import tree_wasserstein
 
 
 def _planted(seed: int, per: int = 4, d: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    """4 groups of 2 subgroups of ``per`` unit vectors: a group direction, plus 0.6 of a subgroup
-    direction (all orthonormal), plus a little noise. Returns the vectors and the subgroup of each."""
-    rng = np.random.default_rng(seed)
-    G = np.linalg.qr(rng.normal(size=(d, 12)))[0].T
-    rows, sub = [], []
-    for g in range(4):
-        for s in range(2):
-            for _ in range(per):
-                x = G[g] + 0.6 * G[4 + 2 * g + s] + 0.05 * rng.normal(size=d)
-                rows.append(x / np.linalg.norm(x))
-                sub.append(2 * g + s)
-    return np.array(rows), np.array(sub)
+    return planted_groups(seed, per, d)
 
 
 def _names(m: int) -> list[str]:
@@ -220,13 +208,7 @@ def test_the_tree_is_valid_and_its_twd_is_exact_ot_on_its_path_metric():
     floor = 2 * np.arctanh(LEAF_NORM) - 2 * np.arctanh(NODE_NORM)
     assert np.all(tree.length[: tree.n_leaves] >= floor - 1e-12)  # a leaf's edge reaches from the boundary
     assert tree.metadata["method"] == "ghhc" and tree.metadata["seed"] == 5 and tree.metadata["dim"] == 50
-    C = path_metric(tree.parent, tree.length, tree.n_leaves)
-    H = np.random.default_rng(2).random((5, len(names)))
-    H /= H.sum(axis=1, keepdims=True)
-    D = tree_wasserstein(tree, H)
-    for i in range(5):
-        for j in range(i + 1, 5):
-            assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    assert_twd_is_exact_ot(tree)
 
 
 def test_same_seed_same_bytes_and_the_seed_matters():

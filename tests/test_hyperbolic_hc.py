@@ -12,7 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import exact_ot, path_metric
+from conftest import assert_twd_is_exact_ot, path_metric, planted_groups
 from scipy.cluster.hierarchy import cophenet, linkage
 from scipy.spatial.distance import squareform
 
@@ -26,22 +26,10 @@ from hdtwd_cli.evaluate._hyperbolic_hc import (
     sample_triplets,
     triplet_similarities,
 )
-from hdtwd_cli.twd._distance import tree_wasserstein
 
 
 def _planted(seed: int, per: int = 5, d: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    """4 groups of 2 subgroups of ``per`` unit vectors: a group direction, plus 0.6 of a subgroup
-    direction (all orthonormal), plus a little noise. Returns the vectors and the subgroup of each."""
-    rng = np.random.default_rng(seed)
-    G = np.linalg.qr(rng.normal(size=(d, 12)))[0].T
-    rows, sub = [], []
-    for g in range(4):
-        for s in range(2):
-            for _ in range(per):
-                x = G[g] + 0.6 * G[4 + 2 * g + s] + 0.05 * rng.normal(size=d)
-                rows.append(x / np.linalg.norm(x))
-                sub.append(2 * g + s)
-    return np.array(rows), np.array(sub)
+    return planted_groups(seed, per, d)
 
 
 def _clades(parent: np.ndarray, n_leaves: int) -> set[frozenset[int]]:
@@ -159,17 +147,11 @@ def test_the_tree_is_valid_ultrametric_and_its_twd_is_exact_ot_on_its_path_metri
     assert np.all(tree.parent[:-1] > np.arange(tree.n_nodes - 1)) and tree.parent[-1] == -1
     assert np.all(tree.length >= 0) and tree.length[-1] == 0
     assert tree.metadata["method"] == "hhc" and tree.metadata["seed"] == 5
-    C = path_metric(tree.parent, tree.length, tree.n_leaves)
     depth = np.zeros(tree.n_nodes)  # root-to-node path lengths: every leaf equally deep
     for v in range(tree.n_nodes - 2, -1, -1):
         depth[v] = depth[tree.parent[v]] + tree.length[v]
     np.testing.assert_allclose(depth[: tree.n_leaves], depth[0], rtol=1e-12)
-    H = np.random.default_rng(2).random((5, len(names)))
-    H /= H.sum(axis=1, keepdims=True)
-    D = tree_wasserstein(tree, H)
-    for i in range(5):
-        for j in range(i + 1, 5):
-            assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    assert_twd_is_exact_ot(tree)
 
 
 def _tree_parent(children: np.ndarray, m: int) -> np.ndarray:

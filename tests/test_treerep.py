@@ -13,11 +13,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import exact_ot, path_metric
+from conftest import assert_twd_is_exact_ot, path_metric
 from scipy.sparse.csgraph import shortest_path
 
 from hdtwd_cli.evaluate._treerep import _euclidean, _rooted, _treerep, treerep_tree
-from hdtwd_cli.twd._distance import tree_wasserstein
 
 
 def _planted(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -90,12 +89,7 @@ def test_on_vectors_a_valid_tree_whose_twd_is_exact_ot_on_its_path_metric(seed):
     assert tree.leaf_names == names and tree.metadata["method"] == "treerep" and tree.metadata["seed"] == seed
     C = path_metric(tree.parent, tree.length, 14)
     assert C[4, 5] == pytest.approx(0.0, abs=1e-12)
-    H = np.random.default_rng(2).random((5, 14))
-    H /= H.sum(axis=1, keepdims=True)
-    D = tree_wasserstein(tree, H)
-    for i in range(5):
-        for j in range(i + 1, 5):
-            assert D[i, j] == pytest.approx(exact_ot(H[i], H[j], C), rel=1e-8, abs=1e-12)
+    assert_twd_is_exact_ot(tree)
 
 
 def test_the_tree_approximates_the_euclidean_distances():

@@ -126,12 +126,16 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from hdtwd_cli._runtime.jit import njit
 from hdtwd_cli.evaluate._hyperbolic_hc import sample_triplets, triplet_similarities
 from hdtwd_cli.tree._tree import Tree
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "GHHC_BATCH",
@@ -143,6 +147,7 @@ __all__ = [
     "GHHC_PRIOR_STEPS",
     "GHHC_TRIPLETS",
     "GHHCEmbedding",
+    "GHHCOptions",
     "assign_leaves",
     "ghhc_embedding",
     "ghhc_loss",
@@ -479,6 +484,21 @@ class GHHCEmbedding:
     triplets: int
 
 
+class GHHCOptions(TypedDict, total=False):
+    """The keywords of :func:`ghhc_embedding` that :func:`ghhc_tree` passes on (defaults there)."""
+
+    nodes: int | None
+    dim: int
+    epochs: int
+    triplets: int
+    batch: int
+    learning_rate: float
+    gamma: float
+    prior_steps: int
+    gumbel: bool
+    init_scale: float
+
+
 def ghhc_embedding(
     F: np.ndarray,
     seed: int = 0,
@@ -542,26 +562,13 @@ def ghhc_embedding(
     return GHHCEmbedding(nodes=Z, leaves=X, epoch_loss=epoch_loss, loss_first=first, loss=last, triplets=n)
 
 
-def ghhc_tree(
-    F: np.ndarray,
-    names: Sequence[str],
-    seed: int = 0,
-    *,
-    nodes: int | None = None,
-    dim: int = GHHC_DIM,
-    epochs: int = GHHC_EPOCHS,
-    triplets: int = GHHC_TRIPLETS,
-    batch: int = GHHC_BATCH,
-    learning_rate: float = GHHC_LEARNING_RATE,
-    gamma: float = GHHC_GAMMA,
-    prior_steps: int = GHHC_PRIOR_STEPS,
-    gumbel: bool = True,
-) -> Tree:
+def ghhc_tree(F: np.ndarray, names: Sequence[str], seed: int = 0, **options: Unpack[GHHCOptions]) -> Tree:
     r"""gHHC's tree of the feature vectors ``F`` (``m x d``, one row per feature; cosine similarities).
 
-    :func:`ghhc_embedding` learns the internal nodes, :func:`node_parents` links them, each feature
-    hangs from its closest node (:func:`assign_leaves`), nodes without features below are dropped and
-    nodes with one child contracted; edges are hyperbolic distances (module docstring).
+    :func:`ghhc_embedding` learns the internal nodes (``options``: its keywords), :func:`node_parents`
+    links them, each feature hangs from its closest node (:func:`assign_leaves`), nodes without
+    features below are dropped and nodes with one child contracted; edges are hyperbolic distances
+    (module docstring).
 
     Returns
     -------
@@ -577,25 +584,16 @@ def ghhc_tree(
     if m < 1 or len(names) != m:
         raise ValueError("one vector per feature name is needed")
     meta = {"method": "ghhc", "seed": int(seed)}
+    gamma = options.get("gamma", GHHC_GAMMA)
+    epochs = options.get("epochs", GHHC_EPOCHS)
     if m == 1:
         if not np.all(np.isfinite(F)):
             raise ValueError("the feature vectors must be a finite 2-D array")
-        meta.update({"nodes": 0, "nodes_used": 0, "dim": min(F.shape[1], int(dim)), "epochs": int(epochs)})
+        dim = min(F.shape[1], int(options.get("dim", GHHC_DIM)))
+        meta.update({"nodes": 0, "nodes_used": 0, "dim": dim, "epochs": int(epochs)})
         meta.update({"triplets": 0, "gamma": float(gamma), "loss_first": 0.0, "loss": 0.0})
         return Tree(parent=np.array([-1]), length=np.zeros(1), leaf_names=list(names), metadata=meta)
-    emb = ghhc_embedding(
-        F,
-        seed,
-        nodes=nodes,
-        dim=dim,
-        epochs=epochs,
-        triplets=triplets,
-        batch=batch,
-        learning_rate=learning_rate,
-        gamma=gamma,
-        prior_steps=prior_steps,
-        gumbel=gumbel,
-    )
+    emb = ghhc_embedding(F, seed, **options)
     Z, X = emb.nodes, emb.leaves
     N = Z.shape[0]
     up, order = node_parents(Z, gamma)

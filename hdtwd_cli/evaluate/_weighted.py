@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET
 from hdtwd_cli.evaluate._competitors import feature_vectors, trees_in
 from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_of, ot_histograms
+from hdtwd_cli.tree._learn import FeatureSpace
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, subtree_masses
@@ -333,10 +334,13 @@ def fit_ultrametric_heights(
 
 @dataclasses.dataclass(frozen=True)
 class FitPairs:
-    """The sampled pairs of training rows (``(P, 2)`` indices) and their exact transport costs."""
+    """The sampled pairs of training rows (``(P, 2)`` indices), their exact transport costs, and the
+    features' space and unit vectors both were computed in (the fitted trees' shapes are built there)."""
 
     pairs: np.ndarray
     costs: np.ndarray
+    space: FeatureSpace
+    vectors: np.ndarray
 
 
 def fit_pairs(
@@ -359,7 +363,7 @@ def fit_pairs(
     ground, w = ground_of(space, V, names)
     H = ot_histograms(X, w)
     used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
-    return FitPairs(used, exact_ot_pairs(H[used[:, 0]], H[used[:, 1]], ground))
+    return FitPairs(used, exact_ot_pairs(H[used[:, 0]], H[used[:, 1]], ground), space, V)
 
 
 def fitted_trees(
@@ -387,7 +391,8 @@ def fitted_trees(
     """
     if method not in FITTED_METHODS:
         raise ValueError(f"unknown fitted tree method {method!r}; choose from {', '.join(FITTED_METHODS)}")
-    space, V = feature_vectors(X, names, params, embedding)
+    if fit is None:
+        fit = fit_pairs(X, names, params, embedding, split, pairs, budget)
     shape = {
         "wqtwd": "quadtree",
         "wctwd": "cluster-tree",
@@ -395,9 +400,7 @@ def fitted_trees(
         "swctwd": f"tswd-{SLICES}",
         "ultratree": "ultrafit",
     }
-    trees = trees_in(shape[method], space, V, params, split)
-    if fit is None:
-        fit = fit_pairs(X, names, params, embedding, split, pairs, budget)
+    trees = trees_in(shape[method], fit.space, fit.vectors, params, split)
     i, j = fit.pairs[:, 0], fit.pairs[:, 1]
     fitted = []
     for t in trees:
