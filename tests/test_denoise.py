@@ -328,9 +328,9 @@ def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(mo
 
 @pytest.mark.parametrize("density", [0.1, 0.6])
 def test_a_blocks_gram_follows_its_values_not_their_storage(density, monkeypatch):
-    """Dense and sparse storage of one block give the same bits on either side of
-    DENSE_GRAM_FRACTION, and the product F^T F to rounding; the dense side never calls the
-    sparse kernel."""
+    """Dense (either layout) and sparse storage of one block give the same bits on either side of
+    DENSE_GRAM_FRACTION, negative zeros included, and the product F^T F to rounding; the dense
+    side never calls the sparse kernel and never writes into the block."""
     import scipy.sparse as sp
 
     from hdtwd_cli.tree import _denoise, _kernels
@@ -344,8 +344,13 @@ def test_a_blocks_gram_follows_its_values_not_their_storage(density, monkeypatch
             raise AssertionError("a dense block reached the sparse kernel")
 
         monkeypatch.setattr(_kernels, "column_gram_csr", refuse)
+    F[0, F[0] == 0] = -0.0  # a negative zero: no value of the CSR form
     s1, g1 = _denoise._column_sums_and_gram(F)
     s2, g2 = _denoise._column_sums_and_gram(sp.csr_matrix(F))
     assert s1.tobytes() == s2.tobytes() and g1.tobytes() == g2.tobytes()
+    Ff = np.asfortranarray(F)
+    s3, g3 = _denoise._column_sums_and_gram(Ff)  # F.T contiguous: the block itself must not be written
+    assert s3.tobytes() == s1.tobytes() and g3.tobytes() == g1.tobytes()
+    assert np.signbit(Ff[0][F[0] == 0]).all() and Ff.tobytes(order="C") == F.tobytes()
     np.testing.assert_allclose(g1, F.T @ F, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(s1, F.sum(axis=0), rtol=1e-12)

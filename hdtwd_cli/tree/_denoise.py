@@ -173,18 +173,23 @@ def _values(rows: np.ndarray | sp.spmatrix, log_counts: bool) -> np.ndarray | sp
 def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
     r"""Column sums and :math:`F^\top F` of a block, decided by its values, never by their storage.
 
-    The block's non-zero values are found first (CSR, zeros dropped), so dense and sparse storage
-    of the same values give the same bits. A block with at least :data:`DENSE_GRAM_FRACTION` of
-    its entries non-zero: :math:`F^\top F` by BLAS in fixed tiles on every core
-    (:func:`~hdtwd_cli._runtime.blas.gram_upper`: the same bits at any thread count; the BLAS
-    kernel's rounding, so equal across CPU kinds to rounding); a sparser one: the compiled
-    kernel :func:`_kernels.column_gram_csr` (each entry summed over the rows in order, the same
-    bits on every machine). Column sums: ``bincount`` of the stored values.
+    The block's non-zero values decide (zeros dropped), so dense and sparse storage of the same
+    values give the same bits (a dense block on the BLAS path is read as it is,
+    :func:`_dense_column_sums_and_gram`; any other goes through its CSR form). A block with at
+    least :data:`DENSE_GRAM_FRACTION` of its entries non-zero: :math:`F^\top F` by BLAS in fixed
+    tiles on every core (:func:`~hdtwd_cli._runtime.blas.gram_upper`: the same bits at any thread
+    count; the BLAS kernel's rounding, so equal across CPU kinds to rounding); a sparser one: the
+    compiled kernel :func:`_kernels.column_gram_csr` (each entry summed over the rows in order,
+    the same bits on every machine). Column sums: each column's values added in row order.
     """
     from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
     from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_gram_csr
 
+    if not sp.issparse(F):
+        F = np.asarray(F, dtype=np.float64)
+        if np.count_nonzero(F) >= DENSE_GRAM_FRACTION * F.size:
+            return _dense_column_sums_and_gram(F)
     C = canonical_csr(sp.csr_matrix(F))
     if C.nnz and not C.data.all():
         C = sp.csr_matrix(C, copy=True)
@@ -193,6 +198,24 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     if C.nnz < DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
         return sums, column_gram_csr(C)
     return sums, mirror_upper(gram_upper(np.ascontiguousarray(C.toarray().T)))
+
+
+def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    r""":func:`_column_sums_and_gram` of a dense block that takes the BLAS path, without its CSR copy.
+
+    The same bits as the values' CSR form: each column summed over the rows in order (adding a
+    zero changes no sum of non-negative values), and :math:`F^\top F` by
+    :func:`~hdtwd_cli._runtime.blas.gram_upper` on ``F``'s values with ``-0.0`` as ``+0.0`` (as
+    ``toarray`` of the CSR form gives them).
+    """
+    from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
+
+    sums = np.zeros(F.shape[1])
+    for row in F:
+        sums += row
+    Ft = F.T.copy(order="C")  # a copy: the caller's block is never written
+    Ft += 0.0  # -0.0 -> +0.0
+    return sums, mirror_upper(gram_upper(Ft))
 
 
 def _blocks(n: int) -> range:
