@@ -97,6 +97,19 @@ def planted_groups(seed: int, per: int, d: int = 50) -> tuple[np.ndarray, np.nda
     return np.array(rows), np.array(sub)
 
 
+def feature_names(m: int) -> list[str]:
+    """``g0 .. g{m-1}``: feature names for trees built in tests."""
+    return [f"g{j}" for j in range(m)]
+
+
+def clades(parent: np.ndarray, n_leaves: int) -> set[frozenset[int]]:
+    """The leaf set below every node of a tree whose parents come after their children."""
+    leaves: list[set[int]] = [{i} for i in range(n_leaves)] + [set() for _ in range(parent.size - n_leaves)]
+    for v in range(parent.size - 1):
+        leaves[parent[v]] |= leaves[v]
+    return {frozenset(s) for s in leaves}
+
+
 @pytest.fixture
 def produce_csv() -> Path:
     return SAMPLE / "produce.csv"

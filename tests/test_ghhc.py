@@ -12,7 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import assert_twd_is_exact_ot, path_metric, planted_groups
+from conftest import assert_twd_is_exact_ot, clades, feature_names, path_metric, planted_groups
 
 from hdtwd_cli.evaluate._ghhc import (
     LEAF_NORM,
@@ -28,21 +28,6 @@ from hdtwd_cli.evaluate._ghhc import (
     structure_loss,
 )
 from hdtwd_cli.evaluate._hyperbolic_hc import sample_triplets, triplet_similarities
-
-
-def _planted(seed: int, per: int = 4, d: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    return planted_groups(seed, per, d)
-
-
-def _names(m: int) -> list[str]:
-    return [f"g{j}" for j in range(m)]
-
-
-def _clades(parent: np.ndarray, n_leaves: int) -> set[frozenset[int]]:
-    leaves: list[set[int]] = [{i} for i in range(n_leaves)] + [set() for _ in range(parent.size - n_leaves)]
-    for v in range(parent.size - 1):
-        leaves[parent[v]] |= leaves[v]
-    return {frozenset(s) for s in leaves}
 
 
 def _ball_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -161,7 +146,7 @@ def test_the_decoding_is_the_closest_node_nearer_the_origin():
 
 
 def test_training_lowers_the_loss():
-    F, _ = _planted(0)
+    F, _ = planted_groups(0, 4)
     emb = ghhc_embedding(F, seed=0, dim=50, triplets=5000, epochs=3)
     assert emb.triplets == 5000 and emb.epoch_loss.shape == (3,)
     assert emb.loss_first == pytest.approx(3 * np.log(2), abs=1e-3)  # nodes start near the origin: A = 0
@@ -177,8 +162,8 @@ def test_a_planted_hierarchy_is_recovered():
     draws natively on a Zen 4 and 8 of 10 on its AVX2 paths, so the bound is 7."""
     recovered = 0
     for seed in range(10):
-        F, sub = _planted(seed)
-        tree = ghhc_tree(F, _names(F.shape[0]), seed=seed, dim=50, triplets=20000)
+        F, sub = planted_groups(seed, 4)
+        tree = ghhc_tree(F, feature_names(F.shape[0]), seed=seed, dim=50, triplets=20000)
         assert tree.metadata["loss"] < tree.metadata["loss_first"]
         group = sub // 2
         C = path_metric(tree.parent, tree.length, tree.n_leaves)
@@ -187,16 +172,16 @@ def test_a_planted_hierarchy_is_recovered():
         for g in range(4):
             mine = (group == g)[:, None]
             assert C[mine & ~same].mean() > 1.5 * C[mine & inside].mean(), (seed, g)
-        clades = _clades(tree.parent, tree.n_leaves)
-        if all(frozenset(np.flatnonzero(group == g).tolist()) in clades for g in range(4)):
+        found = clades(tree.parent, tree.n_leaves)
+        if all(frozenset(np.flatnonzero(group == g).tolist()) in found for g in range(4)):
             recovered += int(C[inside].max() < C[~same].min())
     assert recovered >= 7
 
 
 def test_the_tree_is_valid_and_its_twd_is_exact_ot_on_its_path_metric():
-    F, _ = _planted(4, per=2)
+    F, _ = planted_groups(4, 2)
     F[3] = F[2]  # identical vectors
-    names = _names(F.shape[0])
+    names = feature_names(F.shape[0])
     tree = ghhc_tree(F, names, seed=5, triplets=5000, dim=50)
     tree.validate()
     assert tree.leaf_names == names
@@ -212,8 +197,8 @@ def test_the_tree_is_valid_and_its_twd_is_exact_ot_on_its_path_metric():
 
 
 def test_same_seed_same_bytes_and_the_seed_matters():
-    F, _ = _planted(3, per=3)
-    names = _names(F.shape[0])
+    F, _ = planted_groups(3, 3)
+    names = feature_names(F.shape[0])
     kw = {"triplets": 3000, "epochs": 2, "dim": 8}
     a = ghhc_tree(F, names, seed=11, **kw)
     b = ghhc_tree(F, names, seed=11, **kw)
@@ -246,7 +231,7 @@ def test_many_features_train_without_an_m_by_m_array():
     F = np.random.default_rng(3).normal(size=(15000, 5))
     tracemalloc.start()
     try:
-        tree = ghhc_tree(F, _names(15000), epochs=1, triplets=2000, prior_steps=2)
+        tree = ghhc_tree(F, feature_names(15000), epochs=1, triplets=2000, prior_steps=2)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

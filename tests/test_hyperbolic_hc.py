@@ -12,7 +12,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from conftest import assert_twd_is_exact_ot, path_metric, planted_groups
+from conftest import assert_twd_is_exact_ot, clades, feature_names, path_metric, planted_groups
 from scipy.cluster.hierarchy import cophenet, linkage
 from scipy.spatial.distance import squareform
 
@@ -26,21 +26,6 @@ from hdtwd_cli.evaluate._hyperbolic_hc import (
     sample_triplets,
     triplet_similarities,
 )
-
-
-def _planted(seed: int, per: int = 5, d: int = 50) -> tuple[np.ndarray, np.ndarray]:
-    return planted_groups(seed, per, d)
-
-
-def _clades(parent: np.ndarray, n_leaves: int) -> set[frozenset[int]]:
-    leaves: list[set[int]] = [{i} for i in range(n_leaves)] + [set() for _ in range(parent.size - n_leaves)]
-    for v in range(parent.size - 1):
-        leaves[parent[v]] |= leaves[v]
-    return {frozenset(s) for s in leaves}
-
-
-def _names(m: int) -> list[str]:
-    return [f"g{j}" for j in range(m)]
 
 
 def _disk_distance(z: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -111,7 +96,7 @@ def test_the_cost_is_hyphcs_and_its_gradient_matches_finite_differences(r, tau):
 
 
 def test_training_lowers_the_relaxed_cost():
-    F, _ = _planted(0)
+    F, _ = planted_groups(0, 5)
     emb = hhc_embedding(F, seed=0, epochs=10, triplets=20000)
     assert emb.triplets == 20000 and emb.epoch_loss.shape == (10,)
     assert emb.loss < emb.loss_first - 0.05
@@ -128,18 +113,18 @@ def _triplets_of(F: np.ndarray, count: int, seed: int) -> tuple[np.ndarray, np.n
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_a_planted_hierarchy_is_recovered(seed):
-    F, sub = _planted(seed)
-    tree = hhc_tree(F, _names(F.shape[0]), seed=seed, triplets=100_000)
-    clades = _clades(tree.parent, tree.n_leaves)
+    F, sub = planted_groups(seed, 5)
+    tree = hhc_tree(F, feature_names(F.shape[0]), seed=seed, triplets=100_000)
+    found = clades(tree.parent, tree.n_leaves)
     for g in range(4):
-        assert frozenset(np.flatnonzero(sub // 2 == g).tolist()) in clades, g
+        assert frozenset(np.flatnonzero(sub // 2 == g).tolist()) in found, g
     assert tree.metadata["loss"] < tree.metadata["loss_first"]
 
 
 def test_the_tree_is_valid_ultrametric_and_its_twd_is_exact_ot_on_its_path_metric():
-    F, _ = _planted(4, per=2)
+    F, _ = planted_groups(4, 2)
     F[3] = F[2]  # identical vectors
-    names = _names(F.shape[0])
+    names = feature_names(F.shape[0])
     tree = hhc_tree(F, names, seed=5, triplets=20000)
     tree.validate()
     assert tree.leaf_names == names
@@ -208,7 +193,7 @@ def test_many_features_train_without_an_m_by_m_array():
     F = np.random.default_rng(3).normal(size=(15000, 5))
     tracemalloc.start()
     try:
-        tree = hhc_tree(F, _names(15000), epochs=1, triplets=5000)
+        tree = hhc_tree(F, feature_names(15000), epochs=1, triplets=5000)
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -217,8 +202,8 @@ def test_many_features_train_without_an_m_by_m_array():
 
 
 def test_same_seed_same_bytes_and_the_seed_matters():
-    F, _ = _planted(3, per=3)
-    names = _names(F.shape[0])
+    F, _ = planted_groups(3, 3)
+    names = feature_names(F.shape[0])
     a = hhc_tree(F, names, seed=11, triplets=10000, epochs=5)
     b = hhc_tree(F, names, seed=11, triplets=10000, epochs=5)
     assert a.parent.tobytes() == b.parent.tobytes() and a.length.tobytes() == b.length.tobytes()
@@ -256,14 +241,14 @@ def test_identical_vectors():
     start = np.random.default_rng([0, 1]).uniform(-0.05, 0.05, size=(6, 2))
     assert emb.loss_first == pytest.approx(2.0) and emb.loss == pytest.approx(2.0)
     np.testing.assert_allclose(emb.points, start, rtol=0, atol=1e-9)
-    hhc_tree(F, _names(6), triplets=1000).validate()
+    hhc_tree(F, feature_names(6), triplets=1000).validate()
     # three identical among distinct vectors: their path lengths are among the shortest 5%
     rng = np.random.default_rng(0)
     iu = np.triu_indices(30, 1)
     for s in range(3):
         F = rng.normal(size=(30, 8))
         F[[3, 11, 20]] = F[3]
-        tree = hhc_tree(F, _names(30), seed=s, triplets=100_000)
+        tree = hhc_tree(F, feature_names(30), seed=s, triplets=100_000)
         tree.validate()
         C = path_metric(tree.parent, tree.length, 30)
         for a, b in ((3, 11), (3, 20), (11, 20)):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import assert_twd_is_exact_ot, path_metric
+from conftest import assert_twd_is_exact_ot, feature_names, path_metric
 from scipy.sparse.csgraph import shortest_path
 
 from hdtwd_cli.evaluate._treerep import _euclidean, _rooted, _treerep, treerep_tree
@@ -39,10 +39,6 @@ def _on(M: np.ndarray, seed: int = 0):
 def _unit(seed: int, m: int, d: int = 4) -> np.ndarray:
     F = np.random.default_rng(seed).normal(size=(m, d))
     return F / np.linalg.norm(F, axis=1, keepdims=True)
-
-
-def _names(m: int) -> list[str]:
-    return [f"g{j}" for j in range(m)]
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -83,7 +79,7 @@ def test_a_planted_tree_metric_on_leaves_and_some_inner_nodes_is_recovered(seed)
 def test_on_vectors_a_valid_tree_whose_twd_is_exact_ot_on_its_path_metric(seed):
     F = _unit(seed, 14)
     F[5] = F[4]  # identical vectors
-    names = _names(14)
+    names = feature_names(14)
     tree = treerep_tree(F, names, seed=seed)
     tree.validate()
     assert tree.leaf_names == names and tree.metadata["method"] == "treerep" and tree.metadata["seed"] == seed
@@ -95,7 +91,7 @@ def test_on_vectors_a_valid_tree_whose_twd_is_exact_ot_on_its_path_metric(seed):
 def test_the_tree_approximates_the_euclidean_distances():
     """Not a tree metric: the path metric is off, but on average by a fraction of the distance."""
     F = _unit(3, 300, d=20)
-    C = path_metric(*(lambda t: (t.parent, t.length, 300))(treerep_tree(F, _names(300))))
+    C = path_metric(*(lambda t: (t.parent, t.length, 300))(treerep_tree(F, feature_names(300))))
     E = np.sqrt(((F[:, None] - F[None]) ** 2).sum(axis=-1))
     iu = np.triu_indices(300, 1)
     assert np.mean(np.abs(C[iu] / E[iu] - 1)) < 0.5
@@ -103,7 +99,7 @@ def test_the_tree_approximates_the_euclidean_distances():
 
 def test_the_same_seed_gives_the_same_bits_and_another_seed_another_tree():
     F = _unit(5, 200, d=10)
-    a, b, c = (treerep_tree(F, _names(200), seed=s) for s in (7, 7, 8))
+    a, b, c = (treerep_tree(F, feature_names(200), seed=s) for s in (7, 7, 8))
     assert a.parent.tobytes() == b.parent.tobytes() and a.length.tobytes() == b.length.tobytes()
     assert a.parent.tobytes() != c.parent.tobytes() or a.length.tobytes() != c.length.tobytes()
 
@@ -111,12 +107,12 @@ def test_the_same_seed_gives_the_same_bits_and_another_seed_another_tree():
 def test_identical_vectors_are_at_distance_zero():
     F = _unit(1, 30)
     F[10:20] = F[3]  # eleven copies of one vector
-    tree = treerep_tree(F, _names(30))
+    tree = treerep_tree(F, feature_names(30))
     tree.validate()
     C = path_metric(tree.parent, tree.length, 30)
     same = [3, *range(10, 20)]
     np.testing.assert_allclose(C[np.ix_(same, same)], 0.0, atol=1e-12)
-    one = treerep_tree(np.tile(F[:1], (9, 1)), _names(9))  # all identical
+    one = treerep_tree(np.tile(F[:1], (9, 1)), feature_names(9))  # all identical
     one.validate()
     assert np.all(one.length == 0.0)
 
@@ -127,7 +123,7 @@ def test_one_two_and_three_features():
     assert one.n_nodes == 1 and one.parent.tolist() == [-1]
     for m in (2, 3):  # any metric on 3 points is a tree metric: recovered
         F = _unit(m, m)
-        tree = treerep_tree(F, _names(m))
+        tree = treerep_tree(F, feature_names(m))
         tree.validate()
         E = np.sqrt(((F[:, None] - F[None]) ** 2).sum(axis=-1))
         np.testing.assert_allclose(path_metric(tree.parent, tree.length, m), E, rtol=0, atol=1e-12)
@@ -137,7 +133,7 @@ def test_one_two_and_three_features():
 
 def test_points_on_a_line_give_a_path_thousands_deep():
     x = np.sort(np.random.default_rng(4).random(3000))[::-1][:, None]
-    tree = treerep_tree(x, _names(3000))
+    tree = treerep_tree(x, feature_names(3000))
     tree.validate()
     assert tree.depth().max() > 1000 and tree.metadata["steiner_nodes"] == 0
     n = tree.n_nodes
@@ -159,15 +155,15 @@ def test_distances_come_from_at_most_three_points_at_a_time():
         sources.append(s.size)
         return base(s, t)
 
-    tree = _treerep(dist, 2000, _names(2000), seed=0)
+    tree = _treerep(dist, 2000, feature_names(2000), seed=0)
     assert max(sources) <= 3 and sum(asked) < 2000**2 / 20
-    ref = treerep_tree(F, _names(2000), seed=0)
+    ref = treerep_tree(F, feature_names(2000), seed=0)
     assert tree.length.tobytes() == ref.length.tobytes()
 
 
 def test_negative_edges_are_clipped_and_points_at_inner_nodes_get_a_leaf():
     edges = {(0, 4): 1.0, (1, 4): -0.5, (3, 4): 0.25, (2, 3): 2.0}
-    tree = _rooted(edges, 5, 4, 4, _names(4), {"method": "treerep"})
+    tree = _rooted(edges, 5, 4, 4, feature_names(4), {"method": "treerep"})
     tree.validate()
     assert tree.metadata["clipped_edges"] == 1 and tree.metadata["clipped_length"] == 0.5
     C = path_metric(tree.parent, tree.length, 4)

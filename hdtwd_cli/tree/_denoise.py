@@ -174,15 +174,15 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     r"""Column sums and :math:`F^\top F` of a block, decided by its values, never by their storage.
 
     The block's non-zero values decide (zeros dropped), so dense and sparse storage of the same
-    values give the same bits (a dense block on the BLAS path is read as it is,
-    :func:`_dense_column_sums_and_gram`; any other goes through its CSR form). A block with at
+    values give the same bits (a dense block on the BLAS path is read as it is; a sparse one there
+    is made dense: :func:`_dense_column_sums_and_gram`). A block with at
     least :data:`DENSE_GRAM_FRACTION` of its entries non-zero: :math:`F^\top F` by BLAS in fixed
     tiles on every core (:func:`~hdtwd_cli._runtime.blas.gram_upper`: the same bits at any thread
     count; the BLAS kernel's rounding, so equal across CPU kinds to rounding); a sparser one: the
     compiled kernel :func:`_kernels.column_gram_csr` (each entry summed over the rows in order,
-    the same bits on every machine). Column sums: each column's values added in row order.
+    the same bits on every machine). Column sums: each column's values added in row order
+    (``bincount`` of the stored values on the sparse side).
     """
-    from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
     from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -194,14 +194,13 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     if C.nnz and not C.data.all():
         C = sp.csr_matrix(C, copy=True)
         C.eliminate_zeros()
-    sums = np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
-    if C.nnz < DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
-        return sums, column_gram_csr(C)
-    return sums, mirror_upper(gram_upper(np.ascontiguousarray(C.toarray().T)))
+    if C.nnz >= DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
+        return _dense_column_sums_and_gram(C.toarray())
+    return np.bincount(C.indices, weights=C.data, minlength=C.shape[1]), column_gram_csr(C)
 
 
 def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    r""":func:`_column_sums_and_gram` of a dense block that takes the BLAS path, without its CSR copy.
+    r""":func:`_column_sums_and_gram` of a block (dense values) that takes the BLAS path.
 
     The same bits as the values' CSR form: each column summed over the rows in order (adding a
     zero changes no sum of non-negative values), and :math:`F^\top F` by
