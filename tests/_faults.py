@@ -16,7 +16,7 @@ Two parts:
   reading    the input's (inode, size, mtime) has been taken, before  the input's path(s)
              its bytes are read (``io._matrix._file_state``)
   computing  the output file is open, before the distances are        the temporary output file
-             computed into it (``_api.tree_distances``)
+             computed into it (``_api._distances.tree_distances``)
   writing    the temporary output file is complete, before it is      the temporary output file
              renamed into place (``io._atomic._publish``)
   ========== ======================================================= ===========================
@@ -98,7 +98,7 @@ def install(faults: str, points: list[str]) -> None:
 
         _matrix._file_state = paused_file_state
     if "computing" in points:
-        from hdtwd_cli import _api
+        from hdtwd_cli._api import _distances as _api
 
         tree_distances = _api.tree_distances
 

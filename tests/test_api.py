@@ -52,10 +52,10 @@ def test_public_names_and_doctests():
     }
     for name in hd.__all__:
         assert getattr(hd, name) is not None
-    from hdtwd_cli import _api
+    from hdtwd_cli._api import _classify, _distances, _learn, _scanpy
     from hdtwd_cli.tree import _params, _tree
 
-    for mod in (_api, _params, _tree):
+    for mod in (_classify, _distances, _learn, _scanpy, _params, _tree):
         res = doctest.testmod(mod)
         assert res.failed == 0 and res.attempted > 0, mod.__name__
 
@@ -251,7 +251,7 @@ def test_h5ad_from_standard_input_keeps_every_field(tmp_path):
 def test_knn_beyond_n_is_refused_before_the_tree_is_learned(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import hdtwd_cli._api as api
+    import hdtwd_cli._api._learn as api
     import hdtwd_cli.cli._app as cli
 
     def never(*a, **k):

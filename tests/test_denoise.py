@@ -276,7 +276,7 @@ def test_auto_stays_off_where_the_tree_would_need_every_denoised_row_in_memory()
     """The landmark operator (more than 5,000 features by default) and the latent space read the
     denoised rows as one n x m matrix: "auto" says so and stays off there (an atlas of every gene
     runs as with --denoise 0); an explicit rank still asks for it."""
-    from hdtwd_cli.tree._learn import denoise_rank
+    from hdtwd_cli.tree._values import denoise_rank
 
     rng = np.random.default_rng(0)
     X = sp.random(120, 6000, density=0.3, format="lil", random_state=1, data_rvs=lambda k: rng.integers(1, 5, k))

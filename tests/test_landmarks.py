@@ -25,7 +25,8 @@ from hdtwd_cli.tree._landmarks import (
     landmark_operator,
     select_landmarks,
 )
-from hdtwd_cli.tree._learn import check_tree_memory, learn_tree
+from hdtwd_cli.tree._budget import check_tree_memory
+from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import tree_wasserstein
 

@@ -69,7 +69,7 @@ def _out(help: str) -> Any:
 
 
 @app.command()
-@command(TREE, INPUT, OUTPUT, exclude=("linkage", "edge_weights", "denoise"))
+@command(TREE, INPUT, OUTPUT)
 def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (.h5).")], o: Any = None) -> None:
     """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
     from hdtwd_cli._api import embed as api_embed

@@ -12,6 +12,8 @@ Embedding file (``hdtwd embed``), ``encoding-type = "hdtwd-embedding"``::
     /features/dropped      (d,) str     features without a vector (no mass, or absent from the given
                                         feature embedding): they hang from the tree's root
     /features/weights      (m+d,) f8    optional: feature weight (idf) of names, then dropped
+    /features/denoise      optional: the rank-r map the tree's rows were denoised by (the layout of
+                           /tree/denoise below, one entry per feature of names, then dropped)
     /diffusion             attrs: eps (c * sigma, the scale actually used), sigma, clipped_spectral_mass
     /diffusion/eigenvalues (m,) f8      eigenvalues of S after clipping to [floor, 1], descending
                                         (landmarks: (m',), the eigenvalues sigma^2 of S R)
@@ -150,8 +152,12 @@ def write_embedding(
     params: Mapping[str, Any],
     meta: Mapping[str, Any],
     weights: np.ndarray | Sequence[float] | None = None,
+    denoiser: Any = None,
 ) -> None:
     """Write the multi-scale embedding in the documented layout (see the module docstring).
+
+    ``denoiser`` (attributes ``mean``, ``axes``, ``covered``, ``log_counts``; rows in the order of
+    ``feature_names`` then ``dropped``): the map the tree decoded from this file applies to samples.
 
     ``emb`` has the arrays ``psi``, ``heights`` and ``negative_mass``; ``op``, the diffusion
     operator, has ``eps``, ``sigma``, ``clipped_spectral_mass``, ``eigenvalues``,
@@ -170,6 +176,8 @@ def write_embedding(
         _strings(g, "dropped", dropped)
         if weights is not None:
             _array(g, "weights", np.asarray(weights, dtype=np.float64))
+        if denoiser is not None:
+            _write_denoiser(g, denoiser)
         g = f.create_group("diffusion")
         _mark(g, "hdtwd-diffusion-operator")
         _attrs(g, {"eps": op.eps, "sigma": op.sigma, "clipped_spectral_mass": op.clipped_spectral_mass})
@@ -205,6 +213,7 @@ def read_embedding(path: str) -> EmbeddingRecord:
             diffusion["dropped"] = _read_strings(f["features/dropped"])
             if "features/weights" in f:
                 diffusion["feature_weights"] = numeric(f["features/weights"][()], path, "features/weights", ndim=1)
+            denoiser = _read_denoiser(f["features/denoise"], path) if "features/denoise" in f else None
         except KeyError as e:
             raise InputError(f"embedding file lacks {e}", path) from None
     width = int(diffusion.get("n_landmarks", 0)) or len(names)
@@ -229,7 +238,9 @@ def read_embedding(path: str) -> EmbeddingRecord:
         raise InputError(f"embedding/psi holds values outside [0, 1] ({psi.min():.3g}..{psi.max():.3g})", path)
     if np.any(heights <= 0) or np.any(np.diff(heights) <= 0):
         raise InputError("embedding/heights are not positive and increasing from scale to scale", path)
-    return EmbeddingRecord(psi, heights, negative_mass, names, params, meta, diffusion)
+    if denoiser is not None:
+        _check_denoiser(denoiser, len(names) + len(dropped), path, "features/denoise")
+    return EmbeddingRecord(psi, heights, negative_mass, names, params, meta, diffusion, denoiser)
 
 
 def write_tree(path: str, tree: TreeLike, params: Mapping[str, Any], meta: Mapping[str, Any]) -> None:
@@ -254,12 +265,16 @@ def write_tree(path: str, tree: TreeLike, params: Mapping[str, Any], meta: Mappi
         if tree.feature_weights is not None:
             _array(g, "feature_weights", tree.feature_weights)
         if tree.denoiser is not None:
-            d = g.create_group("denoise")
-            _mark(d, "hdtwd-denoiser")
-            d.attrs["log_counts"] = bool(tree.denoiser.log_counts)
-            _array(d, "mean", tree.denoiser.mean)
-            _array(d, "axes", tree.denoiser.axes)
-            _array(d, "covered", tree.denoiser.covered.astype(np.uint8))
+            _write_denoiser(g, tree.denoiser)
+
+
+def _write_denoiser(g: h5py.Group, denoiser: Any) -> None:
+    d = g.create_group("denoise")
+    _mark(d, "hdtwd-denoiser")
+    d.attrs["log_counts"] = bool(denoiser.log_counts)
+    _array(d, "mean", denoiser.mean)
+    _array(d, "axes", denoiser.axes)
+    _array(d, "covered", denoiser.covered.astype(np.uint8))
 
 
 def read_tree(path: str) -> TreeRecord:
@@ -285,12 +300,20 @@ def read_tree(path: str) -> TreeRecord:
 
 
 def _read_denoiser(g: h5py.Group, path: str) -> DenoiserRecord:
+    at = g.name.lstrip("/")
     return DenoiserRecord(
-        mean=numeric(g["mean"][()], path, "tree/denoise/mean", ndim=1).astype(np.float64),
-        axes=numeric(g["axes"][()], path, "tree/denoise/axes", ndim=2).astype(np.float64),
+        mean=numeric(g["mean"][()], path, f"{at}/mean", ndim=1).astype(np.float64),
+        axes=numeric(g["axes"][()], path, f"{at}/axes", ndim=2).astype(np.float64),
         log_counts=bool(g.attrs["log_counts"]),
-        covered=numeric(g["covered"][()], path, "tree/denoise/covered", kinds="biu", ndim=1).astype(bool),
+        covered=numeric(g["covered"][()], path, f"{at}/covered", kinds="biu", ndim=1).astype(bool),
     )
+
+
+def _check_denoiser(d: DenoiserRecord, m: int, path: str, at: str) -> None:
+    """One finite mean and axis row per feature, or one line naming the file and the group."""
+    ok = d.mean.shape == (m,) and d.axes.shape[0] == m and d.covered.shape == (m,)
+    if not ok or not (np.all(np.isfinite(d.mean)) and np.all(np.isfinite(d.axes))):
+        raise InputError(f"{at} must hold one finite mean and axis row for each of the {m} features", path)
 
 
 def write_distances_h5(

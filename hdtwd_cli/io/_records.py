@@ -66,6 +66,8 @@ class EmbeddingRecord:
     params: dict
     meta: dict
     diffusion: dict
+    #: The map the tree's rows were denoised by (rows: ``feature_names``, then ``diffusion["dropped"]``).
+    denoiser: DenoiserRecord | None = None
 
 
 def children_of(parent: np.ndarray) -> list[list[int]]:

@@ -4,13 +4,17 @@ r"""The features' tree learned end to end: features' space -> diffusion -> embed
 the features' ambient space and weights (:mod:`._features`), the diffusion operator (Eq. 1;
 :mod:`._diffusion`, or landmarks, :mod:`._landmarks`), the multi-scale hyperbolic embedding
 (:mod:`._hyperbolic`) and the HD-LCA binary tree (Alg. 1; :mod:`._hd_lca`), then the departures
-of section 7 (features that cannot be placed hang from the root, the leaf term). It also holds the
-memory estimates that refuse a run before a stage that would not fit. Pure functions over arrays:
-no file I/O.
+of section 7 (features that cannot be placed hang from the root, the leaf term). It is the one
+place the chain is composed: :func:`prepare` (value scale and denoising, :mod:`._values`; the
+features' space) -> :func:`learn_trees` (operator, embedding or HD-LCA values, tree) ->
+:meth:`Prepared.finish`; ``embed`` / ``decode_tree`` run :func:`embed_prepared` and
+:func:`decode_from_embedding` with the same :class:`Prepared`. Memory estimates: :mod:`._budget`.
+Pure functions over arrays: no file I/O.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +22,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli._runtime.memory import allowance, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
-from hdtwd_cli.errors import InputError, ResourceError
-from hdtwd_cli.tree._denoise import DenoisedRows, auto_rank, fit_denoiser, is_count_data, is_log1p_counts
+from hdtwd_cli.errors import InputError
+from hdtwd_cli.tree._budget import check_tree_memory
+from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator
 from hdtwd_cli.tree._features import (
     FEATURE_SPACES,
@@ -51,115 +55,9 @@ from hdtwd_cli.tree._landmarks import (
     effective_landmarks,
     landmark_operator,
 )
-from hdtwd_cli.tree._linkage import square_bytes, square_fits
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, attach_at_root, lengthen_leaves, mean_leaf_depth
-
-#: Share of the available memory that learning the tree may take (the rest stays free for the
-#: interpreter, the libraries' buffers and estimates that run short).
-TREE_SHARE = 0.85
-
-
-def tree_memory_bytes(
-    n: int,
-    m: int,
-    nnz: int | None,
-    params: TreeParams,
-    store_embedding: bool | None = None,
-    available: int | None = None,
-) -> dict[str, int]:
-    """Estimated peak bytes of each heavy stage of learning a tree over ``m`` features.
-
-    ``nnz`` is the number of stored entries of a sparse ``X`` (``None``: dense). The estimate
-    covers the arrays the stages allocate, not the input itself (already in memory).
-    ``store_embedding`` (default: unless the edge weights are ``lca``): the float64 embedding is
-    kept (``hdtwd embed``, ``midpoint`` weights); otherwise the tree comes straight from the
-    operator (:func:`_hd_lca.hd_lca_products`). ``available``: complete linkage's square matrix is
-    counted where it will be used (at most half of ``available``; SciPy's condensed copy otherwise).
-    Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
-    ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
-    float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
-    order, ranks), and for complete linkage its square ``m x m`` matrix.
-    Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
-    n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values (float32 for the tree, or
-    float64 stored and its float32 copy) next to the condensed HD-LCA product (one more copy for
-    non-single linkages), or, for complete linkage with ``lca`` weights, the square matrix alone
-    (the product is written into it).
-    """
-    K1 = params.scales + 1
-    pairs = m * (m - 1) // 2
-    nl = effective_landmarks(params.landmarks, m)
-    store = params.edge_weights != "lca" if store_embedding is None else store_embedding
-    fits = available is None or square_fits(m, available)
-    square = square_bytes(m) if params.linkage == "complete" and fits else 0  # complete linkage's m x m matrix
-    if nl == 0:
-        if store:
-            return {
-                "diffusion": 8 * 4 * m * m,
-                "embedding": 8 * (K1 + 2) * m * m,
-                "tree": 8 * (K1 * m * m + 3 * pairs) + square,
-            }
-        return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
-    sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
-    # the condensed product, and SciPy's condensed copy where no square matrix; none at all where the
-    # product is written straight into the square matrix (lca weights, one K: hd_lca_products(square=True))
-    copies = 0 if square and not store else 1 if params.linkage == "single" or square else 2
-    psi = (12 if store else 4) * K1 * m * nl
-    return {
-        "diffusion": 8 * 4 * m * nl + sparse_side,
-        "embedding": psi + 8 * 2 * m * nl + 8 * pairs,
-        "tree": psi + 8 * copies * pairs + square + (1 << 23),
-    }
-
-
-def check_tree_memory(
-    n: int,
-    m: int,
-    nnz: int | None,
-    params: TreeParams,
-    available: int,
-    path: str | None = None,
-    stages: tuple[str, ...] = ("diffusion", "embedding", "tree"),
-    store_embedding: bool | None = None,
-) -> int:
-    """Refuse (:class:`errors.ResourceError`) before a stage would not fit in ``available`` bytes.
-
-    The message names what would fit: landmarks instead of the exact operator, fewer landmarks,
-    or single linkage (which needs no copy of the condensed HD-LCA values). Returns the estimate.
-    """
-
-    def peak(p: TreeParams) -> int:
-        est = tree_memory_bytes(n, m, nnz, p, store_embedding, available)
-        return max(est[s] for s in stages)
-
-    need = peak(params)
-    if need <= TREE_SHARE * available:
-        return need
-
-    def fits(p: TreeParams) -> bool:
-        return peak(p) <= TREE_SHARE * available
-
-    nl = effective_landmarks(params.landmarks, m)
-    tries: list[dict[str, Any]] = []
-    for n_l in (500, 200, 100):
-        if n_l < (nl or m):
-            tries.append({"landmarks": n_l})
-    tries = ([{"linkage": "single"}] if params.linkage != "single" else []) + tries
-    if params.linkage != "single":
-        tries += [dict(t, linkage="single") for t in tries if "landmarks" in t]
-    way = next((t for t in tries if fits(params.replace(**t))), None)
-    names = {f"h{i}": k for i, k in enumerate(way or {})}
-    hint = (
-        "use " + " ".join(f"{{h{i}}} {v}" for i, v in enumerate((way or {}).values()))
-        if way is not None
-        else "keep fewer features (e.g. drop rare ones) or use a bigger machine"
-    )
-    raise ResourceError(
-        f"{'learning the tree' if 'tree' in stages else 'the embedding'} over {m} features needs about "
-        f"{human_bytes(need)}, more than hdtwd allows itself: {allowance(TREE_SHARE, available)}; {hint}",
-        path,
-        **names,
-    )
+from hdtwd_cli.tree._values import denoised_rows
 
 
 def feature_operator(
@@ -447,28 +345,84 @@ def extend_tree(tree: Tree, names: list[str]) -> Tree:
     return out
 
 
-def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, str]:
-    """The rank the tree's denoising uses (0: off) and why: ``params.denoise``, or the rule of
-    :func:`_denoise.auto_rank` for ``"auto"`` (counts whose features co-occur, in the rows ``X``)."""
-    if params.denoise != "auto":
-        r = int(params.denoise)
-        return r, ("asked for" if r else "0 asked for")
-    counts = is_count_data(X) or is_log1p_counts(X)
-    never = never_cooccur_fraction(X, seed=params.seed) if counts else -1.0
-    rank, why = auto_rank(X.shape[0], X.shape[1], counts, never, NEVER_COOCCUR_LIMIT)
-    if rank and _denoised_rows_made_dense(params, X.shape[1]):
-        return 0, (
-            f"{why}, but the {'latent space' if params.feature_space == 'svd' else 'landmark operator'} "
-            f"({X.shape[1]} features) would need all {X.shape[0]} denoised rows in memory; "
-            f"--denoise {rank} asks for it"
+@dataclass
+class Prepared:
+    """The chain's first stage: the features' space of the rows a tree is learned from, and the map
+    from a sample's values to its histogram (denoiser, feature weights) that every tree of these
+    rows applies.
+
+    Attributes
+    ----------
+    space : FeatureSpace
+        The features' vectors (:attr:`FeatureSpace.matrix`), placed and unplaced features, weights.
+    columns : list of str
+        The input's features in column order: the rows of :attr:`denoiser`.
+    denoiser : Denoiser or None
+        The rank-``r`` map fitted on the rows (:mod:`._values`), one entry per column; ``None``: off.
+    rule : str
+        Why denoising is on or off (recorded in every tree's metadata as ``denoise_rule``).
+    """
+
+    space: FeatureSpace
+    columns: list[str]
+    denoiser: Denoiser | None
+    rule: str
+
+    def finish(self, tree: Tree, params: TreeParams) -> Tree:
+        """The finished tree (:func:`finish_tree`) with the map in its leaf order and what was chosen, and why."""
+        tree = finish_tree(tree, self.space, params)
+        if self.denoiser is not None:  # the map, in the tree's leaf order, applies to every sample it compares
+            column = {n: j for j, n in enumerate(self.columns)}
+            tree.denoiser = self.denoiser.reordered(np.array([column[n] for n in tree.leaf_names], dtype=np.int64))
+            tree.metadata["denoise_log_counts"] = self.denoiser.log_counts
+        tree.metadata.update({"denoise": 0 if self.denoiser is None else self.denoiser.rank, "denoise_rule": self.rule})
+        return tree
+
+    def handed_on(self) -> tuple[np.ndarray | sp.spmatrix, Prepared]:
+        """The features' vectors, and a copy of this stage whose space holds none (the operator has
+        them): the stages after it move features between placed and unplaced in the copy only, so one
+        :class:`Prepared` can serve several trees of the same rows."""
+        if self.space.matrix is None:
+            raise ValueError("the features' vectors of this stage were handed on already")
+        space = dataclasses.replace(self.space, matrix=None, names=list(self.space.names))
+        space.unplaced = list(self.space.unplaced)
+        return self.space.matrix, dataclasses.replace(self, space=space)
+
+
+def prepare(
+    X: np.ndarray | sp.spmatrix,
+    feature_names: list[str],
+    params: TreeParams,
+    *,
+    embedding: tuple[np.ndarray, list[str]] | None = None,
+    reporter: Reporter | None = None,
+    path: str | None = None,
+    available: int | None = None,
+) -> Prepared:
+    """The value scale and denoising (:func:`_values.denoised_rows`), then the features' space of those rows
+    (:func:`feature_space`; idf weights from the samples' own values): the first stage of every tree.
+
+    Raises :class:`~hdtwd_cli.errors.InputError` when fewer than two features can be placed.
+    """
+    rep = reporter or Reporter(quiet=True)
+    streamed = embedding is None and not effective_landmarks(params.landmarks, X.shape[1])
+    rows, den, why = denoised_rows(X, params, streamed_gram=streamed, reporter=rep, path=path, available=available)
+    with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
+        space = feature_space(rows, feature_names, params, embedding)
+    if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
+        space.weights = dict(zip(feature_names, idf_weights(X).tolist()))
+    if len(space.names) < 2:
+        raise InputError(
+            "fewer than two features can be placed (non-zero columns, or vectors in the "
+            "feature embedding): no tree to learn",
+            path,
         )
-    return rank, why
-
-
-def _denoised_rows_made_dense(params: TreeParams, m: int) -> bool:
-    """Whether learning the tree reads the denoised rows as one dense ``n x m`` matrix (the landmark
-    operator and the latent space do; the exact operator streams them)."""
-    return bool(effective_landmarks(params.landmarks, m)) or params.feature_space == "svd"
+    if space.unplaced:
+        rep.note(
+            f"{len(space.unplaced)} feature(s) without a vector hang from the root "
+            f"(e.g. {', '.join(space.unplaced[:3])})"
+        )
+    return Prepared(space, list(feature_names), den, why)
 
 
 def learn_tree(
@@ -499,50 +453,20 @@ def learn_trees(
     path: str | None = None,
     available: int | None = None,
     embedding: tuple[np.ndarray, list[str]] | None = None,
+    prepared: Prepared | None = None,
 ) -> dict[int, Tree]:
     """Trees for several K from one eigendecomposition (the scales 0..K are shared).
 
+    The one composition of the chain: :func:`prepare` (or ``prepared``, its result for these rows
+    and ``params``, shared with other trees of the same rows), the operator, the HD-LCA tree of
+    each K and :meth:`Prepared.finish`. ``embed`` / ``decode_tree`` run the same stages in two
+    calls (:func:`embed_prepared`, :func:`decode_from_embedding` and :meth:`Prepared.finish`).
     On one BLAS thread (:func:`hdtwd_cli._runtime.blas.serial_blas`): the same bits at any thread count."""
     rep = reporter or Reporter(quiet=True)
-    den, raw = None, X
-    rank, why = denoise_rank(X, params)
-    if rank:  # the tree is learned from the denoised rows (docs/method.md section 11)
-        m = X.shape[1]
-        dense = _denoised_rows_made_dense(params, m)
-        need = 16 * m * m + (24 * X.shape[0] * m if dense else 0)  # the scatter matrix; rows made dense
-        if available is not None and need > TREE_SHARE * available:
-            raise ResourceError(
-                f"{{a}} {rank} needs about {human_bytes(need)} (the {m} x {m} scatter matrix"
-                + (f", and the {X.shape[0]} x {m} rows made dense for landmarks or the latent space" if dense else "")
-                + f"), more than hdtwd allows itself: {allowance(TREE_SHARE, available)}; learn the tree on a "
-                "subsample of the cells and map the rest with {b}, or give {a} 0",
-                path,
-                a="denoise",
-                b="tree",
-            )
-        with rep.stage(f"denoising (rank {rank} principal axes; {why})"):
-            den = fit_denoiser(X, rank)
-            X = DenoisedRows(X, den)
-            if not dense and embedding is None:  # the exact operator reads the Gram matrix: one pass for all
-                X.summarise(gram=True)
-    else:
-        rep.info(f"denoising: off ({why})")
-    with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
-        space = feature_space(X, feature_names, params, embedding)
-    if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
-        space.weights = dict(zip(feature_names, idf_weights(raw).tolist()))
-    if len(space.names) < 2:
-        raise InputError(
-            "fewer than two features can be placed (non-zero columns, or vectors in the "
-            "feature embedding): no tree to learn",
-            path,
-        )
-    if space.unplaced:
-        rep.note(
-            f"{len(space.unplaced)} feature(s) without a vector hang from the root "
-            f"(e.g. {', '.join(space.unplaced[:3])})"
-        )
-    F, space.matrix = space.matrix, None  # held here only: freed once the operator is built
+    if prepared is None:
+        prepared = prepare(X, feature_names, params, embedding=embedding, reporter=rep, path=path, available=available)
+    F, prepared = prepared.handed_on()
+    space = prepared.space
     if available is not None:
         need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None, params, available, path)  # type: ignore[union-attr]
         rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; {available / 1e9:.1f} GB available)")
@@ -564,7 +488,7 @@ def learn_trees(
             with rep.stage(f"{params.linkage} linkage ({m} features)"):
                 tree = lca_tree(products.pop(K), scale_heights(K), space.names, params.linkage, tie_ranks=exact)
             tree.metadata.update(meta[K])
-            out[K] = finish_tree(tree, space, params)
+            out[K] = prepared.finish(tree, params)
         out = {K: out[K] for K in scales}
     else:
         op, emb = embed(F, params.replace(scales=max(scales)), rep)
@@ -587,14 +511,7 @@ def learn_trees(
                 tie_ranks=not isinstance(op, LandmarkOperator),
             )
             tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
-            out[K] = finish_tree(tree, space, params)
-    if den is not None:  # the map, in each tree's leaf order, is applied to every sample the tree compares
-        column = {n: j for j, n in enumerate(feature_names)}
-        for tree in out.values():
-            tree.denoiser = den.reordered(np.array([column[n] for n in tree.leaf_names], dtype=np.int64))
-            tree.metadata.update({"denoise": den.rank, "denoise_log_counts": den.log_counts})
-    for tree in out.values():  # what was chosen and why (the parameter may say "auto")
-        tree.metadata.update({"denoise": den.rank if den is not None else 0, "denoise_rule": why})
+            out[K] = prepared.finish(tree, params)
     md = out[max(scales)].metadata
     never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(
@@ -603,6 +520,37 @@ def learn_trees(
         f"{space.shared:.3g})"
     )
     return out
+
+
+def embed_prepared(
+    prepared: Prepared,
+    params: TreeParams,
+    reporter: Reporter | None = None,
+    path: str | None = None,
+    available: int | None = None,
+) -> tuple[Prepared, DiffusionOperator | LandmarkOperator, HyperbolicEmbedding]:
+    """The stages of :func:`learn_trees` before the tree, kept (``hdtwd embed``): the operator and the
+    multi-scale embedding of ``prepared``'s features, and ``prepared`` with the features the operator
+    could not place moved to the root (:func:`place`). With ``available`` (bytes), the memory of the
+    operator and the stored embedding is checked first."""
+    rep = reporter or Reporter(quiet=True)
+    F, prepared = prepared.handed_on()
+    if available is not None:
+        need = check_tree_memory(
+            F.shape[0],
+            F.shape[1],
+            F.nnz if sp.issparse(F) else None,  # type: ignore[union-attr]
+            params,
+            available,
+            path,
+            ("diffusion", "embedding"),
+            store_embedding=True,
+        )
+        rep.note(f"the embedding needs about {need / 1e9:.2f} GB (estimate; {available / 1e9:.1f} GB available)")
+    op, emb = embed(F, params, rep)
+    del F
+    place(prepared.space, op, rep)
+    return prepared, op, emb
 
 
 @serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)

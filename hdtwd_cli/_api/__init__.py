@@ -1,0 +1,61 @@
+r"""The public Python API: the method end to end on arrays and AnnData, shaped like scanpy.
+
+Everything the ``hdtwd`` command does is one call here; the command line only reads files,
+calls these functions and writes their results.
+
+========================  ===================================================================
+function                  what it gives
+========================  ===================================================================
+:func:`learn_tree`        the feature tree (diffusion -> hyperbolic embedding -> HD-LCA tree)
+:func:`tree_vectors`      the L1 embedding of the samples: TWD = L1 distance between rows
+:func:`distances`         the pairwise (or cross) TWD matrix
+:func:`distance_vectors`  the same, as a reusable object (dense, blocked or kNN output)
+:func:`knn_graph`         each sample's nearest neighbours under the TWD (scanpy's meaning)
+:func:`neighbors`         writes the kNN graph into an AnnData exactly as ``sc.pp.neighbors``
+:func:`classify`          the paper's kNN-accuracy protocol against baselines (a report dict)
+:func:`embed`             the stages before the tree (``hdtwd embed``)
+:func:`decode_tree`       the tree from a stored embedding (``hdtwd decode-tree``)
+========================  ===================================================================
+
+The TWD between histograms :math:`\mu, \nu` on the leaves of a tree with edge lengths
+:math:`\alpha_v` is (paper Eq. 5; docs/method.md section 4)
+
+.. math:: \mathrm{TWD}(\mu, \nu) = \sum_v \alpha_v \, |\mu(\Gamma_v) - \nu(\Gamma_v)|,
+
+where :math:`\Gamma_v` is the set of leaves below node :math:`v`: the L1 distance between the
+vectors :math:`y = (\alpha_v \mu(\Gamma_v))_v`, which :func:`tree_vectors` returns.
+
+Errors are :class:`~hdtwd_cli.errors.HdtwdError` (a ``ValueError``) naming the argument or
+the input; warnings are :class:`~hdtwd_cli.errors.HdtwdWarning`.
+"""
+
+from hdtwd_cli._api._classify import classify, classify_methods
+from hdtwd_cli._api._distances import (
+    VECTORS_MAX_BYTES,
+    DistanceVectors,
+    KnnGraph,
+    distance_vectors,
+    distances,
+    knn_graph,
+    tree_vectors,
+)
+from hdtwd_cli._api._learn import FeatureEmbedding, decode_tree, embed, learn_tree
+from hdtwd_cli._api._scanpy import neighbors, write_graph
+
+__all__ = [
+    "learn_tree",
+    "tree_vectors",
+    "distances",
+    "distance_vectors",
+    "DistanceVectors",
+    "knn_graph",
+    "KnnGraph",
+    "neighbors",
+    "write_graph",
+    "classify",
+    "classify_methods",
+    "embed",
+    "FeatureEmbedding",
+    "decode_tree",
+    "VECTORS_MAX_BYTES",
+]

@@ -1,0 +1,176 @@
+"""The paper's kNN-accuracy protocol as a public function: ``classify`` and the methods it compares."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_errors
+from hdtwd_cli._defaults import FITTED_METHODS, FLOW_METHODS, OT_BUDGET, OT_METHODS
+from hdtwd_cli._version import __version__
+from hdtwd_cli.errors import (
+    ParameterError,
+)
+from hdtwd_cli.evaluate._exact_ot import require_pot
+from hdtwd_cli.evaluate._protocol import (
+    BASELINES,
+    DEFAULT_K,
+    TREE_METHODS,
+    evaluate,
+    is_count_data,
+    summarise,
+)
+from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
+from hdtwd_cli.tree._params import TreeParams, apply_transform
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+def classify(
+    X: Matrix,
+    labels: Sequence[Any] | np.ndarray,
+    feature_names: Sequence[str] | None = None,
+    *,
+    methods: Sequence[str] | None = None,
+    k: Sequence[int] = DEFAULT_K,
+    splits: int = 5,
+    test_size: float = 0.3,
+    eps: float | Sequence[float] | None = None,
+    scales: int | Sequence[int] | None = None,
+    params: TreeParams | None = None,
+    feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
+    seed: int = 0,
+    progress: Callable[[int], None] | None = None,
+    ot_budget: int = OT_BUDGET,
+) -> dict[str, Any]:
+    """kNN accuracy of the TWD and of baselines on the same train/test splits (paper App. C).
+
+    The tree of each split is learned from its training rows only. With several ``eps`` or
+    ``scales`` values, each split chooses by inner cross-validation on its training rows.
+
+    Parameters
+    ----------
+    labels : sequence, length n_samples
+        Class of each sample.
+    methods : sequence of str, optional
+        ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
+        ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
+        ``tswd-5``, ``tswd-10``, ``ultrafit``, ``treerep``, ``hhc``, ``ghhc``:
+        :mod:`hdtwd_cli.evaluate._competitors`), the trees fitted to exact OT on sampled training pairs
+        (``wqtwd``, ``wctwd``, ``swqtwd``, ``swctwd``, ``ultratree``: :mod:`hdtwd_cli.evaluate._weighted`,
+        needs POT), ``flowtree`` (on exact OT's test rows) and exact OT (``ot``:
+        :mod:`hdtwd_cli.evaluate._exact_ot`, needs POT); docs/method.md section 12.
+        Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
+    k : sequence of int
+        The k of the kNN classifier; the report gives each method's best.
+    ot_budget : int
+        Transport variables per split for ``ot`` (:func:`hdtwd_cli.evaluate._protocol.ot_test_rows`):
+        its accuracy is measured on the test rows that fit, listed in its ``params``.
+
+    Returns
+    -------
+    dict
+        ``methods``: per method ``best_k``, ``mean``, ``std``, ``per_k``, ``per_split``, ``params``;
+        plus the protocol's settings.
+
+    Examples
+    --------
+    >>> import numpy as np, hdtwd_cli as hd
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.vstack([rng.poisson([5] * 6 + [1] * 6, size=(20, 12)), rng.poisson([1] * 6 + [5] * 6, size=(20, 12))])
+    >>> report = hd.classify(X, [0] * 20 + [1] * 20, methods=["hdtwd", "l1"], k=[1, 3], splits=2)
+    >>> sorted(report["methods"]), report["methods"]["hdtwd"]["mean"] > 90
+    (['hdtwd', 'l1'], True)
+    """
+    base = params or TreeParams()
+    Xm = checked_matrix(X)
+    names = checked_names(feature_names, Xm.shape[1])
+    y = np.asarray(labels)
+    if y.shape != (Xm.shape[0],):
+        raise ParameterError(f"has {y.size} labels for {Xm.shape[0]} samples", "labels")
+    ks = sorted({int(v) for v in k})
+    if not ks or ks[0] < 1:
+        raise ParameterError("values must be >= 1", "k")
+    if not 0 < test_size < 1:
+        raise ParameterError("must be between 0 and 1", "test_size")
+    eps_grid = [base.eps] if eps is None else [float(v) for v in np.atleast_1d(eps)]
+    scales_grid = [base.scales] if scales is None else [int(v) for v in np.atleast_1d(scales)]
+    if min(eps_grid) <= 0:
+        raise ParameterError("values must be > 0", "eps")
+    if min(scales_grid) < 0:
+        raise ParameterError("values must be >= 0", "scales")
+    if eps is not None:
+        base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too
+    chosen = classify_methods(Xm, methods)
+    if ot_budget < 1:
+        raise ParameterError("must be a positive number of transport variables", "ot_budget")
+    n_train = Xm.shape[0] - int(round(test_size * Xm.shape[0]))
+    if ks[-1] > n_train:
+        raise ParameterError(f"the largest {{arg}} ({ks[-1]}) exceeds the {n_train} training samples per split", "k")
+    vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
+    results = data_errors(
+        lambda: evaluate(
+            apply_transform(Xm, base.transform),
+            names,
+            y,
+            chosen,
+            eps_grid,
+            scales_grid,
+            base,
+            ks,
+            splits,
+            test_size,
+            seed,
+            progress=progress,
+            embedding=vectors,
+            ot_budget=ot_budget,
+        )
+    )
+    return summarise(
+        results,
+        {
+            "n_samples": Xm.shape[0],
+            "n_features": Xm.shape[1],
+            "n_classes": int(len(np.unique(y))),
+            "splits": splits,
+            "test_size": test_size,
+            "seed": seed,
+            "k": ks,
+            "hdtwd_version": __version__,
+            "transform": base.transform,
+        },
+    )
+
+
+def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
+    """The methods :func:`classify` compares: ``methods`` checked, or the default for the data:
+    hdtwd, cosine, euclidean, l1; then tf-idf L1 and cosine for counts; and PCA (scanpy's
+    representation) unless most pairs of features never share a sample, the property that picks
+    the features' space (:func:`hdtwd_cli.tree._features.never_cooccur_fraction`): cells' UMI counts get PCA
+    beside tf-idf, documents' word counts only tf-idf."""
+    counts = is_count_data(X)
+    cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
+    chosen = (
+        list(methods)
+        if methods
+        else ["hdtwd", "cosine", "euclidean", "l1"]
+        + (["tfidf-l1", "tfidf-cosine"] if counts else [])
+        + (["pca"] if cooccur else [])
+    )
+    known = BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS
+    unknown = [m for m in chosen if m not in ("hdtwd",) + known]
+    if unknown:
+        raise ParameterError(
+            f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(known)}",
+            "methods",
+        )
+    needs_pot = [m for m in chosen if m in FITTED_METHODS + OT_METHODS]
+    if needs_pot:
+        try:
+            require_pot()
+        except ImportError as e:
+            raise ParameterError(f"holds {needs_pot[0]}: {e}", "methods") from None
+    return chosen

@@ -1,0 +1,58 @@
+"""Argument checks shared by the public functions: the input matrix, names, progress, data errors."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+import scipy.sparse as sp
+
+from hdtwd_cli._runtime.progress import Reporter
+from hdtwd_cli.errors import (
+    HdtwdError,
+    InputError,
+    ParameterError,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    pass
+
+
+DType = Literal["float64", "float32"]
+Unseen = Literal["error", "root"]
+Matrix = Any  # ndarray, scipy sparse matrix or anything np.asarray accepts
+
+
+def as_reporter(progress: Reporter | bool | None) -> Reporter:
+    if isinstance(progress, Reporter):
+        return progress
+    return Reporter(quiet=not progress)
+
+
+def checked_matrix(X: Matrix, argument: str = "X") -> np.ndarray | sp.csr_matrix:
+    """``X`` as float64 (CSR when sparse), checked: 2-D, non-empty, finite, non-negative."""
+    from hdtwd_cli.io._matrix import check_values
+
+    return check_values(X, argument)
+
+
+def checked_names(names: Sequence[str] | None, m: int, argument: str = "feature_names") -> list[str]:
+    if names is None:
+        return [f"f{j}" for j in range(m)]
+    out = [str(s) for s in names]
+    if len(out) != m:
+        raise ParameterError(f"has {len(out)} names for {m} columns", argument)
+    if len(set(out)) != m:
+        raise ParameterError("holds duplicate names", argument)
+    return out
+
+
+def data_errors(fn: Callable[[], Any]) -> Any:
+    """Run a numerical stage; a plain ValueError from it is a problem of the input data."""
+    try:
+        return fn()
+    except HdtwdError:
+        raise
+    except ValueError as e:
+        raise InputError(str(e)) from None

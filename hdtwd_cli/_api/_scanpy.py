@@ -1,0 +1,152 @@
+"""scanpy's face: ``neighbors`` writes the TWD kNN graph where ``sc.pp.neighbors`` writes its graph."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from hdtwd_cli._api._common import Unseen
+from hdtwd_cli._api._distances import KnnGraph, distance_vectors
+from hdtwd_cli._runtime.progress import Reporter
+from hdtwd_cli.errors import (
+    ParameterError,
+)
+from hdtwd_cli.knn._graph import (
+    scanpy_keys,
+    scanpy_neighbors_uns,
+)
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.tree._tree import Tree
+
+if TYPE_CHECKING:  # pragma: no cover
+    import anndata
+
+
+def _adata_matrix(adata: anndata.AnnData, layer: str | None, use_raw: bool | None) -> tuple[Any, list[str], str]:
+    """The matrix ``neighbors`` reads: ``layers[layer]``, ``raw.X`` or ``X`` (see :func:`neighbors`)."""
+    if layer is not None and use_raw:
+        raise ParameterError("{arg} and {b} exclude each other", "layer", b="use_raw")
+    if layer is not None:
+        if layer not in adata.layers:
+            raise ParameterError(f"{layer!r} is not in adata.layers ({', '.join(adata.layers) or 'none'})", "layer")
+        return adata.layers[layer], [str(v) for v in adata.var_names], f"layers[{layer!r}]"
+    if use_raw is None:
+        X = adata.X
+        negative = X is not None and (X.min() < 0 if not sp.issparse(X) else (X.data < 0).any())
+        use_raw = bool(negative and adata.raw is not None)
+    if use_raw:
+        if adata.raw is None:
+            raise ParameterError("is set but adata has no .raw", "use_raw")
+        return adata.raw.X, [str(v) for v in adata.raw.var_names], "raw.X"
+    return adata.X, [str(v) for v in adata.var_names], "X"
+
+
+def neighbors(
+    adata: anndata.AnnData,
+    n_neighbors: int = 15,
+    *,
+    tree: Tree | None = None,
+    params: TreeParams | None = None,
+    layer: str | None = None,
+    use_raw: bool | None = None,
+    key_added: str | None = None,
+    copy: bool = False,
+    store_vectors: bool | None = None,
+    feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
+    unseen: Unseen = "error",
+    method: str = "exact",
+    seed: int = 0,
+    client: Any = None,
+    progress: Reporter | bool | None = None,
+) -> anndata.AnnData | None:
+    """The TWD kNN graph of the cells, written into ``adata`` exactly as ``sc.pp.neighbors`` writes its graph.
+
+    Afterwards ``sc.tl.umap``, ``sc.tl.leiden``, ``sc.tl.paga``, ``sc.tl.diffmap`` ... run on the
+    TWD graph unchanged (with ``neighbors_key=key_added`` when a key is given).
+
+    Parameters
+    ----------
+    adata : AnnData
+        Cells x genes; the values must be non-negative (counts or normalised counts).
+    n_neighbors : int
+        Size of each cell's neighbourhood, the cell itself included (scanpy's meaning).
+    tree : Tree, optional
+        A tree learned before (e.g. on a reference atlas); default: learn one from this data.
+    params : TreeParams, optional
+        Configuration of the learned tree.
+    layer : str, optional
+        Read ``adata.layers[layer]``.
+    use_raw : bool, optional
+        Read ``adata.raw.X``. ``None``: ``raw`` when ``X`` holds negative values (scaled data) and
+        ``adata.raw`` exists, else ``X``.
+    key_added : str, optional
+        ``None``: ``obsp["distances"]``, ``obsp["connectivities"]``, ``uns["neighbors"]``; else
+        ``obsp[key_added + "_distances"]``, ``obsp[key_added + "_connectivities"]``, ``uns[key_added]``.
+    copy : bool
+        Return a modified copy instead of writing into ``adata``.
+    method, seed, client
+        The neighbour search (:func:`knn_graph`).
+    store_vectors : bool, optional
+        Store the TWD vectors (:func:`tree_vectors`) as ``obsm["X_hdtwd"]`` and record
+        ``use_rep="X_hdtwd"``, ``metric="manhattan"`` so that scanpy's tools that recompute distances
+        get the TWD. ``None``: store them when they take at most :data:`VECTORS_MAX_BYTES`.
+
+    Returns
+    -------
+    AnnData or None
+        The copy with ``copy=True``, else ``None``. Written fields:
+
+        - ``obsp["distances"]``: CSR float64, the ``n_neighbors - 1`` exact TWDs of each row;
+        - ``obsp["connectivities"]``: CSR float32, UMAP's fuzzy simplicial set;
+        - ``uns["neighbors"]``: ``connectivities_key``, ``distances_key``, ``params`` (``n_neighbors``,
+          ``method="umap"``, ``random_state``, ``metric="manhattan"``, ``use_rep``, and ``hdtwd``: a
+          JSON record of the tree and the input);
+        - ``obsm["X_hdtwd"]``: the TWD vectors (see ``store_vectors``).
+
+    Examples
+    --------
+    >>> import anndata, numpy as np, hdtwd_cli as hd
+    >>> adata = anndata.AnnData(np.random.default_rng(0).poisson(1.0, size=(50, 20)).astype(np.float32))
+    >>> hd.neighbors(adata, n_neighbors=10)
+    >>> int(adata.obsp["distances"].getnnz(axis=1).max()), adata.uns["neighbors"]["params"]["metric"]
+    (9, 'manhattan')
+    """
+    ad = adata.copy() if copy else adata
+    X, names, source = _adata_matrix(ad, layer, use_raw)
+    if X is None:
+        raise ParameterError("adata has no X", "adata")
+    dv = distance_vectors(
+        X,
+        tree,
+        feature_names=names,
+        params=params,
+        feature_embedding=feature_embedding,
+        unseen=unseen,
+        n_neighbors=n_neighbors,
+        progress=progress,
+    )
+    graph = dv.knn(n_neighbors, method, seed, client)
+    write_graph(ad, graph, key_added, dv.vectors_for_obsm(store_vectors), dict(graph.params, input=source))
+    return ad if copy else None
+
+
+def write_graph(
+    adata: anndata.AnnData, graph: KnnGraph, key_added: str | None, vectors: np.ndarray | None, record: dict[str, Any]
+) -> None:
+    """Put ``graph`` into ``adata`` in ``sc.pp.neighbors``' layout (see :func:`neighbors`)."""
+    key, dkey, ckey = scanpy_keys(key_added)
+    if vectors is not None:
+        adata.obsm["X_hdtwd"] = vectors
+    adata.obsp[dkey] = graph.distance_matrix()
+    adata.obsp[ckey] = graph.connectivities()
+    adata.uns[key] = scanpy_neighbors_uns(
+        key_added,
+        graph.n_neighbors,
+        int(record.get("seed", 0)),
+        use_rep="X_hdtwd" if vectors is not None else None,
+        extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)},
+    )
