@@ -237,12 +237,12 @@ def _tree_field(tmp: Path, field: str, value: np.ndarray) -> Path:
 
 
 def _embedding_edit(tmp: Path, key: str) -> Path:
-    """``hdtwd embed``'s file with ``key`` damaged: a NaN height, or one feature weight too few."""
+    """``hdtwd embed``'s file with ``key`` damaged: a NaN height, or one feature weight (or denoiser row) too few."""
     import h5py
     from conftest import run_hdtwd
 
     p = tmp / "E.h5"
-    run_hdtwd("embed", SAMPLE / "produce.csv", "-o", p)
+    run_hdtwd("embed", SAMPLE / "produce.csv", "-o", p, *(["--denoise", "3"] if "denoise" in key else []))
     with h5py.File(p, "r+") as h:
         v = h[key][()]
         if key == "embedding/heights":
@@ -1032,6 +1032,13 @@ CASES: list[Case] = [
         lambda t: ["decode-tree", _embedding_edit(t, "features/weights"), "-o", t / "T.h5"],
         2,
         "features/weights holds",
+    ),
+    (
+        "embedding-denoiser",
+        "an embedding .h5 whose stored denoiser has one axis row too few",
+        lambda t: ["decode-tree", _embedding_edit(t, "features/denoise/axes"), "-o", t / "T.h5"],
+        2,
+        "features/denoise must hold one finite mean and axis row for each of the 8 features",
     ),
 ]
 
