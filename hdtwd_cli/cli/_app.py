@@ -235,34 +235,31 @@ def distance(
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
     from hdtwd_cli._api import distance_vectors
-    from hdtwd_cli.cli._output import KNN_SUFFIXES, check_result_options, new_adata, write_result
-    from hdtwd_cli.io import check_output_path, read_matrix
-    from hdtwd_cli.io._output import distance_suffix, stores_metadata
+    from hdtwd_cli.cli._output import DistanceOutputs
+    from hdtwd_cli.io import read_matrix
     from hdtwd_cli.knn._dask import connect
     from hdtwd_cli.tree._tree import Tree
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
-    check_output_path(output, [data, tree, reference])
-    h5ad_out = knn is not None and str(output).lower().endswith(".h5ad")
-    if knn is not None and (str(output) == "-" or Path(str(output)).suffix.lower() not in KNN_SUFFIXES):
-        raise ParameterError("writes a sparse graph: use -o FILE.npz or -o FILE.h5ad", "n_neighbors", output)
-    if knn is None and str(output) != "-" and output_format is None:
-        distance_suffix(str(output))
-    check_result_options(str(output), knn, knn_method.value, scheduler)
-    for extra in (save_tree, newick):
-        if extra is not None:
-            check_output_path(extra, [data, tree, output])
-    if tree is not None and (save_tree or newick):
-        raise ParameterError("{a} and {b} save a LEARNED tree: not with {arg}", "tree", a="save_tree", b="newick")
+    outs = DistanceOutputs(
+        output,
+        output_format and output_format.value,
+        knn,
+        knn_method.value,
+        key_added,
+        store_vectors,
+        scheduler,
+        save_tree,
+        newick,
+    ).checked(data, tree, reference)
     params = tree_params(o, tree_given=tree is not None)
-    md = read_input(data, o, rep, keep_adata=h5ad_out)
+    md = read_input(data, o, rep, keep_adata=outs.h5ad)
     ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
-    T = None if tree is None else Tree.read(str(tree))
     client = connect(scheduler)
     dv = distance_vectors(
         md.X,
-        T,
+        None if tree is None else Tree.read(str(tree)),
         None if ref is None else ref.X,
         feature_names=md.feature_names,
         reference_feature_names=None if ref is None else ref.feature_names,
@@ -274,44 +271,7 @@ def distance(
         dtype=dtype.value,
         progress=rep,
     )
-    # the input's fingerprint (a hash of all values: a pass over the input) only where it is stored
-    stored = save_tree or newick or stores_metadata(str(output), output_format and output_format.value, knn is not None)
-    meta = {**(md.record() if stored else {}), **dv.record, "preset": o.preset.value}
-    for path in (save_tree, newick):
-        if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
-            dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
-    adata = (
-        (md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)) if h5ad_out else None
-    )
-    rep.info(
-        write_result(
-            str(output),
-            dv,
-            md.sample_names,
-            md.sample_names if ref is None else ref.sample_names,
-            meta,
-            fmt=output_format and output_format.value,
-            knn=knn,
-            key_added=key_added,
-            adata=adata,
-            store_vectors=store_vectors,
-            reporter=rep,
-            knn_method=knn_method.value,
-            seed=o.seed,
-            client=client,
-        )
-    )
-
-
-def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
-    """The samples' mean histogram on the tree's leaves where ``path`` is a Nexus file (else None)."""
-    from hdtwd_cli.io._nexus import NEXUS_SUFFIXES
-    from hdtwd_cli.tree._params import apply_transform
-    from hdtwd_cli.twd._distance import mean_histogram
-
-    if Path(path).suffix.lower() not in NEXUS_SUFFIXES:
-        return None
-    return mean_histogram(tree, apply_transform(X, str(tree.metadata.get("transform", "none"))), names)
+    rep.info(outs.write(dv, md, ref, preset=o.preset.value, seed=o.seed, client=client, reporter=rep))
 
 
 def _parse_list(text: str | None, kind: type, argument: str) -> list | None:

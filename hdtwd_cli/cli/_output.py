@@ -8,6 +8,7 @@ matrix, the matrix in memory), so that the I/O layer never runs the method.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,89 @@ def new_adata(X: Any, sample_names: list[str], feature_names: list[str]) -> Any:
 
 def _is_zarr(path: str) -> bool:
     return path != "-" and Path(path.rstrip("/")).suffix.lower() == ".zarr"
+
+
+@dataclass
+class DistanceOutputs:
+    """What ``hdtwd distance`` is asked to write: the result (``-o``, its format, a kNN graph) and the
+    learned tree's files. :meth:`checked` holds every check of them, before any work; :meth:`write`
+    writes them all."""
+
+    output: Path
+    fmt: str | None
+    knn: int | None
+    knn_method: str
+    key_added: str | None
+    store_vectors: bool | None
+    scheduler: str | None
+    save_tree: Path | None
+    newick: Path | None
+
+    @property
+    def h5ad(self) -> bool:
+        """The result is a kNN graph in an ``.h5ad`` (which keeps the input AnnData)."""
+        return self.knn is not None and str(self.output).lower().endswith(".h5ad")
+
+    def checked(self, data: Path, tree: Path | None, reference: Path | None) -> DistanceOutputs:
+        """``self``, once the output paths (none overwrites an input), the result's suffix, the kNN graph's
+        formats and the learned tree's files are checked."""
+        from hdtwd_cli.io import check_output_path
+
+        output = self.output
+        check_output_path(output, [data, tree, reference])
+        if self.knn is not None and (str(output) == "-" or Path(str(output)).suffix.lower() not in KNN_SUFFIXES):
+            raise ParameterError("writes a sparse graph: use -o FILE.npz or -o FILE.h5ad", "n_neighbors", output)
+        if self.knn is None and str(output) != "-" and self.fmt is None:
+            distance_suffix(str(output))
+        check_result_options(str(output), self.knn, self.knn_method, self.scheduler)
+        for extra in (self.save_tree, self.newick):
+            if extra is not None:
+                check_output_path(extra, [data, tree, output])
+        if tree is not None and (self.save_tree or self.newick):
+            raise ParameterError("{a} and {b} save a LEARNED tree: not with {arg}", "tree", a="save_tree", b="newick")
+        return self
+
+    def write(self, dv: Any, md: Any, ref: Any, *, preset: str, seed: int, client: Any, reporter: Any) -> str:
+        """Write the learned tree's files and the result of ``dv`` (a :class:`hdtwd_cli._api.DistanceVectors`)
+        for the input ``md`` (and the reference ``ref``); returns :func:`write_result`'s summary."""
+        from hdtwd_cli.io._output import stores_metadata
+
+        # the input's fingerprint (a hash of all values: a pass over the input) only where it is stored
+        stored = self.save_tree or self.newick or stores_metadata(str(self.output), self.fmt, self.knn is not None)
+        meta = {**(md.record() if stored else {}), **dv.record, "preset": preset}
+        for path in (self.save_tree, self.newick):
+            if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
+                dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
+        adata = None
+        if self.h5ad:
+            adata = md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)
+        return write_result(
+            str(self.output),
+            dv,
+            md.sample_names,
+            md.sample_names if ref is None else ref.sample_names,
+            meta,
+            fmt=self.fmt,
+            knn=self.knn,
+            key_added=self.key_added,
+            adata=adata,
+            store_vectors=self.store_vectors,
+            reporter=reporter,
+            knn_method=self.knn_method,
+            seed=seed,
+            client=client,
+        )
+
+
+def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
+    """The samples' mean histogram on the tree's leaves where ``path`` is a Nexus file (else None)."""
+    from hdtwd_cli.io._nexus import NEXUS_SUFFIXES
+    from hdtwd_cli.tree._params import apply_transform
+    from hdtwd_cli.twd._distance import mean_histogram
+
+    if Path(path).suffix.lower() not in NEXUS_SUFFIXES:
+        return None
+    return mean_histogram(tree, apply_transform(X, str(tree.metadata.get("transform", "none"))), names)
 
 
 def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
