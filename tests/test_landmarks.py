@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 from hdtwd_cli._defaults import LINKAGES
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_dense, hd_lca_product
 from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
 from hdtwd_cli.tree._landmarks import (
@@ -25,7 +26,6 @@ from hdtwd_cli.tree._landmarks import (
     landmark_operator,
     select_landmarks,
 )
-from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import tree_wasserstein
@@ -195,16 +195,23 @@ def test_memory_refusal_names_an_option_that_fits():
     with pytest.raises(ResourceError, match="use landmarks 500") as e:
         check_tree_memory(1000, 20000, None, p, available=int(8e9))
     assert "use --landmarks 500" in e.value.worded(flag)
+    # complete linkage's square matrix is counted where it fits in half the available memory
     with pytest.raises(ResourceError, match="linkage single"):
         check_tree_memory(
-            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(12e9)
+            1000, 20000, None, TreeParams.from_preset("paper", landmarks=500, linkage="complete"), available=int(6.4e9)
         )
-    assert (
+    with pytest.raises(ResourceError, match="linkage single"):
         check_tree_memory(
-            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="single"), available=int(12e9)
+            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage="average"), available=int(12e9)
         )
-        > 7e9
-    )
+    # where it does not, the chain works on the condensed values in place: no more than single linkage
+    need = {
+        rule: check_tree_memory(
+            1000, 42000, None, TreeParams.from_preset("paper", landmarks=500, linkage=rule), available=int(12e9)
+        )
+        for rule in ("single", "complete")
+    }
+    assert need["single"] == need["complete"] > 7e9
 
 
 def test_embedding_file_round_trip_with_landmarks(tmp_path):

@@ -164,6 +164,8 @@ def test_compiled_complete_linkage_equals_scipy(m, compiled, monkeypatch):
     children, heights = complete_linkage(g, m)
     assert np.array_equal(children, np.sort(Z[:, :2].astype(np.int64), axis=1))
     assert np.array_equal(heights, Z[:, 2])
+    in_place = complete_linkage(g.copy(), m, in_place=True)  # the chain on the condensed values
+    assert np.array_equal(in_place[0], children) and np.array_equal(in_place[1], heights)
 
 
 def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
@@ -180,6 +182,8 @@ def test_compiled_complete_linkage_with_ties_is_a_complete_linkage(monkeypatch):
     children, heights = complete_linkage(g, m)  # the NumPy twin
     monkeypatch.setattr(_small, "SMALL_WORK", 0)
     assert all(np.array_equal(u, v) for u, v in zip(complete_linkage(g, m), (children, heights)))  # same ties
+    in_place = complete_linkage(g.copy(), m, in_place=True)  # the condensed chain: the same ties too
+    assert all(np.array_equal(u, v) for u, v in zip(in_place, (children, heights)))
     members = {i: [i] for i in range(m)}
     for s, (p, q) in enumerate(children.tolist()):
         ids = list(members)

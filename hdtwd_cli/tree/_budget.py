@@ -35,16 +35,17 @@ def tree_memory_bytes(
     ``store_embedding`` (default: unless the edge weights are ``lca``): the float64 embedding is
     kept (``hdtwd embed``, ``midpoint`` weights); otherwise the tree comes straight from the
     operator (:func:`_hd_lca.hd_lca_products`). ``available``: complete linkage's square matrix is
-    counted where it will be used (at most half of ``available``; SciPy's condensed copy otherwise).
+    counted where it will be used (at most half of ``available``; otherwise the chain runs on the
+    condensed values in place, with the same merges, and needs nothing more).
     Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
     ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
     float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
-    order, ranks), and for complete linkage its square ``m x m`` matrix.
+    order, ranks), and for complete linkage its square ``m x m`` matrix where it fits.
     Landmark path (``m'`` landmarks): the ``m x m'`` distances/affinities (4 of them) and the
     n x m' landmark vectors, then ``psi`` of ``(K+1) m m'`` values (float32 for the tree, or
-    float64 stored and its float32 copy) next to the condensed HD-LCA product (one more copy for
-    non-single linkages), or, for complete linkage with ``lca`` weights, the square matrix alone
-    (the product is written into it).
+    float64 stored and its float32 copy) next to the condensed HD-LCA product (SciPy's copy of it
+    for average and weighted linkage), or, for complete linkage with ``lca`` weights, the square
+    matrix alone (the product is written into it).
     """
     K1 = params.scales + 1
     pairs = m * (m - 1) // 2
@@ -61,9 +62,10 @@ def tree_memory_bytes(
             }
         return {"diffusion": 8 * 4 * m * m, "embedding": 28 * m * m + 8 * pairs, "tree": 24 * pairs + square}
     sparse_side = 8 * n * nl if nnz is None else 12 * min(nnz, n * nl)
-    # the condensed product, and SciPy's condensed copy where no square matrix; none at all where the
-    # product is written straight into the square matrix (lca weights, one K: hd_lca_products(square=True))
-    copies = 0 if square and not store else 1 if params.linkage == "single" or square else 2
+    # the condensed product, and SciPy's copy of it for average and weighted linkage (complete linkage
+    # works on it in place where no square matrix); none at all where the product is written straight
+    # into the square matrix (lca weights, one K: hd_lca_products(square=True))
+    copies = 0 if square and not store else 1 if params.linkage in ("single", "complete") else 2
     psi = (12 if store else 4) * K1 * m * nl
     return {
         "diffusion": 8 * 4 * m * nl + sparse_side,

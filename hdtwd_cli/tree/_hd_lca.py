@@ -324,9 +324,9 @@ def hd_lca_products(
 
 
 def square_linkage_fits(m: int) -> bool:
-    """Whether complete linkage runs on a square matrix (:func:`_linkage.complete_linkage`, compiled,
-    or its NumPy twin for small ``m``): where the ``m x m`` matrix takes at most half of the
-    available memory (else SciPy's, on the condensed vector).
+    """Whether complete linkage runs on a square matrix (:func:`_linkage.complete_linkage`): where the
+    ``m x m`` matrix takes at most half of the available memory; else the same chain runs on the
+    condensed vector in place. Only the speed and the memory depend on it, never the merges.
     """
     from hdtwd_cli._runtime.memory import available_memory
 
@@ -339,15 +339,16 @@ def hd_lca_product_merge_order(
     r"""Merges from the condensed HD-LCA product ``g`` (:func:`hd_lca_product`); large-m path.
 
     ``single`` (SciPy's MST, no copy of ``g``) and ``complete`` (the compiled nearest-neighbour
-    chain of :mod:`hdtwd_cli.tree._linkage` on a square copy, 16 bytes per pair, where it takes at most
-    half of the available memory; SciPy's on a condensed copy otherwise) run on ``g`` itself: they
+    chain of :mod:`hdtwd_cli.tree._linkage`: on a square copy, 16 bytes per pair, where it takes at
+    most half of the available memory, else on ``g`` itself in place) take ``g`` as it is: they
     depend only on the order of the values, so the merges are those of :math:`a`, exactly.
     ``average`` and ``weighted`` need :math:`a` itself: ``g`` is overwritten IN PLACE by
     :math:`a = g^{1/(2(K+1))}` first, exactly as well. Unlike :func:`hd_lca_merge_order`, exact
     ties are broken by the algorithm's scan order (no ``(a, min, max)`` rank transform, which costs
-    16 more bytes per pair); the result is deterministic all the same. A square ``g`` (``m x m``,
-    from ``hd_lca_products(square=True)``) is for complete linkage: the chain runs on it in place,
-    the same merges as on the condensed vector (the same matrix, the same scans).
+    16 more bytes per pair): one fixed rule per linkage, whatever the available memory, since
+    every route of complete linkage (a square copy, a square ``g`` from
+    ``hd_lca_products(square=True)`` worked on in place, the condensed ``g`` in place) runs the same
+    chain with the same comparisons (:mod:`hdtwd_cli.tree._linkage`, "Ties").
 
     Returns
     -------
@@ -363,14 +364,14 @@ def hd_lca_product_merge_order(
             raise ValueError("the square product is for complete linkage")
         children, heights = complete_linkage(g, m)
         return children, np.log(heights) * power
-    if linkage_rule == "complete" and square_linkage_fits(m):
-        children, heights = complete_linkage(g, m)
+    if linkage_rule == "complete":
+        children, heights = complete_linkage(g, m, in_place=not square_linkage_fits(m))
         return children, np.log(heights) * power
     from scipy.cluster.hierarchy import (
         linkage,  # here: reading a tree does not pay for scipy.cluster
     )
 
-    if linkage_rule in ("single", "complete"):
+    if linkage_rule == "single":
         Z = linkage(g, method=linkage_rule)
         merge_log_a = np.log(Z[:, 2]) * power
     else:
@@ -409,13 +410,13 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
     (whose order is already ``(min, max)`` lexicographic), and single linkage on the distinct
     ranks is the unique minimum spanning tree of that order (SciPy's O(m^2) MST algorithm).
     ``complete`` depends only on the order of ``a`` too and uses the same ranks (distinct, so the
-    tree is unique; computed by :mod:`hdtwd_cli.tree._linkage` where its square matrix fits). There the
-    chain first runs on ``log a`` itself: when no tie decided any of its steps (as on real data
-    without duplicated features) its tree is the one of the ranks, bit for bit
-    (:func:`_linkage.untied_complete_linkage`), and the sort, most of the work otherwise, is
-    skipped. ``average`` and
-    ``weighted`` (UPGMA / WPGMA) average the values of ``a`` between clusters (SciPy's
-    nearest-neighbour chain; deterministic for a given input).
+    tree is unique; computed by :mod:`hdtwd_cli.tree._linkage`, on a square copy where it fits, else
+    in place on the ranks: the same tree). Where the square fits the chain first runs on ``log a``
+    itself: when no tie decided any of its steps (as on real data without duplicated features) its
+    tree is the one of the ranks, bit for bit (:func:`_linkage.untied_complete_linkage`), and the
+    sort, most of the work otherwise, is skipped. ``average`` and ``weighted`` (UPGMA / WPGMA)
+    average the values of ``a`` between clusters (SciPy's nearest-neighbour chain, the only route;
+    deterministic for a given input).
 
     The merge value recorded for each internal node is :math:`\log a` of the linkage's
     cluster distance (for ``single``, the pair that caused the merge).
@@ -432,7 +433,8 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
     if linkage_rule not in LINKAGES:
         raise ValueError(f"unknown linkage {linkage_rule!r}; choose from {', '.join(LINKAGES)}")
 
-    if linkage_rule == "complete" and square_linkage_fits(m):
+    square = linkage_rule == "complete" and square_linkage_fits(m)
+    if square:
         untied = untied_complete_linkage(log_a, m)
         if untied is not None:
             return untied
@@ -440,8 +442,8 @@ def hd_lca_merge_order(log_a: np.ndarray, m: int, linkage_rule: str = "single") 
         order = stable_argsort(log_a)
         ranks = np.empty(order.shape[0], dtype=np.float64)
         ranks[order] = np.arange(order.shape[0], dtype=np.float64)
-        if linkage_rule == "complete" and square_linkage_fits(m):  # distinct ranks: SciPy's tree, faster
-            children, r = complete_linkage(ranks, m)
+        if linkage_rule == "complete":  # distinct ranks: the unique tree, either way
+            children, r = complete_linkage(ranks, m, in_place=not square)
             del ranks
             return children, log_a[order[r.astype(np.int64)]]
         from scipy.cluster.hierarchy import (

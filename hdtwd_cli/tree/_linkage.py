@@ -17,13 +17,19 @@ Here the matrix is square and
 symmetric and only the ACTIVE clusters are visited (a sorted list, shortened at each merge): a scan
 reads one row in increasing order, an update writes one row and the active entries of one column,
 so the work shrinks with the number of clusters (:math:`\sum_s (m - s) \approx m^2/2` entries).
+Where the square matrix does not fit, the same chain runs on the condensed vector itself, in
+place (:func:`_nn_chain_condensed`: no second copy, slower scans).
 
 Ties: among equal values the chain keeps its predecessor (which guarantees termination), else
-takes the smallest slot; deterministic, not necessarily SciPy's choice. With distinct values the
-complete-linkage tree is unique and both give it. The chain also reports whether any of its
-decisions met a tie (:func:`untied_complete_linkage`): when none did and the heights are distinct,
-the tree is the one of EVERY strict order that refines the values (e.g. ``(value, pair index)``),
-so the caller needs no ranks.
+takes the smallest active slot; the union keeps the slot of the nearest neighbour found. This is
+the one tie rule of complete linkage here: the square and the condensed chains (and the NumPy
+twin) make the same comparisons in the same order, so they give the same merges on any values,
+ties included, and the tree never depends on which of them the available memory chose. It is not
+necessarily SciPy's choice among tied clusters (SciPy keeps the union in the larger slot); with
+distinct values the complete-linkage tree is unique and all give it. The chain also reports
+whether any of its decisions met a tie (:func:`untied_complete_linkage`): when none did and the
+heights are distinct, the tree is the one of EVERY strict order that refines the values (e.g.
+``(value, pair index)``), so the caller needs no ranks.
 """
 
 from __future__ import annotations
@@ -124,6 +130,74 @@ def _nn_chain(D, m, a, b, h):  # pragma: no cover - compiled
 
 
 @njit(cache=True, nogil=True)
+def _pair(i, j, m):  # pragma: no cover - compiled
+    """Index of the pair ``{i, j}`` (``i != j``) in the condensed vector (row-major upper triangle)."""
+    if i > j:
+        i, j = j, i
+    return i * m - (i * (i + 1)) // 2 + j - i - 1
+
+
+@njit(cache=True, nogil=True)
+def _nn_chain_condensed(g, m, a, b, h):  # pragma: no cover - compiled
+    """:func:`_nn_chain` on the condensed vector ``g`` itself (overwritten): the same scans, the same merges.
+
+    Every step is :func:`_nn_chain`'s with ``D[i, j]`` read from and written to ``g[_pair(i, j, m)]``
+    (the square chain writes both ``D[i, y]`` and ``D[y, i]``, one entry here). The same values
+    meet the same comparisons in the same order, so the merges, the heights and the tie flag are
+    the square chain's.
+    """
+    act = np.arange(m)
+    n = m
+    chain = np.empty(m, dtype=np.int64)
+    L = 0
+    tied = False
+    for s in range(m - 1):
+        if L == 0:
+            chain[0] = act[0]
+            L = 1
+        while True:
+            x = chain[L - 1]
+            best = np.inf
+            y = -1
+            seen = np.nan  # a value met twice while it was the smallest so far
+            for k in range(n):
+                i = act[k]
+                if i != x:
+                    v = g[_pair(x, i, m)]
+                    if v < best:
+                        best = v
+                        y = i
+                    elif v == best:
+                        seen = v
+            if seen == best:
+                tied = True
+            if y < 0:
+                raise ValueError("complete linkage: the values are not finite")
+            if L > 1 and g[_pair(x, chain[L - 2], m)] == best:
+                y = chain[L - 2]
+                break
+            chain[L] = y
+            L += 1
+        L -= 2
+        x = chain[L + 1]
+        a[s] = x
+        b[s] = y
+        h[s] = best
+        w = 0
+        for k in range(n):  # the union in slot y; x leaves the active list
+            i = act[k]
+            if i == x:
+                continue
+            act[w] = i
+            w += 1
+            if i != y:
+                cy = _pair(y, i, m)
+                g[cy] = max(g[_pair(x, i, m)], g[cy])
+        n = w
+    return tied
+
+
+@njit(cache=True, nogil=True)
 def _relabel(a, b, order, m, Z):  # pragma: no cover - compiled
     """Slots to SciPy cluster ids, in height order: merge ``s`` creates cluster ``m + s``."""
     label = np.arange(m)  # slot -> current cluster id
@@ -141,34 +215,40 @@ def square_bytes(m: int) -> int:
 
 
 def square_fits(m: int, available: int) -> bool:
-    """Whether :func:`complete_linkage` runs (its square matrix in at most half of ``available`` bytes);
-    SciPy's chain on the condensed vector otherwise."""
+    """Whether :func:`complete_linkage` copies condensed values into its square matrix (at most half of
+    ``available`` bytes); else the chain runs on the condensed vector in place, with the same merges."""
     return square_bytes(m) <= available // 2
 
 
-def _merges(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+def _merges(g: np.ndarray, m: int, in_place: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Slots ``a``, ``b``, heights ``h`` of the chain's merges, and whether a scan met a tie.
 
     ``g``: the condensed values, or the symmetric ``m x m`` float64 matrix itself (C order; used in
     place and overwritten, its diagonal never read: no copy, no second ``8 m^2`` bytes).
+    ``in_place``: condensed values are worked on in place (overwritten where they are contiguous
+    float64; no square matrix).
+    Every route makes the same decisions (module docstring, "Ties").
     """
     square = g.ndim == 2
     if (g.shape != (m, m)) if square else (g.shape[0] != m * (m - 1) // 2):
         raise ValueError("the values are neither m (m - 1) / 2 condensed values nor an m x m matrix")
     if m * (m - 1) // 2 <= twins.SMALL_WORK:  # the NumPy twin: no numba start-up (and no scipy.cluster)
         return _small.nn_chain(g[np.triu_indices(m, 1)] if square else g, m)
-    if square:
-        if g.dtype != np.float64 or not g.flags.c_contiguous:
-            raise ValueError("the square matrix must be C-ordered float64")
-        D = g
-        np.fill_diagonal(D, np.inf)
-    else:
-        D = np.empty((m, m), dtype=np.float64)
-        _square(g, m, D)
     a = np.empty(max(m - 1, 0), dtype=np.int64)
     b = np.empty(max(m - 1, 0), dtype=np.int64)
     h = np.empty(max(m - 1, 0), dtype=np.float64)
-    tied = bool(_nn_chain(D, m, a, b, h))
+    if square or not in_place:
+        if square:
+            if g.dtype != np.float64 or not g.flags.c_contiguous:
+                raise ValueError("the square matrix must be C-ordered float64")
+            D = g
+            np.fill_diagonal(D, np.inf)
+        else:
+            D = np.empty((m, m), dtype=np.float64)
+            _square(g, m, D)
+        tied = bool(_nn_chain(D, m, a, b, h))
+    else:  # in place where g is contiguous float64 (else on a float64 copy: the same values)
+        tied = bool(_nn_chain_condensed(np.ascontiguousarray(g, dtype=np.float64), m, a, b, h))
     return a, b, h, tied
 
 
@@ -180,9 +260,12 @@ def _linkage_matrix(a: np.ndarray, b: np.ndarray, h: np.ndarray, m: int) -> tupl
     return Z, h[order]
 
 
-def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+def complete_linkage(g: np.ndarray, m: int, in_place: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Complete linkage on the condensed values ``g`` (order of ``scipy.spatial.distance.squareform``),
     or on the square matrix ``g`` (overwritten; see :func:`_merges`).
+
+    ``in_place``: the condensed ``g`` is worked on (and overwritten) instead of a square copy, where
+    the copy's ``8 m^2`` bytes do not fit; the merges are the same bits either way.
 
     Returns
     -------
@@ -191,7 +274,7 @@ def complete_linkage(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
     heights : ndarray, shape (m - 1,)
         SciPy's ``Z[:, 2]``, non-decreasing.
     """
-    a, b, h, _ = _merges(g, m)
+    a, b, h, _ = _merges(g, m, in_place)
     return _linkage_matrix(a, b, h, m)
 
 
