@@ -42,7 +42,7 @@ def synth(n: int, m: int = 2000, seed: int = 0, folder: Path | None = None) -> P
     The cell types go to ``SYNTH_<n>_types.npy`` beside it.
     """
     wd = WD if folder is None else folder
-    p = wd / f"SYNTH_{n}.npz"
+    p = wd / (f"SYNTH_{n}.npz" if m == 2000 else f"SYNTH_{n}_{m}.npz")
     if p.exists():
         return p
     rng = np.random.default_rng(seed)
@@ -62,7 +62,7 @@ def synth(n: int, m: int = 2000, seed: int = 0, folder: Path | None = None) -> P
     X = sp.vstack(blocks, format="csr")
     del blocks
     sp.save_npz(p, X, compressed=False)
-    np.save(wd / f"SYNTH_{n}_types.npy", cell_type)
+    np.save(p.with_name(p.stem + "_types.npy"), cell_type)
     return p
 
 
