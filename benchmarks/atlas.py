@@ -53,9 +53,9 @@ def synth(n: int, m: int = 2000, seed: int = 0, folder: Path | None = None) -> P
     )
     cell_type = rng.integers(0, 100, size=n)
     umis = rng.integers(150, 451, size=n)
-    blocks = []
-    for s0 in range(0, n, 50_000):
-        e = min(s0 + 50_000, n)
+    blocks, step = [], max(1, 10**8 // m)  # 50,000 rows of 2,000 genes: 800 MB of counts per block
+    for s0 in range(0, n, step):
+        e = min(s0 + step, n)
         counts = np.stack([rng.multinomial(umis[i], types[cell_type[i]]) for i in range(s0, e)])
         blocks.append(sp.csr_matrix(counts.astype(np.float64)))
         del counts
