@@ -369,3 +369,5 @@ def test_methods_over_their_budget_are_skipped_in_their_own_rows_and_the_others_
     for name in ("ot", "flowtree", "wqtwd"):
         assert "mean" not in m[name] and "--ot-budget" in m[name]["status"] and "\n" not in m[name]["status"]
     assert rep["margins"]["best_competitor_tree"] == "quadtree"  # the skipped fitted tree is no candidate
+    fig = hd.pl.classify_report(rep)  # the picture draws the methods that ran
+    assert [t.get_text().split(" (")[0] for t in fig.axes[0].get_legend().get_texts()] == ["hdtwd", "quadtree"]

@@ -345,8 +345,12 @@ class _Split:
         """Positions (in the test rows) exact OT and flowtree score: :func:`_exact_ot.scored_rows` of the
         histograms' supports, seed ``[seed, split, 26]``; :class:`OverBudget` names ``method``."""
         if self._supports is None:
-            self._supports = tuple(supports(self.X[r], self.names, self.reference) for r in (self.test, self.train))  # type: ignore[assignment]
-        s_test, s_train = self._supports  # type: ignore[misc]
+            ref = self.reference
+            self._supports = (
+                supports(self.X[self.test], self.names, ref),
+                supports(self.X[self.train], self.names, ref),
+            )
+        s_test, s_train = self._supports
         return scored_rows(s_test, s_train, budget=self.budget, seed=[self.seed, self.index, 26], method=method)
 
     def fit(self) -> FitPairs:
