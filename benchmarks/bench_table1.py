@@ -5,7 +5,10 @@ best-k mean kNN accuracy ± std over splits) runs ONE method per call on the sam
 method's wall time is its own (tree building on the training rows and the TWDs of the split):
 hdtwd with the defaults and with ``--preset paper`` (its (c, K) for the set), the competitors'
 trees of :mod:`hdtwd_cli.evaluate._competitors` (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1/5/10``)
-and the simple baselines. ``mst`` needs the dense ``m x m`` distances: skipped above
+and the simple baselines; ``star`` (the TWD on the star tree: the same histograms without a
+hierarchy), and the margins of hdtwd's defaults over it and over the best competitor tree. Every
+TWD row of a split compares the same histograms (the training rows' denoiser where the rule
+denoises, the idf weights), so the margins isolate the tree. ``mst`` needs the dense ``m x m`` distances: skipped above
 ``MST_MAX_FEATURES`` features (CLASSIC), and the table says so. Exact OT (``ot``) is scored on the
 test rows that fit its budget (:data:`OT_BUDGETS`, else the default), with hdtwd's defaults scored
 on the same rows beside it; a set that does not fit says what it would need.
@@ -31,8 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 from bench_classify import PAPER, get
 
-from hdtwd_cli._defaults import DEFAULT_K, FITTED_METHODS, FLOW_METHODS, OT_BUDGET, TREE_METHODS
-from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, evaluate, ot_test_rows, stratified_splits, summarise
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
+from hdtwd_cli.evaluate._exact_ot import OverBudget
+from hdtwd_cli.evaluate._methods import FITTED_METHODS, TREE_METHODS, of_family
+from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, _Split, evaluate, stratified_splits, summarise
 from hdtwd_cli.tree._denoise import is_count_data
 from hdtwd_cli.tree._params import resolve_params
 
@@ -42,6 +47,7 @@ MST_MAX_FEATURES = 10000
 #: comparison and a larger budget still runs in minutes (pbmc68k: 66 of 210 rows; BBCSPORT: all).
 OT_BUDGETS = {"bbcsport": 3 * 10**9, "pbmc": 2 * 10**9}
 BASE = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
+FLOW_METHODS = of_family("flow")
 
 
 def run(name: str) -> dict:
@@ -60,7 +66,7 @@ def run(name: str) -> dict:
         "machine": harness.machine_line(),
         "commit": harness.git_commit(),
     }
-    plan = [("hdtwd defaults", "hdtwd", defaults), ("hdtwd --preset paper", "hdtwd", paper)]
+    plan = [("hdtwd defaults", "hdtwd", defaults), ("hdtwd --preset paper", "hdtwd", paper), ("star", "star", defaults)]
     plan += [(m, m, defaults) for m in TREE_METHODS + FITTED_METHODS + FLOW_METHODS]
     plan += [(b, b, defaults) for b in BASE if not (b.startswith("tfidf") and not is_count_data(X))]
     wanted = [lab for lab, _, _ in plan if (ONLY is None and lab not in done) or (ONLY is not None and lab in ONLY)]
@@ -81,6 +87,11 @@ def run(name: str) -> dict:
         budget = OT_BUDGETS.get(name, OT_BUDGET)  # the fitted trees' pairs: the budget of ``ot``
         res = evaluate(X, names, y, [method], [params.eps], [params.scales], params, ot_budget=budget)
         s = summarise(res, {})["methods"][method]
+        if s["status"] != "ok":  # over its budget: the row says why
+            rows[label] = {"skipped": s["status"], "seconds": time.time() - t}
+            print(f"{name} {label}: {s['status']}", file=sys.stderr, flush=True)
+            cache.write_text(json.dumps(report))
+            continue
         rows[label] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "seconds": time.time() - t}
         if method in FITTED_METHODS:
             rows[label]["pairs"] = res[0].params["pairs"]
@@ -110,6 +121,9 @@ def fitted_together(name: str, X, names, y, methods: list[str], defaults) -> dic
     out = {}
     for r in res:
         s = summary[r.name]
+        if s["status"] != "ok":
+            out[r.name] = {"skipped": s["status"], "seconds": seconds, "together": methods}
+            continue
         out[r.name] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "pairs": r.params["pairs"]}
         out[r.name] |= {"seconds": seconds, "together": methods}
         print(
@@ -126,9 +140,10 @@ def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
     are scored). Over the budget: the row says what it would need."""
     codes = np.unique(y, return_inverse=True)[1]
     splits = stratified_splits(codes, 5, 0.3, 0)  # evaluate's splits
-    try:
-        chosen = ot_test_rows(X, splits, budget)
-    except ValueError as e:
+    runs = [_Split(X, names, defaults, None, s, tr, te, budget, 0) for s, (tr, te) in enumerate(splits)]
+    try:  # the rows ot scores (the split's histograms' supports: denoised rows are dense)
+        chosen = [run.scored("ot") for run in runs]
+    except OverBudget as e:
         print(f"exact OT: {e}", file=sys.stderr, flush=True)
         return {"exact OT": {"skipped": str(e), "budget": budget}}
     used, of = sum(r.size for r in chosen), sum(te.size for _, te in splits)
@@ -149,10 +164,10 @@ def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
     }
     t = time.time()
     acc = [
-        _hdtwd_accuracies(X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults, DEFAULT_K)[
-            defaults.scales
-        ]
-        for (tr, te), r in zip(splits, chosen)
+        _hdtwd_accuracies(
+            X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults, DEFAULT_K, prepared=run.prepared
+        )[defaults.scales]
+        for (tr, te), r, run in zip(splits, chosen, runs)
     ]
     mean, std = harness.best_k(acc)
     out["hdtwd defaults, OT rows"] = {"mean": mean, "std": std, "seconds": time.time() - t, "test_rows": used}
@@ -178,18 +193,28 @@ def markdown(reports: list[dict]) -> str:
             if v is None:
                 cells.append("-")
             elif "skipped" in v:
-                cells.append("over budget" if lab == "exact OT" else "skipped")
+                cells.append("over budget" if lab == "exact OT" or "budget" in v["skipped"] else "skipped")
             else:
                 rows_note = f", {v['test_rows']} rows" if "test_rows" in v else ""
                 rows_note += f" for the {len(v['together'])} fitted together" if "together" in v else ""
                 cells.append(f"{v['mean']:.1f} ± {v['std']:.1f} ({v['seconds']:.0f} s{rows_note})")
         lines.append(f"| {lab} | " + " | ".join(cells) + " |")
+
+    def mean(r: dict, label: str) -> float:
+        return r["rows"].get(label, {}).get("mean", float("nan"))
+
+    def best_tree(r: dict) -> float:
+        means = [mean(r, m) for m in TREE_METHODS + FITTED_METHODS if "mean" in r["rows"].get(m, {})]
+        return max(means, default=float("nan"))
+
+    lines.append(
+        "| hdtwd defaults - star (same histograms) | "
+        + " | ".join(f"{mean(r, 'hdtwd defaults') - mean(r, 'star'):+.1f}" for r in reports)
+        + " |"
+    )
     lines.append(
         "| hdtwd defaults - best competitor tree | "
-        + " | ".join(
-            f"{r['rows'].get('hdtwd defaults', {}).get('mean', float('nan')) - max((r['rows'][m]['mean'] for m in TREE_METHODS + FITTED_METHODS if 'mean' in r['rows'].get(m, {})), default=float('nan')):+.1f}"
-            for r in reports
-        )
+        + " | ".join(f"{mean(r, 'hdtwd defaults') - best_tree(r):+.1f}" for r in reports)
         + " |"
     )
     return "\n".join(lines)

@@ -26,9 +26,6 @@ __all__ = [
     "LINKAGES",
     "EDGE_WEIGHTS",
     "DEFAULT_K",
-    "BASELINES",
-    "TREE_METHODS",
-    "OT_METHODS",
     "OT_BUDGET",
 ]
 
@@ -99,17 +96,7 @@ LINKAGES = ("single", "average", "complete", "weighted")
 #: Edge-length rules (:func:`hdtwd_cli.tree._hd_lca.decode_tree`).
 EDGE_WEIGHTS = ("midpoint", "lca")
 
-#: Neighbour counts tried by the kNN evaluation.
+#: Neighbour counts tried by the kNN evaluation (``classify``'s methods: :mod:`hdtwd_cli.evaluate._methods`).
 DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
-#: Baseline distances of ``hdtwd classify``.
-BASELINES = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
-#: The competitors' trees of ``hdtwd classify --methods`` (:mod:`hdtwd_cli.evaluate._competitors`).
-TREE_METHODS = ("quadtree", "mst", "cluster-tree", "tswd-1", "tswd-5", "tswd-10", "ultrafit", "treerep", "hhc", "ghhc")
-#: The competitors whose tree weights are fitted to exact transport (:mod:`hdtwd_cli.evaluate._weighted`).
-FITTED_METHODS = ("wqtwd", "wctwd", "swqtwd", "swctwd", "ultratree")
-#: The quadtree's optimal flow costed in the ground metric (:mod:`hdtwd_cli.evaluate._flowtree`).
-FLOW_METHODS = ("flowtree",)
-#: Exact optimal transport with the features' Euclidean ground cost (:mod:`hdtwd_cli.evaluate._exact_ot`).
-OT_METHODS = ("ot",)
 #: Transport variables (support pairs) of the exact-OT programs of one split (``--ot-budget``).
 OT_BUDGET = 10**9

@@ -19,9 +19,10 @@ from conftest import assert_twd_is_exact_ot, exact_ot, path_metric, run_hdtwd
 from hdtwd_cli._api import classify_methods
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
-from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, budget_rows, ot_histograms
+from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, OverBudget, budget_rows, ot_histograms, scored_rows
 from hdtwd_cli.evaluate._exact_ot import exact_ot as ot_distances
-from hdtwd_cli.evaluate._protocol import ot_test_rows, stratified_splits
+from hdtwd_cli.evaluate._protocol import stratified_splits
+from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
 
@@ -30,6 +31,12 @@ def _vectors(seed: int, m: int = 14, d: int = 3) -> np.ndarray:
     F = np.random.default_rng(seed).normal(size=(m, d))
     F[5] = F[4]  # identical vectors: never separated by the grid, zero-length edges in the MST
     return F
+
+
+def _trees(method: str, X: np.ndarray, names: list[str], params: TreeParams | None = None, split: int = 0):
+    """:func:`competitor_trees` of the rows ``X`` (their own :func:`prepare`)."""
+    params = params or TreeParams()
+    return competitor_trees(method, prepare(X, names, params), params, split=split)
 
 
 def _euclid(F: np.ndarray) -> np.ndarray:
@@ -77,10 +84,10 @@ def test_cluster_trees_are_deterministic_per_seed_and_tswd_trees_differ():
     a, b = cluster_tree(F, names, seed=3), cluster_tree(F, names, seed=3)
     assert a.parent.tobytes() == b.parent.tobytes() and a.length.tobytes() == b.length.tobytes()
     X = np.abs(np.random.default_rng(7).normal(size=(50, 40)))
-    one = competitor_trees("cluster-tree", X, names, TreeParams(), split=0)[0]
-    again = competitor_trees("cluster-tree", X, names, TreeParams(), split=3)[0]
+    one = _trees("cluster-tree", X, names, split=0)[0]
+    again = _trees("cluster-tree", X, names, split=3)[0]
     assert one.parent.tobytes() == again.parent.tobytes()  # no randomness across splits
-    sliced = competitor_trees("tswd-5", X, names, TreeParams(), split=0)
+    sliced = _trees("tswd-5", X, names, split=0)
     assert len({path_metric(t.parent, t.length, 40).round(12).tobytes() for t in sliced}) > 1
 
 
@@ -99,7 +106,7 @@ def test_competitor_tree_has_every_column_as_a_leaf_with_hdtwds_weights():
     X[0, 11] = 3.0  # non-zero in one row only: absent from the training rows below
     names = [f"g{j}" for j in range(12)]
     for method in ("quadtree", "mst", "cluster-tree", "tswd-5"):
-        trees = competitor_trees(method, X[1:], names, TreeParams(), split=1)
+        trees = _trees(method, X[1:], names, split=1)
         assert len(trees) == (5 if method == "tswd-5" else 1)
         tree = trees[-1]
         assert sorted(tree.leaf_names) == sorted(names)
@@ -235,15 +242,16 @@ def test_budget_rows_is_a_seeded_prefix_that_fits():
 
 
 def test_ot_refuses_before_solving_when_too_few_rows_fit():
-    pytest.importorskip("ot")
-    X = np.random.default_rng(0).poisson(2.0, size=(100, 30)).astype(float)
-    splits = stratified_splits(np.repeat([0, 1], 50), 2, 0.3, 0)
-    rows = ot_test_rows(X, splits, 10**9)
-    assert [r.size for r in rows] == [30, 30]
+    s_test, s_train = np.full(30, 30), np.full(70, 30)
+    assert scored_rows(s_test, s_train, budget=10**9).size == 30
     with pytest.raises(
-        ValueError, match=f"fits only [0-9]+ test rows \\({OT_MIN_TEST_ROWS} needed\\); --ot-budget [0-9]+ fits"
+        OverBudget, match=f"fits only [0-9]+ test rows \\({OT_MIN_TEST_ROWS} needed\\); --ot-budget 1260000 fits"
     ):
-        ot_test_rows(X, splits, 10**5)
+        scored_rows(s_test, s_train, budget=10**5)
+    # the budget the message names is enough
+    assert scored_rows(s_test, s_train, budget=1260000).size == OT_MIN_TEST_ROWS
+    with pytest.raises(OverBudget, match="^flowtree \\(scored on exact OT's test rows\\)"):
+        scored_rows(s_test, s_train, budget=10**5, method="flowtree")
 
 
 def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
@@ -273,9 +281,16 @@ def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
     assert ot["params"]["test_rows_of"] == [24, 24]
     assert OT_MIN_TEST_ROWS <= min(ot["params"]["test_rows"]) < 24  # the budget bound: a subset was scored
     assert ot["mean"] > 70
-    bad = run_hdtwd(*args[:-3], "--ot-budget", "1000", "-q", check=False)
-    assert bad.returncode != 0 and "Traceback" not in bad.stderr.decode()
-    assert "--ot-budget" in bad.stderr.decode() and len(bad.stderr.decode().strip().splitlines()) == 1
+    # a budget that fits too few rows: ot's own row says so, hdtwd still runs, exit 0
+    low = run_hdtwd(*args[:-3], "--ot-budget", "1000", "--json", tmp_path / "low.json")
+    table = low.stdout.decode()
+    assert low.returncode == 0 and "Traceback" not in low.stderr.decode()
+    row = next(line for line in table.splitlines() if line.lstrip("│ ").startswith("ot "))
+    assert "skipped: exact OT ('ot')" in row and "fits only 0 test rows" in row
+    rep = json.loads((tmp_path / "low.json").read_text())["methods"]
+    assert rep["ot"]["status"].startswith("skipped: exact OT ('ot'): a budget of 1,000 transport variables")
+    assert "--ot-budget" in rep["ot"]["status"] and "mean" not in rep["ot"]
+    assert rep["hdtwd"]["status"] == "ok" and rep["hdtwd"]["mean"] > 70
 
 
 def test_ot_without_pot_is_one_clear_error(monkeypatch):
@@ -343,7 +358,8 @@ def test_with_fewer_pairs_than_edges_the_pull_to_the_shape_beats_plain_nnls_on_n
 
 def test_fitted_trees_fit_exact_ot_better_than_any_scaling_of_their_shape_and_are_deterministic():
     pytest.importorskip("ot")
-    from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_vectors
+    from hdtwd_cli.evaluate._competitors import feature_vectors, reference_tree
+    from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_of, histograms
     from hdtwd_cli.evaluate._weighted import SLICES, fitted_trees, sample_pairs
 
     rng = np.random.default_rng(6)
@@ -351,20 +367,22 @@ def test_fitted_trees_fit_exact_ot_better_than_any_scaling_of_their_shape_and_ar
     X[:30, :8] += rng.poisson(3.0, size=(30, 8))
     names = [f"g{j}" for j in range(16)]
     params = TreeParams()
+    prepared = prepare(X, names, params)
     for method in ("wqtwd", "wctwd", "swqtwd", "swctwd"):
-        trees, used = fitted_trees(method, X, names, params, split=1, pairs=150)
-        again, _ = fitted_trees(method, X, names, params, split=1, pairs=150)
+        trees, used = fitted_trees(method, X, names, prepared, params, split=1, pairs=150)
+        again, _ = fitted_trees(method, X, names, prepared, params, split=1, pairs=150)
         assert len(trees) == (SLICES if method.startswith("s") else 1) and used == 150
         for t, u in zip(trees, again):
             t.validate()
             assert t.length.tobytes() == u.length.tobytes()
     # the fit's objective against the unfitted shape at its best scale, on the fitting pairs
-    V, w = ground_vectors(X, names, params)
-    H = ot_histograms(X, w)
+    placed, U = feature_vectors(prepared)
+    ref = reference_tree(prepared, params)
+    H = histograms(X, names, ref)
     pairs = sample_pairs(np.diff(H.indptr), 150, 10**9, [params.seed, 1])
-    W = exact_ot_pairs(H[pairs[:, 0]], H[pairs[:, 1]], V)
-    (fitted,), _ = fitted_trees("wqtwd", X, names, params, split=1, pairs=150)
-    (shape,) = competitor_trees("quadtree", X, names, params, split=1)
+    W = exact_ot_pairs(H[pairs[:, 0]], H[pairs[:, 1]], ground_of(placed, U, ref.leaf_names))
+    (fitted,), _ = fitted_trees("wqtwd", X, names, prepared, params, split=1, pairs=150)
+    (shape,) = competitor_trees("quadtree", prepared, params, split=1)
 
     def twd(tree):
         Hp = normalize_rows(align_to_tree(X, names, tree))
@@ -397,9 +415,9 @@ def test_competitor_trees_are_the_same_bits_at_any_blas_thread_count():
     names = [f"g{j}" for j in range(24)]
     for method in ("mst", "cluster-tree", "ultrafit", "ghhc"):
         with threadpool_limits(limits=1, user_api="blas"):
-            (one,) = competitor_trees(method, X, names, TreeParams(), split=2)
+            (one,) = _trees(method, X, names, split=2)
         with threadpool_limits(limits=2, user_api="blas"):
-            (two,) = competitor_trees(method, X, names, TreeParams(), split=2)
+            (two,) = _trees(method, X, names, split=2)
         assert one.parent.tobytes() == two.parent.tobytes() and one.length.tobytes() == two.length.tobytes()
 
 
@@ -416,9 +434,10 @@ def test_fitted_methods_of_a_split_share_one_set_of_exact_programs(monkeypatch):
     y = np.repeat([0, 1], 20)
     names = [f"g{j}" for j in range(12)]
     params = TreeParams()
-    own, _ = _weighted.fitted_trees("wctwd", X, names, params, split=1, pairs=60)
-    shared = _weighted.fit_pairs(X, names, params, split=1, pairs=60)
-    given, used = _weighted.fitted_trees("wctwd", X, names, params, split=1, fit=shared)
+    prepared = prepare(X, names, params)
+    own, _ = _weighted.fitted_trees("wctwd", X, names, prepared, params, split=1, pairs=60)
+    shared = _weighted.fit_pairs(X, names, prepared, params, split=1, pairs=60)
+    given, used = _weighted.fitted_trees("wctwd", X, names, prepared, params, split=1, fit=shared)
     assert used == 60 and own[0].length.tobytes() == given[0].length.tobytes()
 
     calls = []
@@ -435,7 +454,7 @@ def test_gmd_is_ot_with_gene_vectors_given_by_feature_embedding(tmp_path):
     cost is the Euclidean distance of the file's unit vectors (a linear program on it agrees), and
     the report says the ground space came from the embedding."""
     pytest.importorskip("ot")
-    from hdtwd_cli.evaluate._exact_ot import ground_vectors
+    from hdtwd_cli.evaluate._competitors import feature_vectors
 
     X, y = _two_classes(tmp_path, 25)
     names = [f"GENE{j}" for j in range(X.shape[1])]
@@ -447,8 +466,10 @@ def test_gmd_is_ot_with_gene_vectors_given_by_feature_embedding(tmp_path):
     csv = tmp_path / "x.csv"
     csv.write_text(",".join(names) + "\n" + "\n".join(",".join(str(int(v)) for v in r) for r in X) + "\n")
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    V, w = ground_vectors(X, names, TreeParams(), embedding=(vectors, names))
+    placed, V = feature_vectors(prepare(X, names, TreeParams(), embedding=(vectors, names)))
+    assert placed == names
     np.testing.assert_allclose(V, unit, rtol=1e-12)
+    w = np.log((1 + X.shape[0]) / (1 + np.count_nonzero(X, axis=0))) + 1  # the smoothed idf: the tree's weights
     H = ot_histograms(X[:3], w).toarray()
     C = _euclid(unit)
     D = ot_distances(ot_histograms(X[:3], w), ot_histograms(X[3:6], w), V)
@@ -522,11 +543,24 @@ def test_ultrafit_tree_is_an_ultrametric_closer_than_single_linkage_and_determin
     assert D[0, 1] == pytest.approx(exact_ot(H[0], H[1], U), rel=1e-8, abs=1e-12)
 
 
-def test_every_competitor_tree_is_described_in_the_report():
-    from hdtwd_cli._defaults import FITTED_METHODS, TREE_METHODS
-    from hdtwd_cli.evaluate._protocol import TREE_INPUT
+def test_the_registry_describes_and_builds_every_method():
+    """One registry: every method has a family the protocol scores, a description for the report, a
+    shape whose builder exists where it builds trees; POT is asked for by the methods that solve
+    exact programs; ``--methods``' help and validation list exactly the registry's names."""
+    from hdtwd_cli.evaluate._competitors import BUILDERS
+    from hdtwd_cli.evaluate._methods import FAMILIES, METHODS, methods_help
 
-    assert set(TREE_INPUT) == set(TREE_METHODS + FITTED_METHODS)
+    for name, m in METHODS.items():
+        assert m.name == name and m.family in FAMILIES and len(m.input) > 20, name
+        assert (m.shape is not None) == (m.family in ("star", "tree", "fitted", "flow")), name
+        assert m.shape is None or m.shape.builder in BUILDERS, name
+        assert m.needs_pot == (m.family in ("fitted", "ot")), name
+        assert m.default in ("always", "counts", "cooccur", "never"), name
+    assert set(FAMILIES) == {m.family for m in METHODS.values()}
+    listed = methods_help().split("subset of ", 1)[1].split(" ", 1)[0].split(",")
+    assert listed == list(METHODS)
+    with pytest.raises(ParameterError, match="choose from hdtwd, star, cosine"):
+        classify_methods(np.ones((4, 3)), ["nope"])
 
 
 def _is_ultrametric(tree) -> bool:
@@ -573,8 +607,9 @@ def test_ultratree_fits_exact_ot_better_than_ultrafit_and_is_deterministic():
     X = rng.poisson(1.0, size=(60, 16)).astype(float)
     X[:30, :8] += rng.poisson(3.0, size=(30, 8))
     names = [f"g{j}" for j in range(16)]
-    (tree,), used = fitted_trees("ultratree", X, names, TreeParams(), split=1, pairs=150)
-    (again,), _ = fitted_trees("ultratree", X, names, TreeParams(), split=1, pairs=150)
+    prepared = prepare(X, names, TreeParams())
+    (tree,), used = fitted_trees("ultratree", X, names, prepared, TreeParams(), split=1, pairs=150)
+    (again,), _ = fitted_trees("ultratree", X, names, prepared, TreeParams(), split=1, pairs=150)
     tree.validate()
     assert used == 150 and tree.length.tobytes() == again.length.tobytes()
     assert _is_ultrametric(tree)

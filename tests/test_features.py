@@ -65,7 +65,7 @@ def test_classify_with_test_rows_made_of_unseen_words_completes(tmp_path):
     out = tmp_path / "r.json"
     run_hdtwd("classify", csv, "--labels", lab, "--splits", "2", "--k", "1,3", "--json", out, "-q")
     rep = json.loads(out.read_text())
-    assert set(rep["methods"]) == {"hdtwd", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine"}
+    assert set(rep["methods"]) == {"hdtwd", "star", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine"}
 
 
 def test_every_column_is_a_leaf_and_unplaced_features_hang_from_the_root():
@@ -163,7 +163,11 @@ def test_pca_baseline_matches_scikit_learn(counts):
         X = np.log1p(X * 0.37)
     tr, te = np.arange(30, 120), np.arange(30)
     Zte, Ztr = pca_representation(X[te], X[tr], n_components=10)
-    L = np.log1p(X / X.sum(1, keepdims=True) * 1e4) if counts else X
+    if counts:
+        L = np.log1p(X / X.sum(1, keepdims=True) * 1e4)
+    else:  # scanpy's sc.pp.scale(max_value=10) with the training rows' mean and std (ddof=1)
+        mu, sd = X[tr].mean(axis=0), X[tr].std(axis=0, ddof=1)
+        L = np.clip((X - mu) / sd, -10, 10)
     p = PCA(n_components=10, svd_solver="full").fit(L[tr])
     np.testing.assert_allclose(np.abs(Ztr), np.abs(p.transform(L[tr])), rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(
@@ -180,6 +184,8 @@ def test_pca_baseline_matches_scikit_learn(counts):
     # more features than training rows: the Gram route gives the same distances
     few = np.arange(30, 50)  # 20 training rows, 70 features
     Zte2, Ztr2 = pca_representation(X[te], X[few], n_components=5)
+    if not counts:  # scaled by those rows' own statistics
+        L = np.clip((X - X[few].mean(axis=0)) / X[few].std(axis=0, ddof=1), -10, 10)
     p5 = PCA(n_components=5, svd_solver="full").fit(L[few])
     np.testing.assert_allclose(
         pairwise_distances(Zte2, Ztr2),
@@ -380,7 +386,7 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
 
 
 def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):
-    import hdtwd_cli.evaluate._protocol as ev
+    import hdtwd_cli.evaluate._baselines as ev
     import hdtwd_cli.twd._distance as dist
     from hdtwd_cli.twd._distance import query_distances
     from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse

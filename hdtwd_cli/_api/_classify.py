@@ -3,30 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_errors
-from hdtwd_cli._defaults import FITTED_METHODS, FLOW_METHODS, OT_BUDGET, OT_METHODS
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._version import __version__
-from hdtwd_cli.errors import (
-    ParameterError,
-)
+from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._exact_ot import require_pot
-from hdtwd_cli.evaluate._protocol import (
-    BASELINES,
-    DEFAULT_K,
-    TREE_METHODS,
-    evaluate,
-    is_count_data,
-    summarise,
-)
+from hdtwd_cli.evaluate._methods import METHODS
+from hdtwd_cli.evaluate._protocol import evaluate, is_count_data, summarise
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from hdtwd_cli.tree._params import TreeParams, apply_transform
-
-if TYPE_CHECKING:  # pragma: no cover
-    pass
 
 
 def classify(
@@ -56,25 +45,27 @@ def classify(
     labels : sequence, length n_samples
         Class of each sample.
     methods : sequence of str, optional
-        ``hdtwd`` and/or baselines (``cosine``, ``euclidean``, ``l1``, ``tfidf-l1``, ``tfidf-cosine``,
-        ``pca``), the paper's competitor trees (``quadtree``, ``mst``, ``cluster-tree``, ``tswd-1``,
-        ``tswd-5``, ``tswd-10``, ``ultrafit``, ``treerep``, ``hhc``, ``ghhc``:
-        :mod:`hdtwd_cli.evaluate._competitors`), the trees fitted to exact OT on sampled training pairs
-        (``wqtwd``, ``wctwd``, ``swqtwd``, ``swctwd``, ``ultratree``: :mod:`hdtwd_cli.evaluate._weighted`,
-        needs POT), ``flowtree`` (on exact OT's test rows) and exact OT (``ot``:
-        :mod:`hdtwd_cli.evaluate._exact_ot`, needs POT); docs/method.md section 12.
-        Default: hdtwd, cosine, euclidean, l1, then tf-idf for counts or PCA otherwise.
+        Names of :data:`hdtwd_cli.evaluate._methods.METHODS`: ``hdtwd``; ``star`` (the TWD on the star
+        tree: the same histograms without a hierarchy); the baselines (``cosine``, ``euclidean``,
+        ``l1``, ``tfidf-l1``, ``tfidf-cosine``, ``pca``); the paper's competitor trees, the trees fitted
+        to exact OT (need POT), ``flowtree`` and exact OT (``ot``, needs POT); docs/method.md section 12.
+        Every TWD method of a split compares the same histograms (the training rows' denoiser and
+        weights), so only the tree differs. Default: :func:`classify_methods`.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
     ot_budget : int
-        Transport variables per split for ``ot`` (:func:`hdtwd_cli.evaluate._protocol.ot_test_rows`):
-        its accuracy is measured on the test rows that fit, listed in its ``params``.
+        Transport variables per split for ``ot`` and ``flowtree`` (their accuracy is measured on the
+        test rows that fit, listed in their ``params``) and for the fitted trees' pairs
+        (:func:`hdtwd_cli.evaluate._exact_ot.scored_rows`, :func:`hdtwd_cli.evaluate._weighted.fit_pairs`).
 
     Returns
     -------
     dict
-        ``methods``: per method ``best_k``, ``mean``, ``std``, ``per_k``, ``per_split``, ``params``;
-        plus the protocol's settings.
+        ``methods``: per method ``best_k``, ``mean``, ``std``, ``per_k``, ``per_split``, ``params``,
+        ``status`` (``ok``; a method that could not run within ``ot_budget`` has only
+        ``status: "skipped: <reason>"`` and ``params``, and the others still run); ``margins``
+        (hdtwd's best-k mean minus star's and the best competitor tree's, when they ran:
+        :func:`hdtwd_cli.evaluate._protocol.margins`); plus the protocol's settings.
 
     Examples
     --------
@@ -146,28 +137,27 @@ def classify(
 
 
 def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
-    """The methods :func:`classify` compares: ``methods`` checked, or the default for the data:
-    hdtwd, cosine, euclidean, l1; then tf-idf L1 and cosine for counts; and PCA (scanpy's
-    representation) unless most pairs of features never share a sample, the property that picks
-    the features' space (:func:`hdtwd_cli.tree._features.never_cooccur_fraction`): cells' UMI counts get PCA
-    beside tf-idf, documents' word counts only tf-idf."""
-    counts = is_count_data(X)
-    cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
-    chosen = (
-        list(methods)
-        if methods
-        else ["hdtwd", "cosine", "euclidean", "l1"]
-        + (["tfidf-l1", "tfidf-cosine"] if counts else [])
-        + (["pca"] if cooccur else [])
-    )
-    known = BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS
-    unknown = [m for m in chosen if m not in ("hdtwd",) + known]
+    """The methods :func:`classify` compares: ``methods`` checked against the registry
+    (:data:`hdtwd_cli.evaluate._methods.METHODS`), or the default for the data, in registry order: the
+    methods whose ``default`` is ``always`` (hdtwd, star, cosine, euclidean, l1); ``counts`` (tf-idf L1
+    and cosine) when every value is a whole number; ``cooccur`` (PCA, scanpy's representation) unless
+    most pairs of features never share a sample, the property that picks the features' space
+    (:func:`hdtwd_cli.tree._features.never_cooccur_fraction`): cells' UMI counts get PCA beside tf-idf,
+    documents' word counts only tf-idf. A method that needs POT is refused here when POT is missing."""
+    if methods:
+        chosen = list(methods)
+    else:
+        counts = is_count_data(X)
+        cooccur = not counts or never_cooccur_fraction(X) <= NEVER_COOCCUR_LIMIT
+        wanted = {"always": True, "counts": counts, "cooccur": cooccur, "never": False}
+        chosen = [name for name, m in METHODS.items() if wanted[m.default]]
+    unknown = [m for m in chosen if m not in METHODS]
     if unknown:
         raise ParameterError(
-            f"holds unknown method(s) {', '.join(unknown)}; choose from hdtwd, {', '.join(known)}",
+            f"holds unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}",
             "methods",
         )
-    needs_pot = [m for m in chosen if m in FITTED_METHODS + OT_METHODS]
+    needs_pot = [m for m in chosen if METHODS[m].needs_pot]
     if needs_pot:
         try:
             require_pot()

@@ -11,19 +11,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
 
-from hdtwd_cli._defaults import (
-    BASELINES,
-    DEFAULT_K,
-    FITTED_METHODS,
-    FLOW_METHODS,
-    OT_BUDGET,
-    OT_METHODS,
-    TREE_METHODS,
-)
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._options import (
@@ -41,6 +34,7 @@ from hdtwd_cli.cli._options import (
     tree_params,
 )
 from hdtwd_cli.errors import OutputError, ParameterError, Terminated
+from hdtwd_cli.evaluate._methods import methods_help
 
 app = typer.Typer(
     name="hdtwd",
@@ -323,14 +317,8 @@ def classify(
         str | None,
         typer.Option(
             "--methods",
-            help="Comma-separated subset of "
-            f"hdtwd,{','.join(BASELINES + TREE_METHODS + FITTED_METHODS + FLOW_METHODS + OT_METHODS)} "
-            "(quadtree ... ghhc: the paper's competitor trees on the same features; wqtwd ... ultratree: "
-            "their weights (ultratree: an ultrametric's heights) fitted to exact transport, needs POT; "
-            "flowtree: the quadtree's flow costed in "
-            "the ground metric, on ot's test rows; ot: exact optimal transport, "
-            "Euclidean ground cost, needs POT) [default: hdtwd, cosine, euclidean, "
-            "l1, then tfidf-l1,tfidf-cosine for counts, pca unless the features rarely co-occur].",
+            help=methods_help() + " [default: hdtwd, star, cosine, euclidean, l1, then tfidf-l1,tfidf-cosine "
+            "for counts, pca unless the features rarely co-occur].",
             show_default=False,
         ),
     ] = None,
@@ -338,8 +326,10 @@ def classify(
         int,
         typer.Option(
             "--ot-budget",
-            help="Transport variables (support pairs) of the exact-OT programs per split: ot is scored "
-            "on the seeded test rows that fit, listed in the JSON report (about 1e-7 s each).",
+            help="Transport variables (support pairs) of the exact-OT programs per split: ot and flowtree "
+            "are scored on the seeded test rows that fit, the fitted trees on the training pairs that fit "
+            "(listed in the JSON report; about 1e-7 s each); a method that fits too few is skipped, its row "
+            "says why.",
             min=1,
         ),
     ] = OT_BUDGET,
@@ -360,32 +350,27 @@ def classify(
     """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
     from hdtwd_cli._api import classify as api_classify
     from hdtwd_cli._api import classify_methods
-    from hdtwd_cli.cli._plot import check_picture
-    from hdtwd_cli.io import atomic_path, check_output_path, read_labels
+    from hdtwd_cli.io import atomic_path, read_labels
 
     rep = Reporter(o.quiet, o.verbose)
-    if json_out is not None:
-        check_output_path(json_out, [data])
-    pl = None if plot is None else check_picture(plot, [data, json_out], "plot")
-    ks, eps_grid = _parse_list(k, int, "k"), _parse_list(eps, float, "eps")
-    scales_grid, chosen = _parse_list(scales, int, "scales"), _parse_list(methods, str, "methods")
+    opts = _classify_options(data, json_out, plot, k=k, eps=eps, scales=scales, methods=methods)
     params = tree_params(o)
     set_threads(o.threads)
     md = read_input(data, o, rep, (labels[4:],) if labels.startswith("obs:") else ())
     y = read_labels(labels, md)
-    chosen = classify_methods(md.X, chosen)
-    grid = len(eps_grid or [1]) * len(scales_grid or [1])
+    chosen = classify_methods(md.X, opts.methods)
+    grid = len(opts.eps or [1]) * len(opts.scales or [1])
     with rep.stage("splits x methods", splits * len(chosen) + (splits * grid * 3 if grid > 1 else 0)) as adv:
         report = api_classify(
             md.X,
             y,
             md.feature_names,
             methods=chosen,
-            k=ks,  # type: ignore[arg-type]
+            k=opts.k,
             splits=splits,
             test_size=test_size,
-            eps=eps_grid,
-            scales=scales_grid,
+            eps=opts.eps,
+            scales=opts.scales,
             params=params,
             feature_embedding=feature_vectors(o),
             seed=o.seed,
@@ -397,11 +382,40 @@ def classify(
     if json_out is not None:
         with atomic_path(json_out) as tmp:
             Path(tmp).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
-    if pl is not None:
-        pl.save(pl.classify_report(report), str(plot))
+    if opts.picture is not None:
+        opts.picture.save(opts.picture.classify_report(report), str(plot))
+
+
+def _classify_options(
+    data: Path,
+    json_out: Path | None,
+    plot: Path | None,
+    *,
+    k: str,
+    eps: str | None,
+    scales: str | None,
+    methods: str | None,
+) -> SimpleNamespace:
+    """``classify``'s option checks, before any input is read: the outputs' paths (not the input, not each
+    other; a picture's format and matplotlib) and the comma-separated lists (``k``, ``eps``, ``scales``,
+    ``methods``; names are checked against the registry by :func:`hdtwd_cli.classify_methods`)."""
+    from hdtwd_cli.cli._plot import check_picture
+    from hdtwd_cli.io import check_output_path
+
+    if json_out is not None:
+        check_output_path(json_out, [data])
+    return SimpleNamespace(
+        picture=None if plot is None else check_picture(plot, [data, json_out], "plot"),
+        k=_parse_list(k, int, "k"),
+        eps=_parse_list(eps, float, "eps"),
+        scales=_parse_list(scales, int, "scales"),
+        methods=_parse_list(methods, str, "methods"),
+    )
 
 
 def _print_report(report: dict, per_k: bool) -> None:
+    """The report as a table on stdout: per method its best k and mean +- std, or why it was skipped; the
+    caption gives the rows ot / flowtree scored and hdtwd's margins over star and the best competitor tree."""
     from rich.console import Console
     from rich.table import Table
 
@@ -416,6 +430,9 @@ def _print_report(report: dict, per_k: bool) -> None:
         table.add_column(f"k={kk}", justify="right")
     notes = []
     for name, res in report["methods"].items():
+        if res.get("status", "ok") != "ok":
+            table.add_row(name, "-", res["status"], *(["-"] * len(ks) if per_k else []))
+            continue
         table.add_row(
             name,
             str(res["best_k"]),
@@ -427,6 +444,14 @@ def _print_report(report: dict, per_k: bool) -> None:
             notes.append(
                 f"{name}: scored on {sum(rows)} of the {sum(of)} test rows (--ot-budget {res['params']['budget']})"
             )
+    gain = report.get("margins", {})
+    if "over_star" in gain:
+        notes.append(f"hdtwd - star: {gain['over_star']:+.1f} points")
+    if "over_best_competitor_tree" in gain:
+        notes.append(
+            f"hdtwd - best competitor tree ({gain['best_competitor_tree']}): "
+            f"{gain['over_best_competitor_tree']:+.1f} points"
+        )
     if notes:
         table.caption = "; ".join(notes)
     Console(file=sys.stdout, highlight=False, width=None if sys.stdout.isatty() else 160).print(table)

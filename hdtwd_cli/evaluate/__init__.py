@@ -1,7 +1,11 @@
 """Evaluation: the paper's kNN protocol and what it compares against (App. C; docs/method.md section 5). Private.
 
-- ``_protocol`` -- stratified splits, kNN accuracy, baselines, parameter selection
-- ``_competitors`` -- the trees of the paper's competitors (Table 1), one registry (``trees_in``)
+- ``_methods`` -- the registry of classify's methods (name, family, input, POT, default, tree shape)
+- ``_protocol`` -- stratified splits, kNN accuracy, one prepared stage per split, parameter selection,
+  the report (margins, skipped methods)
+- ``_baselines`` -- distances on the values as they are (cosine, L1, tf-idf, PCA as scanpy's users get it)
+- ``_competitors`` -- the trees of the paper's competitors (Table 1) and the star tree, finished with
+  the split's map (denoiser, weights)
 - ``_ultrametric`` -- UltraFit's ultrametric tree
 - ``_treerep`` -- TreeRep's tree (TR-TWD)
 - ``_hyperbolic_hc`` -- hyperbolic hierarchical clustering (HHC-TWD)

@@ -1,11 +1,16 @@
-r"""The trees of the paper's competitors (Table 1), built on the features' vectors.
+r"""The trees of the paper's competitors (Table 1) and the star tree, built on the features' vectors.
 
 Each function returns a :class:`~hdtwd_cli.Tree` whose leaves are the features, so that the
 distance on it is an exact tree-Wasserstein distance computed by hdtwd's own kernels
-(:func:`hdtwd_cli.twd._distance.query_distances`); only the tree differs from hdtwd's learned hierarchy.
-``classify --methods quadtree,mst`` builds them from the TRAINING rows' feature vectors in the
-features' space hdtwd uses for the data (docs/method.md section 12).
+(:func:`hdtwd_cli.twd._distance.query_distances`). ``classify --methods quadtree,mst`` builds them
+from the split's :class:`~hdtwd_cli.tree._learn.Prepared` stage, the one hdtwd's tree of the same
+training rows is learned from: the features' vectors it holds (:func:`feature_vectors`), and
+:meth:`~hdtwd_cli.tree._learn.Prepared.finish` for the map from values to histograms (denoiser,
+feature weights), so that only the tree differs from hdtwd's learned hierarchy (docs/method.md
+section 12). Which tree a method builds, and from which seed, is its :class:`~._methods.Shape`
+(:func:`shape_trees`, :data:`BUILDERS`).
 
+- :func:`star_tree`: every leaf on one edge from the root (the L1 distance; ``star``).
 - :func:`quadtree`: Indyk & Thaper (2003), randomly shifted nested hypercube grids.
 - :func:`mst_tree`: the Euclidean minimum spanning tree of the feature vectors.
 - :func:`cluster_tree`: Le et al.'s (2019) clustering-based tree, hierarchical k-means; the mean
@@ -22,18 +27,19 @@ features' space hdtwd uses for the data (docs/method.md section 12).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import TREE_METHODS
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.evaluate._ghhc import ghhc_tree
 from hdtwd_cli.evaluate._hyperbolic_hc import hhc_tree
+from hdtwd_cli.evaluate._methods import METHODS, Shape
 from hdtwd_cli.evaluate._treerep import treerep_tree
 from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
-from hdtwd_cli.tree._learn import FeatureSpace, feature_space, finish_tree
+from hdtwd_cli.tree._denoise import DenoisedRows
+from hdtwd_cli.tree._learn import Prepared
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
 
@@ -41,10 +47,12 @@ __all__ = [
     "quadtree",
     "mst_tree",
     "cluster_tree",
-    "competitor_trees",
-    "trees_in",
+    "star_tree",
+    "BUILDERS",
     "feature_vectors",
-    "TREE_METHODS",
+    "shape_trees",
+    "competitor_trees",
+    "reference_tree",
     "MAX_QUADTREE_DEPTH",
     "CLUSTER_BRANCHES",
     "CLUSTER_HEIGHT",
@@ -264,82 +272,105 @@ def cluster_tree(
     )
 
 
-def feature_vectors(
-    X: np.ndarray | sp.spmatrix,
-    names: list[str],
-    params: TreeParams,
-    embedding: tuple[np.ndarray, list[str]] | None = None,
-) -> tuple[FeatureSpace, np.ndarray]:
-    """hdtwd's features' space of the rows ``X`` and its vectors, one unit-length ROW per placed feature."""
-    space = feature_space(X, names, params, embedding)
-    M = space.matrix
+def star_tree(names: Sequence[str]) -> Tree:
+    r"""The star tree of the features: every leaf on an edge of length 1 from the root.
+
+    Its TWD is :math:`\sum_j \lvert a_j - b_j \rvert`, the L1 distance between the histograms: the
+    tree that holds no hierarchy, against which a learned tree's gain is measured (``classify``'s
+    ``star``).
+    """
+    m = len(names)
+    if m < 1:
+        raise ValueError("a star tree needs at least one feature")
+    parent = np.full(m + 1, m, dtype=np.int64)
+    parent[m] = -1
+    length = np.ones(m + 1)
+    length[m] = 0.0
+    tree = Tree(parent=parent, length=length, leaf_names=list(names), metadata={"method": "star"})
+    tree.validate()
+    return tree
+
+
+#: The tree builders of :attr:`Shape.builder <._methods.Shape>`: ``(unit vectors, names, seed) -> Tree``.
+BUILDERS: dict[str, Callable[[np.ndarray, list[str], int], Tree]] = {
+    "quadtree": lambda V, names, seed: quadtree(V, names, seed),
+    "mst": lambda V, names, seed: mst_tree(V, names),
+    "cluster-tree": lambda V, names, seed: cluster_tree(V, names, seed),
+    "ultrafit": lambda V, names, seed: ultrafit_tree(V, names),
+    "treerep": lambda V, names, seed: treerep_tree(V, names, seed),
+    "hhc": lambda V, names, seed: hhc_tree(V, names, seed),
+    "ghhc": lambda V, names, seed: ghhc_tree(V, names, seed),
+    "star": lambda V, names, seed: star_tree(names),
+}
+
+
+def feature_vectors(prepared: Prepared) -> tuple[list[str], np.ndarray]:
+    r"""The placed features of ``prepared`` and their vectors in its features' space, one unit-length ROW each.
+
+    The vectors hdtwd's diffusion reads (:attr:`Prepared.space <hdtwd_cli.tree._learn.Prepared>`:
+    the denoised rows' columns where the rule denoises, the data columns, the latent SVD space or
+    the given embedding), read through :meth:`~hdtwd_cli.tree._learn.Prepared.handed_on` (``prepared``
+    keeps them), scaled to unit length: hdtwd compares them by cosine distance, and the Euclidean
+    distance between unit vectors is :math:`\sqrt{2 \cdot \text{cosine distance}}`.
+    """
+    M, held = prepared.handed_on()
+    if isinstance(M, DenoisedRows):
+        M = M.dense()
     V = np.asarray(M.toarray() if sp.issparse(M) else M, dtype=np.float64).T.copy()  # type: ignore[union-attr]
     norms = np.sqrt(np.einsum("ij,ij->i", V, V))
     V /= np.where(norms > 0, norms, 1.0)[:, None]
-    space.matrix = None
-    return space, V
+    return list(held.space.names), V
+
+
+def shape_trees(shape: Shape, names: list[str], V: np.ndarray, *, seed: int = 0, split: int = 0) -> list[Tree]:
+    """The (unfinished) trees of ``shape`` on the unit vectors ``V`` (one row per name of ``names``).
+
+    Seeds (:attr:`Shape.seed <._methods.Shape>`): ``split`` ``seed + split``, ``fixed`` ``seed``,
+    ``slices`` tree ``t`` from ``default_rng([seed, split, t])``. Built with BLAS on one thread
+    (:func:`~hdtwd_cli._runtime.blas.serial_blas`: their products, e.g. the distances of ``mst`` and
+    the ball distances of ``ghhc``, have the same bits at any thread count).
+    """
+    build = BUILDERS[shape.builder]
+    if shape.seed == "slices":
+        seeds = [int(np.random.default_rng([seed, split, t]).integers(2**31)) for t in range(shape.count)]
+    else:
+        seeds = [seed + split if shape.seed == "split" else seed] * shape.count
+    with serial_blas():
+        return [build(V, names, s) for s in seeds]
 
 
 def competitor_trees(
     method: str,
-    X: np.ndarray | sp.spmatrix,
-    names: list[str],
+    prepared: Prepared,
     params: TreeParams,
-    embedding: tuple[np.ndarray, list[str]] | None = None,
+    *,
     split: int = 0,
+    vectors: tuple[list[str], np.ndarray] | None = None,
 ) -> list[Tree]:
-    r"""The ``method`` tree(s) (:data:`TREE_METHODS`) of the features of the rows ``X``, in hdtwd's features' space.
+    r"""The finished tree(s) of ``method`` (a tree method of :data:`._methods.METHODS`) for the rows ``prepared`` holds.
 
-    The feature vectors are those hdtwd's diffusion would read for ``params``
-    (:func:`hdtwd_cli.tree._learn.feature_space`: the data columns, the latent space or the given embedding),
-    scaled to unit length (hdtwd compares them by cosine distance; the Euclidean distance between
-    unit vectors is :math:`\sqrt{2 \cdot \text{cosine distance}}`). Features without a vector
-    hang from the root and the idf weights are attached as for hdtwd's tree
-    (:func:`hdtwd_cli.tree._learn.finish_tree`, no leaf term), so only the tree differs from hdtwd's.
-
-    Seeds: ``quadtree``, ``treerep``, ``hhc`` and ``ghhc`` ``params.seed + split``; ``cluster-tree``
-    ``params.seed`` (one fixed tree); ``tswd-n`` the ``n`` trees of seeds ``[params.seed, split, t]``.
-    The distance of ``tswd-n`` is the mean of the TWDs on its trees (an exact TWD on each).
+    Built by :func:`shape_trees` on :func:`feature_vectors` (``vectors``: that result, when the caller
+    has it), then finished by :meth:`Prepared.finish <hdtwd_cli.tree._learn.Prepared.finish>` with
+    no leaf term: features without a vector hang from the root, and every tree carries the same
+    feature weights AND the same denoiser as hdtwd's tree of these rows, so the TWD on each compares
+    the same histograms as hdtwd's and only the tree differs. The TWD of a method with several trees
+    (``tswd-n``) is the mean of the exact TWDs on its trees. Seeds: ``params.seed`` and ``split`` by
+    the method's :class:`~._methods.Shape`.
     """
-    if method not in TREE_METHODS:
-        raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(TREE_METHODS)}")
-    space, V = feature_vectors(X, names, params, embedding)
-    return trees_in(method, space, V, params, split)
+    spec = METHODS.get(method)
+    if spec is None or spec.shape is None:
+        trees = [name for name, m in METHODS.items() if m.shape is not None]
+        raise ValueError(f"unknown tree method {method!r}; choose from {', '.join(trees)}")
+    if spec.shape.builder == "star":
+        return [reference_tree(prepared, params)]
+    names, V = vectors if vectors is not None else feature_vectors(prepared)
+    finish = params.replace(leaf_length=0.0)
+    return [prepared.finish(t, finish) for t in shape_trees(spec.shape, names, V, seed=params.seed, split=split)]
 
 
-def trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams, split: int = 0) -> list[Tree]:
-    """:func:`competitor_trees` from the features' space and unit vectors of :func:`feature_vectors`.
-
-    ``method``: one of :data:`TREE_METHODS`, or ``quadtrees-n`` (``n`` quadtrees of seeds
-    ``[params.seed, split, t]``, as the trees of ``tswd-n``: the shapes of the sliced fitted quadtrees).
-    The trees are built with BLAS on one thread (:func:`~hdtwd_cli._runtime.blas.serial_blas`: their
-    products, e.g. the distances of ``mst`` and the ball distances of ``ghhc``, have the same bits at
-    any thread count).
-    """
-    with serial_blas():
-        return _trees_in(method, space, V, params, split)
-
-
-def _trees_in(method: str, space: FeatureSpace, V: np.ndarray, params: TreeParams, split: int) -> list[Tree]:
-    if method == "quadtree":
-        trees = [quadtree(V, space.names, params.seed + split)]
-    elif method == "mst":
-        trees = [mst_tree(V, space.names)]
-    elif method == "cluster-tree":
-        trees = [cluster_tree(V, space.names, params.seed)]
-    elif method == "ultrafit":
-        trees = [ultrafit_tree(V, space.names)]
-    elif method == "treerep":
-        trees = [treerep_tree(V, space.names, params.seed + split)]
-    elif method == "hhc":
-        trees = [hhc_tree(V, space.names, params.seed + split)]
-    elif method == "ghhc":
-        trees = [ghhc_tree(V, space.names, params.seed + split)]
-    else:  # tswd-n, quadtrees-n
-        kind, n = method.rsplit("-", 1)
-        build = quadtree if kind == "quadtrees" else cluster_tree
-        trees = [
-            build(V, space.names, int(np.random.default_rng([params.seed, split, t]).integers(2**31)))
-            for t in range(int(n))
-        ]
-    return [finish_tree(t, space, params.replace(leaf_length=0.0)) for t in trees]
+def reference_tree(prepared: Prepared, params: TreeParams) -> Tree:
+    """The star tree (:func:`star_tree`) of ``prepared``'s placed features, finished as every tree of these
+    rows is: every column a leaf, the same map (denoiser, weights). ``classify``'s ``star``; its leaves'
+    histograms (:func:`hdtwd_cli.twd._distance.align_to_tree`) are the ones exact OT and the fitted trees
+    compare."""
+    return prepared.finish(star_tree(prepared.space.names), params.replace(leaf_length=0.0))

@@ -8,7 +8,10 @@ The reference every tree-Wasserstein distance approximates (paper Table 1, rows 
 
 with :math:`f_u` the vector of feature :math:`u` in hdtwd's features' space, scaled to unit length
 (:func:`_competitors.feature_vectors`, the vectors the competitors' trees are built on; a feature
-without a vector sits at the origin, at distance 1 from every placed feature). With word2vec
+without a vector sits at the origin, at distance 1 from every placed feature). In ``classify``
+:math:`a, b` are the split's histograms, the ones every tree of the split compares
+(:func:`histograms`: the training rows' denoiser where the rule denoises, the feature weights);
+denoised rows are dense, so their programs cost about ``m^2`` variables each. With word2vec
 vectors this is the Word Mover's Distance (Kusner et al. 2015), with gene vectors the Gene Mover's
 Distance (Bellazzi et al. 2021). Each pair is one linear program over the two histograms' supports,
 solved exactly by POT's network simplex (``ot.emd2``; an optional dependency, ``hdtwd[ot]``).
@@ -32,10 +35,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._defaults import OT_BUDGET
-from hdtwd_cli.evaluate._competitors import feature_vectors
-from hdtwd_cli.tree._learn import FeatureSpace
-from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import normalize_rows
+from hdtwd_cli.tree._denoise import DenoisedRows
+from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import align_to_tree, normalize_rows
 
 __all__ = [
     "OT_BUDGET",
@@ -43,10 +45,13 @@ __all__ = [
     "UNION_COSTS",
     "exact_ot",
     "exact_ot_pairs",
+    "OverBudget",
     "ground_of",
-    "ground_vectors",
+    "histograms",
+    "supports",
     "ot_histograms",
     "budget_rows",
+    "scored_rows",
     "require_pot",
 ]
 
@@ -68,25 +73,48 @@ def require_pot():
     return ot
 
 
-def ground_vectors(
-    X: np.ndarray | sp.spmatrix,
-    names: list[str],
-    params: TreeParams,
-    embedding: tuple[np.ndarray, list[str]] | None = None,
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """The ground space of the rows ``X``: one unit-length row per feature of ``names`` (zero for a
-    feature without a vector) and the feature weights (idf of ``X``; ``None`` without weighting),
-    in the order of ``names``."""
-    return ground_of(*feature_vectors(X, names, params, embedding), names)
+class OverBudget(ValueError):
+    """A method whose transport programs do not fit ``--ot-budget``: ``classify`` reports it in the
+    method's own row (``status: skipped: ...``) and runs the others."""
 
 
-def ground_of(space: FeatureSpace, V: np.ndarray, names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
-    """:func:`ground_vectors` from the features' space and vectors of :func:`_competitors.feature_vectors`."""
-    index = {n: i for i, n in enumerate(names)}
-    full = np.zeros((len(names), V.shape[1]))
-    full[[index[n] for n in space.names]] = V
-    w = None if space.weights is None else np.array([space.weights[n] for n in names], dtype=np.float64)
-    return full, w
+def ground_of(placed: list[str], V: np.ndarray, leaf_names: list[str]) -> np.ndarray:
+    """The ground space in the order of ``leaf_names``: the unit vector of each placed feature (``V``'s rows,
+    in the order of ``placed``; :func:`._competitors.feature_vectors`), zero (the origin, at distance 1 from
+    every placed feature) for a feature without one."""
+    index = {n: i for i, n in enumerate(placed)}
+    full = np.zeros((len(leaf_names), V.shape[1]))
+    at = np.array([index.get(n, -1) for n in leaf_names], dtype=np.int64)
+    full[at >= 0] = V[at[at >= 0]]
+    return full
+
+
+def histograms(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> sp.csr_matrix:
+    r"""The rows of ``X`` (columns ``names``) as the histograms the TWD on ``tree`` compares, sparse.
+
+    :func:`~hdtwd_cli.twd._distance.align_to_tree` applies the tree's map (denoiser, feature
+    weights; :meth:`~hdtwd_cli.tree._learn.Prepared.finish`), then every row is normalised to mass 1;
+    columns in the order of ``tree.leaf_names``, zeros not stored. Every row is computed alone: the
+    same bits for any subset of rows.
+    """
+    H = sp.csr_matrix(normalize_rows(align_to_tree(X, names, tree)), dtype=np.float64)
+    H.eliminate_zeros()
+    return H
+
+
+def supports(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> np.ndarray:
+    """The support size of each row's histogram (:func:`histograms`), by row block: never all the rows at once."""
+    A = align_to_tree(X, names, tree)
+    if isinstance(A, DenoisedRows):
+        out = np.zeros(A.shape[0], dtype=np.int64)
+        for i0, R in A.blocks():
+            out[i0 : i0 + R.shape[0]] = np.count_nonzero(R, axis=1)
+        return out
+    if sp.issparse(A):
+        C = sp.csr_matrix(A)
+        rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+        return np.bincount(rows[C.data != 0], minlength=C.shape[0]).astype(np.int64)
+    return np.count_nonzero(A, axis=1).astype(np.int64)
 
 
 def ot_histograms(X: np.ndarray | sp.spmatrix, weights: np.ndarray | None = None) -> sp.csr_matrix:
@@ -231,3 +259,30 @@ def budget_rows(
     order = np.random.default_rng(seed).permutation(s_test.size)
     cost = np.cumsum(s_test[order] * total_train)
     return np.sort(order[: int(np.searchsorted(cost, budget, side="right"))])
+
+
+def scored_rows(
+    test_support: np.ndarray,
+    train_support: np.ndarray,
+    *,
+    budget: int = OT_BUDGET,
+    seed: Sequence[int] | int = 0,
+    method: str = "ot",
+) -> np.ndarray:
+    """:func:`budget_rows`, refused when fewer than :data:`OT_MIN_TEST_ROWS` rows fit (all of them when
+    there are fewer): :class:`OverBudget`, before any program is solved, naming the budget that fits them.
+
+    ``method`` names who is refused in the message (``flowtree`` is scored on the rows of ``ot``).
+    """
+    rows = budget_rows(test_support, train_support, budget, seed)
+    need = min(OT_MIN_TEST_ROWS, int(np.asarray(test_support).size))
+    if rows.size >= need:
+        return rows
+    worst = int(np.sort(np.asarray(test_support, dtype=np.int64))[::-1][:need].sum()) * int(np.sum(train_support))
+    secs = worst * 1e-7
+    when = f"{secs:.0f} CPU-seconds" if secs < 120 else f"{secs / 60:.0f} CPU-minutes"
+    whose = "exact OT ('ot')" if method == "ot" else f"{method} (scored on exact OT's test rows)"
+    raise OverBudget(
+        f"{whose}: a budget of {budget:,} transport variables per split fits only {rows.size} test rows "
+        f"({need} needed); --ot-budget {worst} fits them (about {when} per split)"
+    )

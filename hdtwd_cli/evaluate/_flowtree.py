@@ -19,7 +19,8 @@ metric dominates the Euclidean one, :math:`\mathrm{FT} \le` the quadtree TWD (bo
 tree-optimal flow is chosen (the greedy order) changes the value; Backurs et al. leave it open.
 
 ``classify --methods flowtree`` scores it on the test rows of ``ot``'s budget
-(:func:`._protocol.ot_test_rows`: the same rows as exact OT, all training rows as neighbours).
+(:func:`._exact_ot.scored_rows`: the same rows as exact OT, all training rows as neighbours), between
+the split's histograms (the quadtree carries the training rows' denoiser and weights).
 """
 
 from __future__ import annotations

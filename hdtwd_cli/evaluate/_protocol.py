@@ -13,84 +13,50 @@ kNN rule (deterministic)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import product
 
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import BASELINES, DEFAULT_K, FITTED_METHODS, FLOW_METHODS, OT_METHODS, TREE_METHODS
-from hdtwd_cli.evaluate._competitors import competitor_trees, feature_vectors, trees_in
+from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
+from hdtwd_cli.evaluate._baselines import PCA_COMPONENTS, baseline_distances, pca_representation
+from hdtwd_cli.evaluate._competitors import competitor_trees, feature_vectors, reference_tree
 from hdtwd_cli.evaluate._exact_ot import (
-    OT_BUDGET,
-    OT_MIN_TEST_ROWS,
-    budget_rows,
+    OverBudget,
     exact_ot,
     ground_of,
-    ground_vectors,
-    ot_histograms,
+    histograms,
     require_pot,
+    scored_rows,
+    supports,
 )
 from hdtwd_cli.evaluate._flowtree import flowtree_distances
-from hdtwd_cli.evaluate._weighted import FIT_PAIRS, SLICES, FitPairs, fit_pairs, fitted_trees
-from hdtwd_cli.tree._denoise import is_count_data, log_cp10k, principal_axes
-from hdtwd_cli.tree._features import idf_weights, weight_features
-from hdtwd_cli.tree._learn import learn_trees
+from hdtwd_cli.evaluate._methods import COMPETITOR_FAMILIES, METHODS
+from hdtwd_cli.evaluate._weighted import FIT_PAIRS, FitPairs, fit_pairs, fitted_trees
+from hdtwd_cli.tree._denoise import is_count_data
+from hdtwd_cli.tree._learn import Prepared, learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import (
-    SPARSE_KERNEL_DENSITY,
-    align_to_tree,
-    check_histograms,
-    normalize_rows,
-    query_distances,
-)
-from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse
+from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._distance import align_to_tree, check_histograms, query_distances
 
 __all__ = [
     "DEFAULT_K",
+    "PCA_COMPONENTS",
     "stratified_splits",
     "knn_predict",
     "knn_accuracy",
     "baseline_distances",
     "pca_representation",
     "is_count_data",
-    "BASELINES",
     "MethodResult",
+    "margins",
     "summarise",
     "select_params",
-    "ot_test_rows",
     "evaluate",
 ]
-
-BASELINE_INPUT = {
-    "cosine": "row-normalised histograms",
-    "euclidean": "row-normalised histograms",
-    "l1": "row-normalised histograms",
-    "tfidf-l1": "tf-idf (idf from the training rows), rows L1-normalised",
-    "tfidf-cosine": "tf-idf (idf from the training rows), rows L1-normalised",
-    "pca": "50 principal components fitted on the training rows (log1p counts-per-10k for counts)",
-}
-#: What each competitor's tree is built from (:mod:`._competitors`).
-TREE_INPUT = {
-    "quadtree": "Indyk & Thaper's randomly shifted quadtree of the unit feature vectors (cell diameters as edges)",
-    "mst": "Euclidean minimum spanning tree of the unit feature vectors",
-    "cluster-tree": "hierarchical k-means tree (Le et al. 2019) of the unit feature vectors, one fixed seed",
-    "tswd-1": "tree-sliced: mean TWD over 1 random hierarchical k-means tree",
-    "tswd-5": "tree-sliced: mean TWD over 5 random hierarchical k-means trees",
-    "tswd-10": "tree-sliced: mean TWD over 10 random hierarchical k-means trees",
-    "ultrafit": "the ultrametric closest to the unit feature vectors' Euclidean distances (Chierchia & Perret 2019)",
-    "treerep": "TreeRep's tree (Steiner nodes) of the unit feature vectors' distances (Sonthalia & Gilbert 2020)",
-    "hhc": "hyperbolic hierarchical clustering of the unit feature vectors' cosine similarities (Chami et al. 2020)",
-    "ghhc": "gradient-based hyperbolic hierarchical clustering of the unit feature vectors (Monath et al. 2019)",
-    "wqtwd": "the quadtree, edge weights fitted to exact OT (Yamada et al. 2022)",
-    "wctwd": "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
-    "swqtwd": "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
-    "swctwd": "sliced: mean TWD over 5 hierarchical k-means trees, each with weights fitted to exact OT",
-    "ultratree": "UltraFit's tree, its merge heights fitted to exact OT as an ultrametric (Chen et al. 2024)",
-}
-#: Principal components of the ``pca`` baseline (scanpy's default ``n_comps``).
-PCA_COMPONENTS = 50
 
 
 def stratified_splits(
@@ -186,88 +152,23 @@ def knn_accuracy(D: np.ndarray, y_train: np.ndarray, y_test: np.ndarray, ks: Seq
     return 100.0 * (pred == te[None, :]).mean(axis=1)
 
 
-def _dense(X: np.ndarray | sp.spmatrix) -> np.ndarray:
-    return X.toarray() if sp.issparse(X) else np.asarray(X)  # type: ignore[union-attr]
-
-
-def pca_representation(
-    X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix, n_components: int = PCA_COMPONENTS
-) -> tuple[np.ndarray, np.ndarray]:
-    r"""Scanpy's default representation: principal components fitted on the TRAINING rows.
-
-    Counts (every value whole) become :math:`\log(1 + 10^4 X_{ij} / \sum_j X_{ij})` first; values
-    already on another scale are used as they are. The training rows are centred by their mean
-    and the leading ``n_components`` principal axes :math:`V` come from
-    :func:`hdtwd_cli.tree._denoise.principal_axes`; both sets of rows are projected, :math:`Z = (X - \mu) V`.
-    Returns ``(Z_test, Z_train)``.
-    """
-    if is_count_data(X_train) and is_count_data(X_test):
-        X_train, X_test = (log_cp10k(A) for A in (X_train, X_test))
-    A = _dense(X_train).astype(np.float64)
-    B = _dense(X_test).astype(np.float64)
-    mu = A.mean(axis=0)
-    A -= mu
-    B -= mu
-    V, _ = principal_axes(A, int(min(n_components, min(A.shape) - 1)))
-    return B @ V, A @ V
-
-
-def _gram_and_norms(
-    A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``A B^T`` (dense) and the rows' Euclidean norms, by sparse products when the rows are sparse."""
-
-    def norms(M: np.ndarray | sp.spmatrix) -> np.ndarray:
-        sq = M.multiply(M).sum(axis=1) if sp.issparse(M) else np.einsum("ij,ij->i", M, M)  # type: ignore[union-attr]
-        return np.sqrt(np.asarray(sq).ravel())
-
-    return _dense(A @ B.T), norms(A), norms(B)
-
-
-def _euclidean(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> np.ndarray:
-    G, na, nb = _gram_and_norms(A, B)
-    return np.sqrt(np.maximum(na[:, None] ** 2 + nb[None, :] ** 2 - 2 * G, 0))
-
-
-def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.ndarray | sp.spmatrix) -> np.ndarray:
-    r"""Distances (test x train) of a baseline method, from the raw values of the two sets of rows.
-
-    ``cosine``, ``euclidean``, ``l1``: on the row-normalised histograms. ``tfidf-l1``,
-    ``tfidf-cosine``: on the rows of :math:`X \odot u` with the smoothed idf ``u`` of the TRAINING
-    rows (:func:`hdtwd_cli.tree._features.idf_weights`, scikit-learn's ``TfidfTransformer(smooth_idf=True)``),
-    L1-normalised. ``pca``: Euclidean distances in the principal components of
-    :func:`pca_representation`.
-    """
-    if name == "pca":
-        return _euclidean(*pca_representation(X_test, X_train))
-    if name.startswith("tfidf-"):
-        u = idf_weights(X_train)
-        X_test, X_train = weight_features(X_test, u), weight_features(X_train, u)
-        name = name[len("tfidf-") :]
-    A, B = normalize_rows(X_test), normalize_rows(X_train)
-    sparse = sp.issparse(A) and sp.issparse(B) and B.nnz < SPARSE_KERNEL_DENSITY * B.shape[0] * B.shape[1]  # type: ignore[union-attr]
-    if not sparse:
-        A, B = _dense(A), _dense(B)
-    if name == "l1":
-        return l1_distances_sparse(A, B) if sparse else l1_distances(A, B)
-    if name == "euclidean":
-        return _euclidean(A, B)
-    if name == "cosine":
-        G, na, nb = _gram_and_norms(A, B)
-        return 1.0 - G / np.outer(na, nb)
-    raise ValueError(f"unknown baseline {name!r}")
-
-
 @dataclass
 class MethodResult:
-    """Accuracies of one method: ``acc[s, i]`` = split ``s``, ``ks[i]``, in percent."""
+    """Accuracies of one method: ``acc[s, i]`` = split ``s``, ``ks[i]``, in percent.
+
+    ``status``: ``ok``, or ``skipped: <reason>`` for a method that could not run within its budget
+    (its ``acc`` then means nothing and the report gives no accuracy).
+    """
 
     name: str
     ks: list[int]
     acc: np.ndarray
     params: dict = field(default_factory=dict)
+    status: str = "ok"
 
     def summary(self) -> dict:
+        if self.status != "ok":
+            return {"status": self.status, "params": self.params}
         means = self.acc.mean(axis=0)
         best = int(np.argmax(means))
         std = float(self.acc[:, best].std(ddof=1)) if self.acc.shape[0] > 1 else 0.0
@@ -284,13 +185,44 @@ class MethodResult:
             },
             "per_split": [float(v) for v in self.acc[:, best]],
             "params": self.params,
+            "status": self.status,
         }
 
 
+def margins(methods: Mapping[str, Mapping]) -> dict[str, float | str]:
+    r"""What the learned tree adds: hdtwd's best-k mean minus those of ``star`` and of the best competitor tree.
+
+    ``methods``: the report's per-method summaries (:meth:`MethodResult.summary`). ``over_star`` is
+    :math:`\bar a_{\mathrm{hdtwd}} - \bar a_{\mathrm{star}}` in percentage points, each at its own best
+    k: the gain of the learned hierarchy over no hierarchy on the SAME histograms (every TWD method
+    of a split compares them). ``over_best_competitor_tree`` is the same against the best-scoring
+    method of the ``tree`` and ``fitted`` families (``best_competitor_tree`` names it; the first in
+    the report's order among equal means). A key is absent when a method it needs did not run (or was
+    skipped); the dict is empty without hdtwd.
+    """
+    ok = {n: r for n, r in methods.items() if r.get("status", "ok") == "ok"}
+    if "hdtwd" not in ok:
+        return {}
+    hd = float(ok["hdtwd"]["mean"])
+    out: dict[str, float | str] = {}
+    if "star" in ok:
+        out["over_star"] = hd - float(ok["star"]["mean"])
+    trees = [n for n in ok if n in METHODS and METHODS[n].family in COMPETITOR_FAMILIES]
+    if trees:
+        best = max(trees, key=lambda n: float(ok[n]["mean"]))  # the first of equal means
+        out["best_competitor_tree"] = best
+        out["over_best_competitor_tree"] = hd - float(ok[best]["mean"])
+    return out
+
+
 def summarise(results: Sequence[MethodResult], meta: dict) -> dict:
-    """The JSON report: ``meta`` plus ``methods`` (see :meth:`MethodResult.summary`)."""
+    """The JSON report: ``meta``, ``methods`` (see :meth:`MethodResult.summary`) and, when hdtwd ran beside
+    ``star`` or a competitor tree, ``margins`` (:func:`margins`)."""
     out = dict(meta)
     out["methods"] = {r.name: r.summary() for r in results}
+    gain = margins(out["methods"])
+    if gain:
+        out["margins"] = gain
     return out
 
 
@@ -305,14 +237,18 @@ def _hdtwd_accuracies(
     base: TreeParams,
     ks: Sequence[int],
     embedding: tuple[np.ndarray, list[str]] | None = None,
+    *,
+    prepared: Prepared | None = None,
 ) -> dict[int, np.ndarray]:
     """Learn trees (one eigendecomposition for all K) on ``train``; kNN accuracies on ``test``.
 
     Every column is a leaf of each tree (features without training mass hang from the root), so
-    every test row keeps all its mass.
+    every test row keeps all its mass. ``prepared``: the first stage of the chain for the rows
+    ``X[train]`` and ``base`` (:func:`hdtwd_cli.tree._learn.prepare`), shared with the other trees of
+    the split; computed here otherwise.
     """
     params = base.replace(eps=eps, scales=max(scales))
-    trees = learn_trees(X[train], names, params, list(scales), embedding=embedding)
+    trees = learn_trees(X[train], names, params, list(scales), embedding=embedding, prepared=prepared)
     out = {}
     for K, tree in trees.items():
         Xtr = align_to_tree(X[train], names, tree)
@@ -362,39 +298,123 @@ def select_params(
     return best[0], best[1], {f"{e:g},{k}": float(v.max()) for (e, k), v in scores.items()}
 
 
-def ot_test_rows(
-    X: np.ndarray | sp.spmatrix,
-    splits: Sequence[tuple[np.ndarray, np.ndarray]],
-    budget: int = OT_BUDGET,
-    seed: int = 0,
-    needs_pot: bool = True,
-) -> list[np.ndarray]:
-    """Positions (in each split's test rows) of the rows exact OT is computed for (:func:`_exact_ot.budget_rows`,
-    seed ``[seed, split, 26]``).
+class _Split:
+    """What the methods of one split share, computed when first needed: the chain's first stage of the
+    training rows (one :func:`~hdtwd_cli.tree._learn.prepare` for every tree of the split), its unit
+    feature vectors, the reference (star) tree whose histograms exact OT compares, the rows exact OT
+    scores, the fitted methods' pairs."""
 
-    Raises
-    ------
-    ValueError
-        Before any program is solved, when a split gets fewer than :data:`_exact_ot.OT_MIN_TEST_ROWS`
-        rows (or fewer than all its test rows, when it has fewer); the message gives the budget needed.
+    def __init__(
+        self,
+        X: np.ndarray | sp.spmatrix,
+        names: list[str],
+        base: TreeParams,
+        embedding: tuple[np.ndarray, list[str]] | None,
+        index: int,
+        train: np.ndarray,
+        test: np.ndarray,
+        budget: int,
+        seed: int,
+    ) -> None:
+        self.X, self.names, self.base, self.embedding = X, names, base, embedding
+        self.index, self.train, self.test, self.budget, self.seed = index, train, test, budget, seed
+        self._supports: tuple[np.ndarray, np.ndarray] | None = None
+        self._fit: FitPairs | OverBudget | None = None
+
+    @cached_property
+    def prepared(self) -> Prepared:
+        return prepare(self.X[self.train], self.names, self.base, embedding=self.embedding)
+
+    @cached_property
+    def vectors(self) -> tuple[list[str], np.ndarray]:
+        return feature_vectors(self.prepared)
+
+    @cached_property
+    def reference(self) -> Tree:
+        return reference_tree(self.prepared, self.base)
+
+    @property
+    def denoised_rank(self) -> int | None:
+        """The rank of the split's denoiser (0: off), or ``None`` when no method needed the chain's first stage."""
+        if "prepared" not in self.__dict__:
+            return None
+        den = self.prepared.denoiser
+        return 0 if den is None else den.rank
+
+    def scored(self, method: str) -> np.ndarray:
+        """Positions (in the test rows) exact OT and flowtree score: :func:`_exact_ot.scored_rows` of the
+        histograms' supports, seed ``[seed, split, 26]``; :class:`OverBudget` names ``method``."""
+        if self._supports is None:
+            ref = self.reference
+            self._supports = (
+                supports(self.X[self.test], self.names, ref),
+                supports(self.X[self.train], self.names, ref),
+            )
+        s_test, s_train = self._supports
+        return scored_rows(s_test, s_train, budget=self.budget, seed=[self.seed, self.index, 26], method=method)
+
+    def fit(self) -> FitPairs:
+        """The fitted methods' pairs and their exact costs (:func:`_weighted.fit_pairs`), once per split."""
+        if self._fit is None:
+            try:
+                self._fit = fit_pairs(
+                    self.X[self.train],
+                    self.names,
+                    self.prepared,
+                    self.base,
+                    split=self.index,
+                    budget=self.budget,
+                    vectors=self.vectors,
+                )
+            except OverBudget as e:
+                self._fit = e
+        if isinstance(self._fit, OverBudget):
+            raise self._fit
+        return self._fit
+
+
+def _tree_distances(trees: list[Tree], run: _Split, test: np.ndarray) -> np.ndarray:
+    """The mean TWD (test x train) over ``trees`` (one tree: its TWD)."""
+    X, names, train = run.X, run.names, run.train
+    total = sum(query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t)) for t in trees)
+    return total / len(trees)  # type: ignore[return-value]
+
+
+def _scored(name: str, run: _Split, notes: dict[str, list]) -> tuple[np.ndarray, np.ndarray]:
+    """Distances (scored test rows x training rows) of the method ``name`` (not hdtwd) and the test rows scored.
+
+    The route is the method's family (:data:`._methods.FAMILIES`); ``notes`` collects what the report's
+    ``params`` give per split. Raises :class:`OverBudget` for a method that does not fit its budget.
     """
-    if needs_pot:  # exact OT; Flowtree scores the same rows without it
-        require_pot()
-    nnz = np.diff(sp.csr_matrix(X).indptr) if sp.issparse(X) else np.count_nonzero(X, axis=1)
-    rows = [budget_rows(nnz[test], nnz[train], budget, [seed, s, 26]) for s, (train, test) in enumerate(splits)]
-    need = [min(OT_MIN_TEST_ROWS, t.size) for _, t in splits]
-    if any(r.size < k for r, k in zip(rows, need)):
-        worst = max(
-            int(np.sort(nnz[test])[::-1][:k].sum()) * int(nnz[train].sum()) for (train, test), k in zip(splits, need)
+    spec = METHODS[name]
+    X, names, train, test, s = run.X, run.names, run.train, run.test, run.index
+    if spec.family == "baseline":
+        return baseline_distances(name, X[test], X[train]), test
+    if spec.family in ("star", "tree"):  # a tree of the same features, the same histograms
+        star = spec.shape is not None and spec.shape.builder == "star"
+        trees = competitor_trees(name, run.prepared, run.base, split=s, vectors=None if star else run.vectors)
+        return _tree_distances(trees, run, test), test
+    if spec.family == "fitted":
+        trees, used = fitted_trees(
+            name, X[train], names, run.prepared, run.base, split=s, fit=run.fit(), vectors=run.vectors
         )
-        secs = worst * 1e-7
-        when = f"{secs:.0f} CPU-seconds" if secs < 120 else f"{secs / 60:.0f} CPU-minutes"
-        raise ValueError(
-            f"exact OT ('ot'): a budget of {budget:,} transport variables per split fits only "
-            f"{min(r.size for r in rows)} test rows ({min(need)} needed); --ot-budget {worst} fits "
-            f"them (about {when} per split)"
-        )
-    return rows
+        notes.setdefault("pairs", []).append(used)
+        notes.setdefault("rho", []).append([t.metadata["ridge"] for t in trees])
+        return _tree_distances(trees, run, test), test
+    rows = test[run.scored(name)]
+    notes.setdefault("test_rows", []).append(int(rows.size))
+    placed, V = run.vectors
+    if spec.family == "flow":  # the quadtree's flow on exact OT's test rows, costed in its ground space
+        (tree,) = competitor_trees(name, run.prepared, run.base, split=s, vectors=run.vectors)
+        leaf_vectors = ground_of(placed, V, tree.leaf_names)
+        H = [histograms(X[r], names, tree) for r in (rows, train)]
+        return flowtree_distances(H[0], H[1], tree.parent, leaf_vectors), rows
+    if spec.family == "ot":  # exact OT on the budgeted test rows, ground space of the training rows
+        ref = run.reference
+        return exact_ot(
+            histograms(X[rows], names, ref), histograms(X[train], names, ref), ground_of(placed, V, ref.leaf_names)
+        ), rows
+    raise ValueError(f"unknown method {name!r}")
 
 
 def evaluate(
@@ -413,30 +433,42 @@ def evaluate(
     embedding: tuple[np.ndarray, list[str]] | None = None,
     ot_budget: int = OT_BUDGET,
 ) -> list[MethodResult]:
-    """Run the protocol for ``methods`` (``hdtwd``, :data:`BASELINES`, the competitors, ``ot``) on the same splits.
+    """Run the protocol for ``methods`` (names of :data:`._methods.METHODS`) on the same splits.
 
-    A competitor's tree(s) (:data:`TREE_METHODS`: :func:`_competitors.competitor_trees`;
-    :data:`FITTED_METHODS`: :func:`_weighted.fitted_trees`) are built from each split's
-    training rows in hdtwd's features' space, seeded per split as documented there. ``ot``
-    (:mod:`._exact_ot`) scores the test rows of :func:`ot_test_rows` only (``ot_budget``), with all
-    the training rows as neighbours.
+    Per split, the training rows go through the chain's first stage ONCE
+    (:func:`hdtwd_cli.tree._learn.prepare`: value scale, denoising where the rule denoises, the
+    features' space and weights), and every TWD method of the split reads it: hdtwd's tree
+    (:func:`hdtwd_cli.tree._learn.learn_trees` with ``prepared``), ``star`` and the competitors' trees
+    (:func:`._competitors.competitor_trees`, :func:`._weighted.fitted_trees`: built from the same
+    features' vectors and finished with the same denoiser and weights), ``flowtree`` and ``ot``
+    (the same histograms, :func:`._exact_ot.histograms`). So only the tree (or the ground cost)
+    differs between them. The baselines compare the values as they are (:mod:`._baselines`).
+    ``ot`` and ``flowtree`` score the test rows of :meth:`_Split.scored` (``ot_budget``) with all the
+    training rows as neighbours.
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
-    :func:`select_params` on its training rows. ``embedding`` = (vectors, names): the features'
-    given ambient vectors (:func:`hdtwd_cli.tree._learn.feature_space`).
+    :func:`select_params` on its training rows (each inner split prepares its own rows).
+    ``embedding`` = (vectors, names): the features' given ambient vectors.
+
+    A method that cannot run within its budget (:class:`._exact_ot.OverBudget`: too few test rows
+    for ``ot`` and ``flowtree``, too few pairs for the fitted trees) is returned with ``status``
+    ``skipped: <reason>``; the others run.
     """
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    if any(METHODS[m].needs_pot for m in methods):
+        require_pot()
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)
     check_histograms(X)  # every row needs a histogram: fail here, before any tree is learned
     acc = {m: np.zeros((n_splits, len(ks))) for m in methods}
-    choices: list[dict] = []
+    notes: dict[str, dict[str, list]] = {m: {} for m in methods}
+    skipped: dict[str, str] = {}
+    ranks: list[int] = []
     grid = len(eps_grid) * len(scales_grid) > 1
-    budgeted = set(methods) & set(OT_METHODS + FLOW_METHODS)
-    ot_rows = ot_test_rows(X, splits, ot_budget, seed, needs_pot="ot" in methods) if budgeted else []
-    pairs_used: dict[str, list[int]] = {}
-    fit_ridges: dict[str, list[list[float]]] = {}
     for s, (train, test) in enumerate(splits):
-        shared: FitPairs | None = None  # the fitted methods' pairs and exact costs, once per split
+        run = _Split(X, names, base, embedding, s, train, test, ot_budget, seed)
         for name in methods:
             if name == "hdtwd":
                 eps, K = eps_grid[0], scales_grid[0]
@@ -456,105 +488,92 @@ def evaluate(
                         progress=progress,
                         embedding=embedding,
                     )
-                acc[name][s] = _hdtwd_accuracies(X, names, y, train, test, eps, [K], base, ks, embedding)[K]
-                choices.append({"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})})
-            elif name in TREE_METHODS + FITTED_METHODS:  # a competitor's tree of the training rows' features
-                if name in TREE_METHODS:
-                    trees = competitor_trees(name, X[train], names, base, embedding, split=s)
-                else:
-                    if shared is None:
-                        shared = fit_pairs(X[train], names, base, embedding, split=s, budget=ot_budget)
-                    trees, used = fitted_trees(name, X[train], names, base, embedding, split=s, fit=shared)
-                    pairs_used.setdefault(name, []).append(used)
-                    fit_ridges.setdefault(name, []).append([t.metadata["ridge"] for t in trees])
-                D = sum(
-                    query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t))
-                    for t in trees
-                ) / len(trees)
-                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)  # type: ignore[arg-type]
-            elif name in FLOW_METHODS:  # the quadtree's flow on exact OT's test rows, costed in its ground space
-                space, unit = feature_vectors(X[train], names, base, embedding)
-                (tree,) = trees_in("quadtree", space, unit, base, split=s)
-                V, _ = ground_of(space, unit, names)
-                index = {n: i for i, n in enumerate(names)}
-                leaves = np.array([index.get(n, -1) for n in tree.leaf_names])
-                leaf_vectors = np.where((leaves >= 0)[:, None], V[np.maximum(leaves, 0)], 0.0)
-                rows = test[ot_rows[s]]
-                hist = [
-                    sp.csr_matrix(normalize_rows(align_to_tree(X[r], names, tree, drop_unknown=True)))
-                    for r in (rows, train)
-                ]
-                D = flowtree_distances(hist[0], hist[1], tree.parent, leaf_vectors)
-                acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
-            elif name in OT_METHODS:  # exact OT on the budgeted test rows, ground space of the training rows
-                V, w = ground_vectors(X[train], names, base, embedding)
-                rows = test[ot_rows[s]]
-                D = exact_ot(ot_histograms(X[rows], w), ot_histograms(X[train], w), V)
-                acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
-            else:
-                D = baseline_distances(name, X[test], X[train])
-                acc[name][s] = knn_accuracy(D, y[train], y[test], ks)
+                acc[name][s] = _hdtwd_accuracies(
+                    X, names, y, train, test, eps, [K], base, ks, embedding, prepared=run.prepared
+                )[K]
+                choice = {"split": s, "eps": eps, "scales": K, **({"inner_scores": scores} if grid else {})}
+                notes[name].setdefault("choices", []).append(choice)
+            elif name not in skipped:
+                try:
+                    D, rows = _scored(name, run, notes[name])
+                    acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
+                except OverBudget as e:
+                    skipped[name] = f"skipped: {e}"
             if progress is not None:
                 progress(1)
-    out = []
-    for name in methods:
-        params: dict[str, object]
-        if name == "hdtwd":
-            params = {
+        if run.denoised_rank is not None:
+            ranks.append(run.denoised_rank)
+    return [
+        MethodResult(
+            name,
+            list(ks),
+            acc[name],
+            _params(name, base, embedding, notes[name], ranks, eps_grid, scales_grid, ot_budget, splits),
+            skipped.get(name, "ok"),
+        )
+        for name in methods
+    ]
+
+
+def _params(
+    name: str,
+    base: TreeParams,
+    embedding: tuple[np.ndarray, list[str]] | None,
+    notes: dict[str, list],
+    ranks: list[int],
+    eps_grid: Sequence[float],
+    scales_grid: Sequence[int],
+    budget: int,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]],
+) -> dict[str, object]:
+    """The report's ``params`` of ``name``: what it compares (:attr:`._methods.Method.input`), then its
+    family's settings and what each split recorded (``notes``)."""
+    spec = METHODS[name]
+    out: dict[str, object] = {"on": spec.input}
+    if spec.family == "baseline":
+        return out
+    out.update(
+        {
+            "feature_space": "embedding" if embedding is not None else base.feature_space,
+            "weighting": base.weighting,
+            "denoise": base.denoise,
+            "denoised_rank": ranks,  # per split: the rank of the histograms' denoiser (0: off)
+        }
+    )
+    if spec.family == "hdtwd":
+        grid = len(eps_grid) * len(scales_grid) > 1
+        out.update(
+            {
                 "eps": list(eps_grid) if grid else eps_grid[0],
                 "scales": list(scales_grid) if grid else scales_grid[0],
                 "metric": base.metric,
                 "linkage": base.linkage,
                 "edge_weights": base.edge_weights,
                 "bandwidth": base.bandwidth,
-                "feature_space": "embedding" if embedding is not None else base.feature_space,
-                "weighting": base.weighting,
                 "leaf_length": base.leaf_length,
                 "selection": "inner 3-split CV on training rows" if grid else "fixed",
-                "choices": choices,
+                "choices": notes.get("choices", []),
             }
-        elif name in FITTED_METHODS:
-            params = {
-                "tree": TREE_INPUT[name],
-                "fit": f"least squares of the {'merge heights' if name == 'ultratree' else 'edge weights'} to exact "
-                f"OT (POT) on up to {FIT_PAIRS} training pairs per split, >= 0, pulled towards the unfitted tree's "
-                "scaled lengths by rho (chosen on held-out pairs)",
-                "pairs": pairs_used.get(name, []),
-                "rho": fit_ridges.get(name, []),
-                "slices": SLICES if name.startswith("s") else 1,
-                "feature_space": "embedding" if embedding is not None else base.feature_space,
-                "weighting": base.weighting,
-                "seed": base.seed,
+        )
+    elif spec.family in ("tree", "fitted", "flow"):
+        out["seed"] = base.seed
+    if spec.family == "fitted":
+        what = "merge heights" if spec.fit == "heights" else "edge weights"
+        out.update(
+            {
+                "fit": f"least squares of the {what} to exact OT (POT) on up to {FIT_PAIRS} training pairs per split, "
+                ">= 0, pulled towards the unfitted tree's scaled lengths by rho (chosen on held-out pairs)",
+                "pairs": notes.get("pairs", []),
+                "rho": notes.get("rho", []),
+                "slices": spec.shape.count if spec.shape is not None else 1,
             }
-        elif name in TREE_METHODS:
-            params = {
-                "tree": TREE_INPUT[name],
-                "feature_space": "embedding" if embedding is not None else base.feature_space,
-                "weighting": base.weighting,
-                "seed": base.seed,
-            }
-        elif name in FLOW_METHODS:
-            params = {
-                "tree": TREE_INPUT["quadtree"] + " (seed + split, as quadtree)",
-                "flow": "tree-optimal, greedy bottom-up (leaves in index order); costed by the Euclidean "
-                "distance between the unit feature vectors (none: the origin)",
-                "feature_space": "embedding" if embedding is not None else base.feature_space,
-                "weighting": base.weighting,
-                "budget": int(ot_budget),
-                "test_rows": [int(r.size) for r in ot_rows],
+        )
+    if spec.family in ("flow", "ot"):
+        out.update(
+            {
+                "budget": int(budget),
+                "test_rows": notes.get("test_rows", []),
                 "test_rows_of": [int(t.size) for _, t in splits],
             }
-        elif name in OT_METHODS:
-            params = {
-                "ground_cost": "Euclidean distance between the unit feature vectors (none: the origin)",
-                "solver": "POT ot.emd2, exact network simplex",
-                "feature_space": "embedding" if embedding is not None else base.feature_space,
-                "weighting": base.weighting,
-                "budget": int(ot_budget),
-                "test_rows": [int(r.size) for r in ot_rows],
-                "test_rows_of": [int(t.size) for _, t in splits],
-            }
-        else:
-            params = {"on": BASELINE_INPUT[name]}
-        out.append(MethodResult(name, list(ks), acc[name], params))
+        )
     return out

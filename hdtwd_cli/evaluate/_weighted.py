@@ -43,17 +43,18 @@ import dataclasses
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import FITTED_METHODS, OT_BUDGET
-from hdtwd_cli.evaluate._competitors import feature_vectors, trees_in
-from hdtwd_cli.evaluate._exact_ot import exact_ot_pairs, ground_of, ot_histograms
-from hdtwd_cli.tree._learn import FeatureSpace
+from hdtwd_cli._defaults import OT_BUDGET
+from hdtwd_cli.evaluate._competitors import feature_vectors, reference_tree, shape_trees
+from hdtwd_cli.evaluate._exact_ot import OverBudget, exact_ot_pairs, ground_of, histograms, supports
+from hdtwd_cli.evaluate._methods import METHODS, of_family
+from hdtwd_cli.tree._learn import Prepared
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, subtree_masses
 
 __all__ = [
-    "FITTED_METHODS",
     "FIT_PAIRS",
+    "FIT_MIN_PAIRS",
     "HELD_OUT",
     "RIDGES",
     "SLICES",
@@ -69,6 +70,8 @@ __all__ = [
 #: Pairs of training rows whose exact transport costs the weights are fitted to (fewer where the
 #: transport variables of the pairs would pass the budget).
 FIT_PAIRS = 400
+#: Fewest pairs a fit is made on: a method whose budget fits fewer is skipped (its row says why).
+FIT_MIN_PAIRS = 20
 #: Trees averaged by the sliced variants ``swqtwd`` and ``swctwd``.
 SLICES = 5
 #: Candidate weights :math:`\rho` of the pull towards the unfitted lengths (:func:`fit_edge_weights`); 0 is NNLS.
@@ -334,77 +337,98 @@ def fit_ultrametric_heights(
 
 @dataclasses.dataclass(frozen=True)
 class FitPairs:
-    """The sampled pairs of training rows (``(P, 2)`` indices), their exact transport costs, and the
-    features' space and unit vectors both were computed in (the fitted trees' shapes are built there)."""
+    """The sampled pairs of training rows (``(P, 2)`` indices) and their exact transport costs."""
 
     pairs: np.ndarray
     costs: np.ndarray
-    space: FeatureSpace
-    vectors: np.ndarray
 
 
 def fit_pairs(
     X: np.ndarray | sp.spmatrix,
     names: list[str],
+    prepared: Prepared,
     params: TreeParams,
-    embedding: tuple[np.ndarray, list[str]] | None = None,
+    *,
     split: int = 0,
     pairs: int = FIT_PAIRS,
     budget: int = OT_BUDGET,
+    vectors: tuple[list[str], np.ndarray] | None = None,
 ) -> FitPairs:
-    r"""The pairs every fitted method of a split regresses on: :func:`sample_pairs` of the rows ``X``
-    (seed ``[params.seed, split]``) and their exact costs :math:`W(a_p, b_p)` in the Euclidean ground
-    space of the unit feature vectors (:func:`._exact_ot.ground_of`).
+    r"""The pairs every fitted method of a split regresses on, and their exact costs.
 
-    They depend on the training rows and the seed only, not on the method: computed once per split,
-    they serve every method of :data:`FITTED_METHODS` (the exact programs are the expensive part).
+    :func:`sample_pairs` of the rows ``X`` (those ``prepared`` was made from; seed
+    ``[params.seed, split]``) by the supports of their histograms, and :math:`W(a_p, b_p)` between
+    those histograms (:func:`._exact_ot.histograms` of :func:`._competitors.reference_tree`: the
+    same map, denoiser and weights, as every tree of the split) in the Euclidean ground space of the
+    unit feature vectors (:func:`._exact_ot.ground_of`; ``vectors``: :func:`._competitors.feature_vectors`
+    of ``prepared``, when the caller has them). They depend on the training rows and the seed only,
+    not on the method: computed once per split, they serve every fitted method (the exact programs
+    are the expensive part).
+
+    Raises
+    ------
+    OverBudget
+        Before any program is solved, when fewer than :data:`FIT_MIN_PAIRS` pairs fit ``budget``.
     """
-    space, V = feature_vectors(X, names, params, embedding)
-    ground, w = ground_of(space, V, names)
-    H = ot_histograms(X, w)
-    used = sample_pairs(np.diff(H.indptr), pairs, budget, [params.seed, split])
-    return FitPairs(used, exact_ot_pairs(H[used[:, 0]], H[used[:, 1]], ground), space, V)
+    reference = reference_tree(prepared, params)
+    placed, V = vectors if vectors is not None else feature_vectors(prepared)
+    s = supports(X, names, reference)
+    drawn = sample_pairs(s, pairs, np.iinfo(np.int64).max, [params.seed, split])  # every draw; cut below
+    cost = np.cumsum(s[drawn[:, 0]] * s[drawn[:, 1]])
+    fits = int(np.searchsorted(cost, budget, side="right"))
+    need = min(FIT_MIN_PAIRS, pairs)
+    if fits < need:
+        more = int(cost[need - 1])
+        raise OverBudget(
+            f"a budget of {budget:,} transport variables per split fits only {fits} of the {pairs} training "
+            f"pairs the weights are fitted to ({need} needed); --ot-budget {more} fits them "
+            f"(about {max(1, round(more * 1e-7))} CPU-seconds per split)"
+        )
+    used = drawn[:fits]
+    rows = np.unique(used)
+    at = np.searchsorted(rows, used)
+    H = histograms(X[rows], names, reference)
+    ground = ground_of(placed, V, reference.leaf_names)
+    return FitPairs(used, exact_ot_pairs(H[at[:, 0]], H[at[:, 1]], ground))
 
 
 def fitted_trees(
     method: str,
     X: np.ndarray | sp.spmatrix,
     names: list[str],
+    prepared: Prepared,
     params: TreeParams,
-    embedding: tuple[np.ndarray, list[str]] | None = None,
+    *,
     split: int = 0,
     pairs: int = FIT_PAIRS,
     budget: int = OT_BUDGET,
     fit: FitPairs | None = None,
+    vectors: tuple[list[str], np.ndarray] | None = None,
 ) -> tuple[list[Tree], int]:
-    r"""The ``method`` tree(s) (:data:`FITTED_METHODS`) of the rows ``X`` and the pairs the fit used.
+    r"""The ``method`` tree(s) (a ``fitted`` method of :data:`._methods.METHODS`) of the rows ``X`` and the pairs used.
 
-    The trees are built as :func:`._competitors.competitor_trees` builds the quadtree and the
-    clustering-based tree (unit feature vectors of hdtwd's features' space; features without a
-    vector from the root; idf weights attached), then every tree's weights are fitted to the exact
+    ``X``: the rows ``prepared`` was made from. The shapes are built as
+    :func:`._competitors.competitor_trees` builds the trees of the same :class:`~._methods.Shape`
+    (unit feature vectors of ``prepared``; features without a vector from the root; the same map,
+    denoiser and weights, as hdtwd's tree), then every tree's weights are fitted to the exact
     transport costs of the same pairs (:func:`fit_pairs`, seed ``[params.seed, split]``; pass
-    ``fit``, computed once for these rows, to share them between methods). Tree seeds:
-    ``params.seed + split`` (``wqtwd``, as ``quadtree``), ``params.seed`` (``wctwd``, as
-    ``cluster-tree``), ``[params.seed, split, t]`` for slice ``t`` (the sliced variants, as
-    ``tswd-n``). ``ultratree``: UltraFit's tree (``ultrafit``), its merge heights fitted instead
-    (:func:`fit_ultrametric_heights`).
+    ``fit``, computed once for these rows, to share them between methods): edge weights
+    (:func:`fit_edge_weights`) or an ultrametric's heights (:func:`fit_ultrametric_heights`). The
+    fit's histograms are those of the pairs' rows on each tree (the same map).
     """
-    if method not in FITTED_METHODS:
-        raise ValueError(f"unknown fitted tree method {method!r}; choose from {', '.join(FITTED_METHODS)}")
+    spec = METHODS.get(method)
+    if spec is None or spec.family != "fitted" or spec.shape is None:
+        raise ValueError(f"unknown fitted tree method {method!r}; choose from {', '.join(of_family('fitted'))}")
+    vectors = vectors if vectors is not None else feature_vectors(prepared)
     if fit is None:
-        fit = fit_pairs(X, names, params, embedding, split, pairs, budget)
-    shape = {
-        "wqtwd": "quadtree",
-        "wctwd": "cluster-tree",
-        "swqtwd": f"quadtrees-{SLICES}",
-        "swctwd": f"tswd-{SLICES}",
-        "ultratree": "ultrafit",
-    }
-    trees = trees_in(shape[method], fit.space, fit.vectors, params, split)
+        fit = fit_pairs(X, names, prepared, params, split=split, pairs=pairs, budget=budget, vectors=vectors)
+    placed, V = vectors
+    finish = params.replace(leaf_length=0.0)
+    trees = [prepared.finish(t, finish) for t in shape_trees(spec.shape, placed, V, seed=params.seed, split=split)]
     i, j = fit.pairs[:, 0], fit.pairs[:, 1]
     fitted = []
     for t in trees:
         A = normalize_rows(align_to_tree(X[i], names, t))
         B = normalize_rows(align_to_tree(X[j], names, t))
-        fitted.append((fit_ultrametric_heights if method == "ultratree" else fit_edge_weights)(t, A, B, fit.costs))
+        fitted.append((fit_ultrametric_heights if spec.fit == "heights" else fit_edge_weights)(t, A, B, fit.costs))
     return fitted, int(fit.pairs.shape[0])

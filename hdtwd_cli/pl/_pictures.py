@@ -299,11 +299,14 @@ def classify_report(report: Mapping[str, Any], *, ax: Any = None, title: str | N
     """Accuracy against k for every method of a ``classify`` report, a band of +- one std over splits.
 
     ``report`` is :func:`hdtwd_cli.classify`'s result (or its ``--json`` file, loaded): per method
-    ``per_k`` (mean over splits) and ``per_k_std``; the best k of each method is marked.
+    ``per_k`` (mean over splits) and ``per_k_std``; the best k of each method is marked. A method the
+    report skipped (``status`` other than ``ok``: no accuracy) is left out.
     """
     ks = [int(k) for k in report["k"]]
     fig, ax = _figure(ax, (9.0, 4.5))
     for name, res in report["methods"].items():
+        if res.get("status", "ok") != "ok":
+            continue
         mean = np.array([res["per_k"][str(k)] for k in ks])
         std = np.array([res.get("per_k_std", {}).get(str(k), 0.0) for k in ks])
         (line,) = ax.plot(ks, mean, marker="o", markersize=3, label=f"{name} ({res['mean']:.1f}, k={res['best_k']})")

@@ -1,0 +1,263 @@
+r"""The methods ``classify`` compares: one registry that validation, the help, the report and the protocol read.
+
+Each :class:`Method` names its family (how :func:`._protocol.evaluate` scores it), what it compares
+(the report's ``params.on``), whether it needs POT, whether ``classify`` runs it by default, and for
+the tree families the shape it builds (:class:`Shape`, built by :func:`._competitors.shape_trees`).
+A method of an existing family is one entry here; a new family is an entry of :data:`FAMILIES` and
+its scoring route in :mod:`._protocol`.
+
+What the TWD methods compare
+    ``hdtwd``, ``star``, the competitors' trees (fitted or not), ``flowtree`` and ``ot`` all compare
+    the same histograms of a split: the samples' values under the map the split's training rows
+    define (:func:`hdtwd_cli.tree._learn.prepare`: the denoiser where the rule denoises, the idf
+    weights), normalised to mass 1. Only the tree (or the ground cost) differs between them. The
+    baselines compare the values as they are (:mod:`._baselines`).
+
+The module holds data only (the standard library): the command line reads it at start-up, before
+NumPy is loaded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "Shape",
+    "Method",
+    "FAMILIES",
+    "METHODS",
+    "TWD_FAMILIES",
+    "COMPETITOR_FAMILIES",
+    "of_family",
+    "method_names",
+    "methods_help",
+    "BASELINES",
+    "TREE_METHODS",
+    "FITTED_METHODS",
+]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a tree method builds its tree(s) from the split's unit feature vectors.
+
+    Attributes
+    ----------
+    builder : str
+        A key of :data:`._competitors.BUILDERS` (``quadtree``, ``mst``, ``cluster-tree``, ``ultrafit``,
+        ``treerep``, ``hhc``, ``ghhc``, ``star``).
+    count : int
+        Trees averaged (the sliced methods: the mean of the TWDs on ``count`` trees).
+    seed : str
+        ``split``: ``seed + split`` (a new tree per split); ``fixed``: ``seed`` (one tree for every
+        split); ``slices``: tree ``t`` of split ``s`` from ``default_rng([seed, s, t])``; ``none``: the
+        builder draws nothing.
+    """
+
+    builder: str
+    count: int = 1
+    seed: str = "none"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One method of ``classify``.
+
+    Attributes
+    ----------
+    name : str
+        The name ``--methods`` takes and the report's key.
+    family : str
+        A key of :data:`FAMILIES`: how the protocol scores it.
+    input : str
+        What it compares (the report's ``params.on``; docs/classify.md).
+    needs_pot : bool
+        It solves exact transport programs (POT, ``hdtwd[ot]``).
+    default : str
+        When ``classify`` runs it without ``--methods``: ``always``, ``counts`` (every value a whole
+        number), ``cooccur`` (unless most pairs of features never share a sample), ``never``.
+    shape : Shape, optional
+        The tree families' trees.
+    fit : str, optional
+        ``fitted``: ``edges`` (edge weights fitted to exact OT) or ``heights`` (an ultrametric's merge
+        heights).
+    """
+
+    name: str
+    family: str
+    input: str
+    needs_pot: bool = False
+    default: str = "never"
+    shape: Shape | None = None
+    fit: str | None = None
+
+
+#: The families and what ``--methods``' help says of them.
+FAMILIES: dict[str, str] = {
+    "hdtwd": "the TWD on the tree learned from the training rows",
+    "star": "the TWD on the star tree (every leaf on one edge from the root): the same histograms without a hierarchy",
+    "baseline": "distances between the samples' values",
+    "tree": "the paper's competitor trees of the same features",
+    "fitted": "competitor trees whose weights (an ultrametric's heights) are fitted to exact transport, needs POT",
+    "flow": "the quadtree's flow costed in the ground metric, on ot's test rows",
+    "ot": "exact optimal transport, Euclidean ground cost, needs POT",
+}
+#: Families that compare the split's histograms (the training rows' denoiser and weights applied).
+TWD_FAMILIES = ("hdtwd", "star", "tree", "fitted", "flow", "ot")
+#: The competitors' trees: hdtwd's margin over the best of them is reported.
+COMPETITOR_FAMILIES = ("tree", "fitted")
+
+_HIST = "the split's histograms (training rows' denoiser where the rule denoises, idf weights)"
+_UNIT = "the unit feature vectors"
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("hdtwd", "hdtwd", f"the TWD on the tree learned from the training rows, {_HIST}", default="always"),
+        Method(
+            "star",
+            "star",
+            f"the TWD on the star tree (equal edges from the root: weighted L1), {_HIST}",
+            default="always",
+            shape=Shape("star"),
+        ),
+        Method("cosine", "baseline", "row-normalised histograms", default="always"),
+        Method("euclidean", "baseline", "row-normalised histograms", default="always"),
+        Method("l1", "baseline", "row-normalised histograms", default="always"),
+        Method("tfidf-l1", "baseline", "tf-idf (idf from the training rows), rows L1-normalised", default="counts"),
+        Method("tfidf-cosine", "baseline", "tf-idf (idf from the training rows), rows L1-normalised", default="counts"),
+        Method(
+            "pca",
+            "baseline",
+            "50 principal components fitted on the training rows (counts: log1p counts-per-10k; other values: "
+            "each feature scaled to unit variance on the training rows, clipped at 10)",
+            default="cooccur",
+        ),
+        Method(
+            "quadtree",
+            "tree",
+            f"Indyk & Thaper's randomly shifted quadtree of {_UNIT} (cell diameters as edges)",
+            shape=Shape("quadtree", seed="split"),
+        ),
+        Method("mst", "tree", f"Euclidean minimum spanning tree of {_UNIT}", shape=Shape("mst")),
+        Method(
+            "cluster-tree",
+            "tree",
+            f"hierarchical k-means tree (Le et al. 2019) of {_UNIT}, one fixed seed",
+            shape=Shape("cluster-tree", seed="fixed"),
+        ),
+        *(
+            Method(
+                f"tswd-{n}",
+                "tree",
+                f"tree-sliced: mean TWD over {n} random hierarchical k-means trees",
+                shape=Shape("cluster-tree", n, "slices"),
+            )
+            for n in (1, 5, 10)
+        ),
+        Method(
+            "ultrafit",
+            "tree",
+            f"the ultrametric closest to {_UNIT}' Euclidean distances (Chierchia & Perret 2019)",
+            shape=Shape("ultrafit"),
+        ),
+        Method(
+            "treerep",
+            "tree",
+            f"TreeRep's tree (Steiner nodes) of {_UNIT}' distances (Sonthalia & Gilbert 2020)",
+            shape=Shape("treerep", seed="split"),
+        ),
+        Method(
+            "hhc",
+            "tree",
+            f"hyperbolic hierarchical clustering of {_UNIT}' cosine similarities (Chami et al. 2020)",
+            shape=Shape("hhc", seed="split"),
+        ),
+        Method(
+            "ghhc",
+            "tree",
+            f"gradient-based hyperbolic hierarchical clustering of {_UNIT} (Monath et al. 2019)",
+            shape=Shape("ghhc", seed="split"),
+        ),
+        Method(
+            "wqtwd",
+            "fitted",
+            "the quadtree, edge weights fitted to exact OT (Yamada et al. 2022)",
+            needs_pot=True,
+            shape=Shape("quadtree", seed="split"),
+            fit="edges",
+        ),
+        Method(
+            "wctwd",
+            "fitted",
+            "the hierarchical k-means tree, edge weights fitted to exact OT (Yamada et al. 2022)",
+            needs_pot=True,
+            shape=Shape("cluster-tree", seed="fixed"),
+            fit="edges",
+        ),
+        Method(
+            "swqtwd",
+            "fitted",
+            "sliced: mean TWD over 5 quadtrees, each with weights fitted to exact OT",
+            needs_pot=True,
+            shape=Shape("quadtree", 5, "slices"),
+            fit="edges",
+        ),
+        Method(
+            "swctwd",
+            "fitted",
+            "sliced: mean TWD over 5 hierarchical k-means trees, each with weights fitted to exact OT",
+            needs_pot=True,
+            shape=Shape("cluster-tree", 5, "slices"),
+            fit="edges",
+        ),
+        Method(
+            "ultratree",
+            "fitted",
+            "UltraFit's tree, its merge heights fitted to exact OT as an ultrametric (Chen et al. 2024)",
+            needs_pot=True,
+            shape=Shape("ultrafit"),
+            fit="heights",
+        ),
+        Method(
+            "flowtree",
+            "flow",
+            f"the quadtree of quadtree (seed + split), one tree-optimal flow (greedy bottom-up, leaves in index "
+            f"order) costed by the Euclidean distance between {_UNIT} (none: the origin); {_HIST}",
+            shape=Shape("quadtree", seed="split"),
+        ),
+        Method(
+            "ot",
+            "ot",
+            f"exact optimal transport (POT's network simplex), ground cost the Euclidean distance between {_UNIT} "
+            f"(none: the origin); {_HIST}",
+            needs_pot=True,
+        ),
+    )
+}
+
+
+def of_family(*families: str) -> tuple[str, ...]:
+    """The methods of ``families``, in registry order."""
+    return tuple(n for n, m in METHODS.items() if m.family in families)
+
+
+def method_names() -> tuple[str, ...]:
+    """Every method, in registry order (the order of ``--methods``' help)."""
+    return tuple(METHODS)
+
+
+#: The baselines, the competitors' trees, the trees fitted to exact OT (registry order).
+BASELINES = of_family("baseline")
+TREE_METHODS = of_family("tree")
+FITTED_METHODS = of_family("fitted")
+
+
+def methods_help() -> str:
+    """``--methods``' help: every name, then what each family is."""
+    groups = []
+    for family, what in FAMILIES.items():
+        names = of_family(family)
+        shown = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
+        groups.append(f"{shown}: {what}")
+    return f"Comma-separated subset of {','.join(METHODS)} ({'; '.join(groups)})"
