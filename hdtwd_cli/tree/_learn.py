@@ -81,7 +81,7 @@ def feature_operator(
             f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)", KMEANS_ITERATIONS + 2
         ) as adv:
             op = landmark_operator(
-                X.dense() if isinstance(X, DenoisedRows) else X,
+                X,
                 nl,
                 eps=params.kernel_eps(True),
                 metric=params.metric,  # type: ignore[arg-type]
