@@ -212,7 +212,7 @@ def rule_choice(name: str, form: str) -> str:
 def run(args: argparse.Namespace) -> None:
     for name in args.sets.split(","):
         for form in args.forms.split(","):
-            for variant in (["auto"] if name in TEXT_SETS else args.variants.split(",")):
+            for variant in ["auto"] if name in TEXT_SETS else args.variants.split(","):
                 t = time.perf_counter()
                 rec = measure(name, form, variant, args.splits)
                 if rec is not None:
@@ -232,7 +232,7 @@ def markdown(args: argparse.Namespace) -> None:
             got = {p.stem: json.loads(p.read_text()) for p in base.glob("*.json")}
             records += list(got.values())
 
-            def fig(v: str, m: str = "hdtwd") -> str:
+            def fig(v: str, m: str = "hdtwd", got: dict = got) -> str:
                 r = got.get(v, {}).get("methods", {}).get(m)
                 return f"{r['mean']:.1f} ± {r['std']:.1f}" if r else "-"
 

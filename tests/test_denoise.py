@@ -272,22 +272,120 @@ def test_the_axes_are_the_same_bits_from_dense_or_sparse_storage():
     assert a.mean.tobytes() == b.mean.tobytes() and a.axes.tobytes() == b.axes.tobytes()
 
 
-def test_auto_stays_off_where_the_tree_would_need_every_denoised_row_in_memory():
-    """The landmark operator (more than 5,000 features by default) and the latent space read the
-    denoised rows as one n x m matrix: "auto" says so and stays off there (an atlas of every gene
-    runs as with --denoise 0); an explicit rank still asks for it."""
+def _tree_bytes(tree: Tree) -> tuple:
+    d = tree.denoiser
+    return (
+        tree.parent.tobytes(),
+        tree.length.tobytes(),
+        tuple(tree.leaf_names),
+        None if tree.feature_weights is None else tree.feature_weights.tobytes(),
+        None if d is None else (d.mean.tobytes(), d.axes.tobytes()),
+    )
+
+
+def test_auto_denoises_above_the_landmark_threshold():
+    """Neither the landmark operator (more than 5,000 features) nor the latent space turns the rule off:
+    it depends on the values, never on the path or the memory."""
     from hdtwd_cli.tree._values import denoise_rank
 
     rng = np.random.default_rng(0)
     X = sp.random(120, 6000, density=0.3, format="lil", random_state=1, data_rvs=lambda k: rng.integers(1, 5, k))
     X[:, :50] = 1  # every sample shares these features: they co-occur
-    rank, why = denoise_rank(X.tocsr(), TreeParams())
-    assert rank == 0 and "landmark operator (6000 features)" in why and "--denoise 50" in why
-    assert denoise_rank(X.tocsr(), TreeParams(landmarks=0))[0] == 50  # the exact operator streams them
-    assert denoise_rank(X.tocsr(), TreeParams(denoise=50))[0] == 50
-    small = X[:, :4000].tocsr()
-    assert denoise_rank(small, TreeParams())[0] == 50
-    assert denoise_rank(small, TreeParams(feature_space="svd"))[0] == 0
+    assert denoise_rank(X.tocsr(), TreeParams()) == denoise_rank(X.tocsr(), TreeParams(landmarks=0))
+    assert denoise_rank(X.tocsr(), TreeParams())[0] == 50
+    assert denoise_rank(X[:, :4000].tocsr(), TreeParams(feature_space="svd"))[0] == 50
+
+
+@pytest.mark.parametrize("blocks", [1, 4])
+def test_the_denoised_landmark_tree_has_the_same_bits_for_any_dtype_thread_count_or_memory(blocks, monkeypatch):
+    """The landmark operator reads the denoised rows by row blocks (held in memory or computed again):
+    the same tree for float32 or float64 counts, dense or sparse storage, 1 or 2 threads, rows held or
+    not; with one block the tree of the rows made dense, with several the same to rounding."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    from hdtwd_cli.tree import _landmarks, _values
+
+    X = _cells(n=240, m=700)
+    names = [f"g{j}" for j in range(X.shape[1])]
+    p = TreeParams(landmarks=80)
+    monkeypatch.setattr(_landmarks, "BLOCK_ROWS", 64 if blocks > 1 else 4096)
+    ref = learn_tree(X, names, p)
+    assert ref.metadata["denoise"] == 50 and ref.metadata["n_landmarks"] == 80
+    assert ref.denoiser is not None and ref.metadata["denoise_rule"].startswith("raw counts")
+    variants = {"float32": (X.astype(np.float32), 2, 1.0), "sparse": (sp.csr_matrix(X), 2, 1.0)}
+    variants["streamed, 1 thread"] = (X, 1, 0.0)
+    variants["held, 1 thread"] = (X, 1, 1.0)
+    before = numba.get_num_threads()
+    for what, (data, threads, hold) in variants.items():
+        monkeypatch.setattr(_values, "HOLD_FRACTION", hold)
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            with threadpool_limits(limits=threads, user_api="blas"):
+                got = learn_tree(data, names, p)
+        finally:
+            numba.set_num_threads(before)
+        assert _tree_bytes(got) == _tree_bytes(ref), what
+    # against the old route: the landmark operator on the rows made dense (one n x m matrix)
+    from hdtwd_cli.tree._denoise import DenoisedRows
+
+    real = _landmarks.landmark_operator
+    monkeypatch.setattr(
+        _landmarks,
+        "landmark_operator",
+        lambda Y, *a, **k: real(Y.dense() if isinstance(Y, DenoisedRows) else Y, *a, **k),
+    )
+    import hdtwd_cli.tree._learn as learn_mod
+
+    monkeypatch.setattr(learn_mod, "landmark_operator", _landmarks.landmark_operator)
+    dense = learn_tree(X, names, p)
+    if blocks == 1:
+        assert _tree_bytes(dense) == _tree_bytes(ref)
+    else:
+        D1, D2 = distances(X, tree=ref, feature_names=names), distances(X, tree=dense, feature_names=names)
+        np.testing.assert_allclose(D1, D2, rtol=1e-6, atol=1e-9)
+
+
+def test_a_denoiser_that_does_not_fit_is_refused_with_one_reason(monkeypatch):
+    """Where the map does not fit in memory the command stops before it starts, saying why and what to do;
+    ``auto`` never turns itself off for want of memory (the tree would depend on the machine)."""
+    from hdtwd_cli.errors import ResourceError
+
+    X = _cells(n=120, m=400)
+    data = np.asarray(X)
+    monkeypatch.setenv("HDTWD_MEMORY_LIMIT", str(600_000))  # less than the 120 x 400 centred values and their Gram
+    with pytest.raises(ResourceError) as e:
+        learn_tree_api(data)
+    msg = str(e.value)
+    assert "denoising at rank 50 (raw counts whose features co-occur" in msg
+    assert "the 120 x 400 centred values and their 120 x 120 Gram matrix" in msg and "give denoise 0" in msg
+    monkeypatch.setenv("HDTWD_MEMORY_LIMIT", str(1 << 34))
+    assert learn_tree_api(data).metadata["denoise"] == 50
+
+
+def learn_tree_api(X: np.ndarray) -> Tree:
+    import hdtwd_cli as hd
+
+    return hd.learn_tree(X, feature_names=[f"g{j}" for j in range(X.shape[1])])
+
+
+def test_the_fit_from_the_rows_gram_matrix_is_the_svd_reconstruction():
+    """With more features than rows the axes come from the n x n Gram matrix: the same projection as an
+    independent SVD, the same bits for dense or sparse storage and at any thread count."""
+    from threadpoolctl import threadpool_limits
+
+    X = _cells(n=80, m=300)
+    d = fit_denoiser(X[:60], 12)
+    want = _svd_reconstruction(_log_cp10k(X[:60]), _log_cp10k(X), 12)
+    np.testing.assert_allclose(denoise(X, d), want, rtol=1e-9, atol=1e-10)
+    s = fit_denoiser(sp.csr_matrix(X[:60]), 12)
+    with threadpool_limits(limits=1, user_api="blas"):
+        t = fit_denoiser(X[:60], 12)
+    assert d.axes.tobytes() == s.axes.tobytes() == t.axes.tobytes() and d.mean.tobytes() == s.mean.tobytes()
+    twice = np.vstack([X[:30], X[:30]])  # rows that repeat: rank 29 at most, the rest left out
+    r = fit_denoiser(twice, 40)
+    assert r.rank == 40 and np.count_nonzero(np.abs(r.axes).sum(axis=0) > 0) <= 29
+    np.testing.assert_allclose(denoise(twice, r), np.maximum(_log_cp10k(twice), 0), rtol=1e-9, atol=1e-9)
 
 
 def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(monkeypatch):

@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 from hdtwd_cli._defaults import LINKAGES
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._hd_lca import decode_tree, hd_lca, hd_lca_dense, hd_lca_product
 from hdtwd_cli.tree._hyperbolic import hyperbolic_embedding
 from hdtwd_cli.tree._landmarks import (
@@ -25,7 +26,6 @@ from hdtwd_cli.tree._landmarks import (
     landmark_operator,
     select_landmarks,
 )
-from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import tree_wasserstein

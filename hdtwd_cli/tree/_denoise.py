@@ -31,12 +31,10 @@ from hdtwd_cli._runtime import twins
 from hdtwd_cli.tree._forms import is_count_data, is_log1p_counts
 
 __all__ = [
-    "AUTO_RANK",
     "BLOCK_ROWS",
     "Denoiser",
     "DenoisedRows",
     "HeldRows",
-    "auto_rank",
     "denoise",
     "fit_denoiser",
     "fit_memory_bytes",
@@ -46,8 +44,6 @@ __all__ = [
     "principal_axes",
 ]
 
-#: The rank of ``denoise="auto"`` on counts whose features co-occur (docs/method.md section 11).
-AUTO_RANK = 50
 #: Rows per block of every streamed pass; fixed, so that sums over blocks have one order everywhere.
 BLOCK_ROWS = 4096
 
@@ -197,29 +193,6 @@ def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _blocks(n: int) -> range:
     return range(0, n, BLOCK_ROWS)
-
-
-def auto_rank(n: int, m: int, counts: bool, never_cooccur: float, limit: float) -> tuple[int, str]:
-    r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANK` for counts whose features co-occur, else 0.
-
-    ``counts``: the values are counts, or their ``log1p`` (:func:`is_log1p_counts`; the map's
-    :math:`f` is then the identity, as for every value that is not a whole number).
-
-    Denoising averages the sampling noise of a count matrix across the features that vary
-    together (cells over measured genes). Values that are not counts (log-normalised or otherwise
-    preprocessed) have had that noise treated already, and features that rarely share a sample
-    (words: :func:`_features.never_cooccur_fraction` above ``limit``, the threshold that also
-    picks the features' space, :data:`_features.NEVER_COOCCUR_LIMIT`)
-    have no shared axes to average along. A rank-``r`` projection of fewer than ``2 r`` features or
-    samples keeps most of the data as it is: off too. docs/method.md section 11 gives the evidence.
-    """
-    if not counts:
-        return 0, "the values are not counts (nor their log1p)"
-    if never_cooccur > limit:
-        return 0, f"{never_cooccur:.0%} of feature pairs never co-occur"
-    if min(n, m) < 2 * AUTO_RANK:
-        return 0, f"fewer than {2 * AUTO_RANK} samples or features"
-    return AUTO_RANK, f"counts whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs never do)"
 
 
 def fit_memory_bytes(n: int, m: int) -> int:

@@ -108,14 +108,33 @@ def decimal_grid(X: np.ndarray | sp.spmatrix) -> float:
     return 0.5 * 10.0**-found if found else 0.0
 
 
+def _smallest_gaps(y: np.ndarray, err: np.ndarray, at: np.ndarray, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the smallest gap between two of its distinct values ``y`` (each known to ``err``; a gap counts
+    when it exceeds four times the two errors) and that gap's relative error; ``inf`` where none."""
+    order = np.lexsort((y, at))
+    ys, es, rs = y[order], err[order], at[order]
+    gap, gerr = np.diff(ys), es[1:] + es[:-1]
+    ok = np.flatnonzero((rs[1:] == rs[:-1]) & (gap > 4.0 * gerr))
+    g, eg = np.full(rows, np.inf), np.full(rows, np.inf)
+    if ok.size:
+        r = rs[1:][ok]
+        o = np.lexsort((gap[ok], r))
+        first = np.r_[True, r[o][1:] != r[o][:-1]]
+        g[r[o][first]] = gap[ok][o][first]
+        eg[r[o][first]] = gerr[ok][o][first] / gap[ok][o][first]
+    return g, eg
+
+
 def is_log_normalised(X: np.ndarray | sp.spmatrix) -> bool:
     r"""True when every row is :math:`v = \log(1 + c\,k)` of whole numbers ``k`` for one factor :math:`c > 0`
     per row: scanpy's ``normalize_total`` + ``log1p``, on all genes or a subset chosen afterwards.
 
     With :math:`y = e^{v} - 1` and :math:`y_0` the row's smallest non-zero :math:`y`, the row passes when,
     for some ``d`` in :data:`FACTOR_DIVISORS` (the row's smallest count: 1 on all genes, possibly more
-    on a gene subset), every :math:`q = d\,y / y_0` is a whole number to within what the storage moves
-    it. A stored :math:`v` is off by at most :math:`\Delta(v) = \delta (1 + v) + g` (:math:`\delta =
+    on a gene subset), or for :math:`y_0` the smallest gap between two of the row's distinct values
+    (counts ``k`` and ``k + 1`` both present; then every tolerance below must be under
+    :data:`INFORMATIVE`), every :math:`q = d\,y / y_0` is a whole number to within what the storage
+    moves it. A stored :math:`v` is off by at most :math:`\Delta(v) = \delta (1 + v) + g` (:math:`\delta =
     2^{-22}`, :data:`FLOAT32_ROUNDING`: values computed and stored in float32; :math:`g`: half the
     decimal grid the values were rounded to, :func:`decimal_grid`), so :math:`y` by
     :math:`(1 + y)\,\Delta(v)` and ``q`` by :math:`q\,(\epsilon(y) + \epsilon(y_0))` with
@@ -149,6 +168,13 @@ def is_log_normalised(X: np.ndarray | sp.spmatrix) -> bool:
                 informative += int(np.count_nonzero((q >= 1.5) & (tol < INFORMATIVE)))
             if ok_row.all():
                 break
+        if not ok_row.all():  # the factor from the smallest gap between the row's distinct values
+            g, eg = _smallest_gaps(y, eps * y, at, starts.size)
+            has = np.isfinite(g)
+            q = y / g[at]
+            tol = q * (eps + eg[at])
+            whole = (np.abs(q - np.rint(q)) <= tol) & (tol < INFORMATIVE)  # each value checked, none waved through
+            ok_row |= has & np.logical_and.reduceat(np.where(has[at], whole, False), starts)
         if not ok_row.all():
             return False
         total += y.size

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -234,7 +234,7 @@ class StreamedColumns:
         return out
 
 
-Scaled = np.ndarray | sp.csc_matrix | StreamedColumns
+Scaled: TypeAlias = np.ndarray | sp.csc_matrix | StreamedColumns
 
 
 def _scaled_columns(
@@ -317,8 +317,11 @@ def select_landmarks(
         labels = np.argmax(score, axis=1)
         counts = np.bincount(labels, minlength=n_landmarks).astype(np.float64)
         onehot = sp.csr_matrix((np.ones(m), (np.arange(m), labels)), shape=(m, n_landmarks))
-        S = Xs.dot(onehot) if isinstance(Xs, StreamedColumns) else Xs @ onehot
-        S = np.asarray(S.toarray() if sp.issparse(S) else S, dtype=np.float64)
+        if isinstance(Xs, StreamedColumns):
+            S = Xs.dot(onehot)
+        else:
+            P = Xs @ onehot
+            S = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
         live = counts > 0
         if metric == "cosine":
             norm = np.sqrt(np.einsum("ij,ij->j", S, S))

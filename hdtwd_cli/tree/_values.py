@@ -17,15 +17,9 @@ from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.tree._budget import TREE_SHARE
-from hdtwd_cli.tree._denoise import (
-    DenoisedRows,
-    Denoiser,
-    auto_rank,
-    fit_denoiser,
-    fit_memory_bytes,
-)
+from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser, fit_denoiser, fit_memory_bytes
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
-from hdtwd_cli.tree._forms import value_form
+from hdtwd_cli.tree._forms import ValueForm, value_form
 from hdtwd_cli.tree._landmarks import effective_landmarks
 from hdtwd_cli.tree._params import TreeParams
 
@@ -34,6 +28,39 @@ from hdtwd_cli.tree._params import TreeParams
 #: memory, and computed again block by block otherwise. The same bits either way: holding changes
 #: the time, never the tree.
 HOLD_FRACTION = 0.25
+
+#: The rank of ``denoise="auto"`` for each form of the values (:func:`~hdtwd_cli.tree._forms.value_form`),
+#: chosen by the evidence of docs/method.md section 11 (0: off).
+AUTO_RANKS: dict[ValueForm, int] = {"counts": 50, "log1p_counts": 50, "lognorm": 50, "other": 0}
+#: What each form is, for the rule's reason.
+FORM_NAMES: dict[ValueForm, str] = {
+    "counts": "raw counts",
+    "log1p_counts": "log1p of counts",
+    "lognorm": "log-normalised values (scanpy's normalize_total + log1p)",
+    "other": "values that are neither counts nor log-normalised",
+}
+
+
+def auto_rank(n: int, m: int, form: ValueForm, never_cooccur: float, limit: float) -> tuple[int, str]:
+    r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANKS` of the values' ``form`` where the features
+    co-occur and both the samples and the features number at least twice the rank; else 0.
+
+    Denoising averages the sampling noise of a count matrix across the features that vary
+    together (cells over measured genes). Features that rarely share a sample (words:
+    ``never_cooccur`` above ``limit``, the threshold that also picks the features' space,
+    :data:`_features.NEVER_COOCCUR_LIMIT`) have no shared axes to average along; a rank-``r``
+    projection of fewer than ``2 r`` features or samples keeps most of the data as it is; values
+    of no known form (scaled, centred, tf-idf, ...) are left as they are. docs/method.md section 11
+    gives the evidence per form.
+    """
+    rank, what = AUTO_RANKS[form], FORM_NAMES[form]
+    if not rank:
+        return 0, what
+    if never_cooccur > limit:
+        return 0, f"{what}, but {never_cooccur:.0%} of feature pairs never co-occur"
+    if min(n, m) < 2 * rank:
+        return 0, f"{what}, but fewer than {2 * rank} samples or features"
+    return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs never do)"
 
 
 def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, str]:
@@ -88,7 +115,12 @@ def denoised_rows(
     dense = denoised_rows_made_dense(params, embedding=embedding)
     need = fit_memory_bytes(n, m) + (24 * n * m if dense else 0)
     if available is not None and need > TREE_SHARE * available:
-        what = f"the {m} x {m} scatter matrix" if n > m else f"the {n} x {m} centred values and their {n} x {n} Gram matrix"
+        what = (
+            f"the {n} x {m} centred values and their {n} x {n} Gram matrix"
+            if n <= m
+            else f"the {m} x {m} scatter matrix"
+        )
+
         raise ResourceError(
             f"denoising at rank {rank} ({why}) needs about {human_bytes(need)} ({what}"
             + (f", and the {n} x {m} rows made dense for the latent space or the feature embedding" if dense else "")
