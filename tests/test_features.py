@@ -424,7 +424,7 @@ def test_max_features_places_the_most_frequent_and_hangs_the_rest_from_the_root(
 def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    import hdtwd_cli._api as api
+    import hdtwd_cli._api._learn as api
     import hdtwd_cli.cli._app as cli
     import hdtwd_cli.evaluate._protocol as ev
 
