@@ -45,9 +45,19 @@ def _scanpy(counts: np.ndarray, dtype: type, *, hvg: bool = False, target: float
 @pytest.mark.parametrize("target", [1e4, None])
 def test_scanpys_log_normalised_values_are_recognised(dtype, hvg, target):
     X = _scanpy(_umi(), dtype, hvg=hvg, target=target)
+    want = "lognorm_subset" if hvg else "lognorm"  # a gene subset: the rows' totals differ
+    assert is_log_normalised(X)
+    assert value_form(X) == want
+    assert value_form(X.toarray()) == want  # dense storage alike
+    assert value_form(sp.csr_matrix(X, dtype=np.float64) if dtype == np.float32 else X.astype(np.float32)) == want
+
+
+def test_all_genes_and_a_subset_are_told_apart_by_the_rows_totals():
+    C = _umi(seed=4)
+    X = _scanpy(C, np.float32)
     assert value_form(X) == "lognorm"
-    assert value_form(X.toarray()) == "lognorm"  # dense storage alike
-    assert value_form(sp.csr_matrix(X, dtype=np.float64) if dtype == np.float32 else X.astype(np.float32)) == "lognorm"
+    assert value_form(X[:, : C.shape[1] - 1]) == "lognorm_subset"  # one gene fewer: the totals differ
+    assert value_form(X[:20]) == "lognorm"  # a subset of the cells keeps the form
 
 
 def test_the_other_forms_of_the_same_counts():
@@ -65,7 +75,8 @@ def test_pbmc68k_reduced_raw_is_log_normalised_and_its_scaled_x_is_not():
         warnings.simplefilter("ignore")
         a = sc.datasets.pbmc68k_reduced()
     assert decimal_grid(a.raw.X) == pytest.approx(5e-4)
-    assert value_form(a.raw.X) == "lognorm"
+    assert value_form(a.raw.X) == "lognorm_subset"  # 765 genes of the 68k set's
+    assert decimal_grid(np.log1p(_umi())) == 0.0
     assert value_form(a.X) == "other"
 
 
@@ -112,4 +123,5 @@ def test_a_gene_subset_whose_smallest_count_is_not_one_still_passes():
     k[0] = np.where(k[0] > 0, 2 * k[0], 0)  # one row: every count even
     c = rng.uniform(0.5, 3.0, size=(40, 1))
     X = np.log1p(c * k).astype(np.float32)
-    assert value_form(X) == "lognorm"
+    assert value_form(X) == "lognorm_subset"
+    assert value_form(X[:, :30]) == "lognorm_subset" and value_form(X[:, 30:]) == "lognorm_subset"

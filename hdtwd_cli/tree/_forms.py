@@ -10,7 +10,8 @@ scanpy's log-normalised values, ``sc.pp.normalize_total`` then ``sc.pp.log1p``,
 with or without a subset of highly variable genes taken afterwards (the factor :math:`c_i` was
 fixed on all genes). :func:`value_form` tells them apart from the stored values alone: a row of
 log-normalised values has :math:`e^{v} - 1` at whole multiples of one per-row factor, the
-smallest non-zero value usually being count 1.
+smallest non-zero value usually being count 1; on all the genes the rows' :math:`\sum_j (e^{v_j} - 1)`
+are one common total (``target_sum``), on a gene subset they differ.
 
 Every test allows for values computed and stored in float32 (AnnData's usual type), so a
 matrix and its float32 copy are recognised alike.
@@ -25,9 +26,9 @@ import scipy.sparse as sp
 
 __all__ = ["FORMS", "ValueForm", "is_count_data", "is_log1p_counts", "decimal_grid", "is_log_normalised", "value_form"]
 
-ValueForm = Literal["counts", "log1p_counts", "lognorm", "other"]
+ValueForm = Literal["counts", "log1p_counts", "lognorm", "lognorm_subset", "other"]
 #: The forms :func:`value_form` recognises, in the order it tests them.
-FORMS: tuple[ValueForm, ...] = ("counts", "log1p_counts", "lognorm", "other")
+FORMS: tuple[ValueForm, ...] = ("counts", "log1p_counts", "lognorm", "lognorm_subset", "other")
 
 #: Relative error allowed on a stored :math:`v`, per unit of :math:`1 + v`: four float32 half-ulps, the
 #: rounding of the product :math:`c_i k`, of ``log1p`` in float32 and of the storage, with room to spare.
@@ -144,15 +145,22 @@ def is_log_normalised(X: np.ndarray | sp.spmatrix) -> bool:
     factor; values so small or so coarsely rounded that every ratio is within rounding of a whole
     number prove nothing). Negative values, whole numbers (counts) and an all-zero matrix do not pass.
     """
+    return _log_normalised(X)[0]
+
+
+def _log_normalised(X: np.ndarray | sp.spmatrix) -> tuple[bool, bool]:
+    r""":func:`is_log_normalised`, and whether every row's :math:`\sum_j y_j` is one common total
+    (:func:`value_form`'s ``lognorm`` against ``lognorm_subset``)."""
     if X.shape[0] == 0 or is_count_data(X):
-        return False
+        return False, False
     grid = decimal_grid(X)
     informative = total = 0
+    totals, errors = [], []
     for v, rows in _row_blocks(X):
         if v.size == 0:
             continue
         if np.any(v < 0):
-            return False
+            return False, False
         y = np.expm1(v)
         eps = (1.0 + y) * (FLOAT32_ROUNDING * (1.0 + v) + grid) / y
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
@@ -176,20 +184,34 @@ def is_log_normalised(X: np.ndarray | sp.spmatrix) -> bool:
             whole = (np.abs(q - np.rint(q)) <= tol) & (tol < INFORMATIVE)  # each value checked, none waved through
             ok_row |= has & np.logical_and.reduceat(np.where(has[at], whole, False), starts)
         if not ok_row.all():
-            return False
+            return False, False
         total += y.size
-    return total > 0 and informative >= 0.01 * total
+        totals.append(np.add.reduceat(y, starts))
+        errors.append(np.add.reduceat(eps * y, starts))
+    if not (total > 0 and informative >= 0.01 * total):
+        return False, False
+    T, E = np.concatenate(totals), np.concatenate(errors)
+    mid = float(np.median(T))
+    return True, bool(np.all(np.abs(T - mid) <= 2.0 * (E + float(np.median(E))) + 1e-9 * mid))
 
 
 def value_form(X: np.ndarray | sp.spmatrix) -> ValueForm:
-    r"""The form of ``X``'s values: ``"counts"`` (every value a whole number), ``"log1p_counts"``
-    (:func:`is_log1p_counts`), ``"lognorm"`` (:func:`is_log_normalised`: scanpy's ``normalize_total`` +
-    ``log1p``, with or without a gene subset) or ``"other"`` (negative values: scaled or centred data;
-    tf-idf, proportions, any other transform), tested in that order (:data:`FORMS`)."""
+    r"""The form of ``X``'s values, tested in this order (:data:`FORMS`):
+
+    - ``"counts"``: every value a whole number (:func:`is_count_data`), whatever its storage type;
+    - ``"log1p_counts"``: :math:`\log(1 + k)` of counts (:func:`is_log1p_counts`);
+    - ``"lognorm"``: scanpy's ``normalize_total`` + ``log1p`` on all the genes the totals were taken
+      over (:func:`is_log_normalised`, and every row's :math:`\sum_j (e^{v_j} - 1)` is one common
+      total, the ``target_sum``, to within the storage's rounding);
+    - ``"lognorm_subset"``: the same values on a subset of those genes, chosen afterwards (the 2,000
+      highly variable genes): the rows' totals differ;
+    - ``"other"``: negative values (scaled or centred data), tf-idf, proportions, any other transform.
+    """
     if is_count_data(X):
         return "counts"
     if is_log1p_counts(X):
         return "log1p_counts"
-    if is_log_normalised(X):
-        return "lognorm"
+    lognorm, whole = _log_normalised(X)
+    if lognorm:
+        return "lognorm" if whole else "lognorm_subset"
     return "other"

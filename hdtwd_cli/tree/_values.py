@@ -31,12 +31,13 @@ HOLD_FRACTION = 0.25
 
 #: The rank of ``denoise="auto"`` for each form of the values (:func:`~hdtwd_cli.tree._forms.value_form`),
 #: chosen by the evidence of docs/method.md section 11 (0: off).
-AUTO_RANKS: dict[ValueForm, int] = {"counts": 50, "log1p_counts": 50, "lognorm": 50, "other": 0}
+AUTO_RANKS: dict[ValueForm, int] = {"counts": 50, "log1p_counts": 50, "lognorm": 50, "lognorm_subset": 0, "other": 0}
 #: What each form is, for the rule's reason.
 FORM_NAMES: dict[ValueForm, str] = {
     "counts": "raw counts",
     "log1p_counts": "log1p of counts",
     "lognorm": "log-normalised values (scanpy's normalize_total + log1p)",
+    "lognorm_subset": "log-normalised values of a gene subset (the rows' totals differ)",
     "other": "values that are neither counts nor log-normalised",
 }
 
