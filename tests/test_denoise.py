@@ -191,30 +191,43 @@ def _documents(n: int = 240, m: int = 400, seed: int = 6) -> np.ndarray:
 @pytest.mark.parametrize(
     ("kind", "rank", "reason"),
     [
-        ("cells", 50, "co-occur"),
-        ("log1p counts", 50, "co-occur"),
-        ("log1p counts stored as float32", 50, "co-occur"),
-        ("log-normalised values", 0, "not counts"),
-        ("log-normalised values stored as float32", 0, "not counts"),
+        ("cells", 50, "raw counts whose features co-occur"),
+        ("cells stored as float32", 50, "raw counts whose features co-occur"),
+        ("cells stored as integers", 50, "raw counts whose features co-occur"),
+        ("log1p counts", 50, "log1p of counts whose features co-occur"),
+        ("log1p counts stored as float32", 50, "log1p of counts whose features co-occur"),
+        ("log-normalised values", 50, "log-normalised values (scanpy's normalize_total + log1p) whose"),
+        ("log-normalised values stored as float32", 50, "log-normalised values (scanpy's"),
+        ("log-normalised values of a gene subset", 0, "log-normalised values of a gene subset"),
+        ("square roots of counts", 0, "neither counts nor log-normalised"),
         ("documents", 0, "never co-occur"),
         ("few features", 0, "fewer than 100"),
     ],
 )
-def test_auto_denoises_counts_whose_features_co_occur_and_nothing_else(kind, rank, reason):
+def test_auto_chooses_by_the_form_of_the_values(kind, rank, reason):
+    """The rule of docs/method.md section 11, form by form, on generated cells: what it chose and why is in
+    the tree's metadata, and "auto" is the rule's rank, nothing more."""
+    L = _log_cp10k(_cells(m=260))
     X = {
         "cells": _cells(),
+        "cells stored as float32": _cells().astype(np.float32),
+        "cells stored as integers": _cells().astype(np.int64),
         "log1p counts": np.log1p(_cells()),  # Zeisel's published matrix is on this scale
         "log1p counts stored as float32": np.log1p(_cells()).astype(np.float32),  # AnnData's usual type
         "log-normalised values": _log_cp10k(_cells()),  # scanpy's normalize_total + log1p
         "log-normalised values stored as float32": _log_cp10k(_cells()).astype(np.float32),
+        "log-normalised values of a gene subset": L[:, np.argsort(-L.var(axis=0), kind="stable")[:160]],
+        "square roots of counts": np.sqrt(_cells()),  # a variance-stabilised scale of no known form
         "documents": _documents(),
         "few features": _cells(m=60),
     }[kind]
     names = [f"g{j}" for j in range(X.shape[1])]
     tree = learn_tree(X, names, TreeParams())  # the default is "auto"
     assert TreeParams().denoise == "auto"
-    assert tree.metadata["denoise"] == rank and reason in tree.metadata["denoise_rule"]
+    assert tree.metadata["denoise"] == rank and reason in tree.metadata["denoise_rule"], tree.metadata["denoise_rule"]
     assert (tree.denoiser is not None) is (rank > 0)
+    if rank:  # the value scale: log CP10k of counts, the values themselves once on a log scale
+        assert tree.denoiser.log_counts is kind.startswith("cells")
     forced = learn_tree(X, names, TreeParams(denoise=rank))
     D_auto, D_forced = distances(X, tree=tree, feature_names=names), distances(X, tree=forced, feature_names=names)
     assert D_auto.tobytes() == D_forced.tobytes()  # auto is the rule's rank, nothing more
@@ -224,7 +237,7 @@ def test_the_command_says_what_auto_chose(tmp_path):
     data = tmp_path / "cells.npy"
     np.save(data, _cells())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
-    assert b"denoising (rank 50 principal axes; counts whose features co-occur" in r.stderr
+    assert b"denoising (rank 50 principal axes; raw counts whose features co-occur" in r.stderr
     np.save(data, _documents())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
     assert b"denoising: off" in r.stderr
