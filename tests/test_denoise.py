@@ -198,7 +198,8 @@ def _documents(n: int = 240, m: int = 400, seed: int = 6) -> np.ndarray:
         ("log1p counts stored as float32", 50, "log1p of counts whose features co-occur"),
         ("log-normalised values", 50, "log-normalised values (scanpy's normalize_total + log1p) whose"),
         ("log-normalised values stored as float32", 50, "log-normalised values (scanpy's"),
-        ("log-normalised values of a gene subset", 0, "log-normalised values of a gene subset"),
+        ("log-normalised values of a gene subset", 20, "log-normalised values of a gene subset (the rows' totals"),
+        ("log-normalised values of a few genes", 0, "fewer than 40 samples or features"),
         ("square roots of counts", 0, "neither counts nor log-normalised"),
         ("documents", 0, "never co-occur"),
         ("few features", 0, "fewer than 100"),
@@ -217,6 +218,7 @@ def test_auto_chooses_by_the_form_of_the_values(kind, rank, reason):
         "log-normalised values": _log_cp10k(_cells()),  # scanpy's normalize_total + log1p
         "log-normalised values stored as float32": _log_cp10k(_cells()).astype(np.float32),
         "log-normalised values of a gene subset": L[:, np.argsort(-L.var(axis=0), kind="stable")[:160]],
+        "log-normalised values of a few genes": L[:, np.argsort(-L.var(axis=0), kind="stable")[:30]],
         "square roots of counts": np.sqrt(_cells()),  # a variance-stabilised scale of no known form
         "documents": _documents(),
         "few features": _cells(m=60),
