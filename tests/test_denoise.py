@@ -191,30 +191,45 @@ def _documents(n: int = 240, m: int = 400, seed: int = 6) -> np.ndarray:
 @pytest.mark.parametrize(
     ("kind", "rank", "reason"),
     [
-        ("cells", 50, "co-occur"),
-        ("log1p counts", 50, "co-occur"),
-        ("log1p counts stored as float32", 50, "co-occur"),
-        ("log-normalised values", 0, "not counts"),
-        ("log-normalised values stored as float32", 0, "not counts"),
+        ("cells", 50, "raw counts whose features co-occur"),
+        ("cells stored as float32", 50, "raw counts whose features co-occur"),
+        ("cells stored as integers", 50, "raw counts whose features co-occur"),
+        ("log1p counts", 50, "log1p of counts whose features co-occur"),
+        ("log1p counts stored as float32", 50, "log1p of counts whose features co-occur"),
+        ("log-normalised values", 50, "log-normalised values (scanpy's normalize_total + log1p) whose"),
+        ("log-normalised values stored as float32", 50, "log-normalised values (scanpy's"),
+        ("log-normalised values of a gene subset", 20, "log-normalised values of a gene subset (the rows' totals"),
+        ("log-normalised values of a few genes", 0, "fewer than 40 samples or features"),
+        ("square roots of counts", 0, "neither counts nor log-normalised"),
         ("documents", 0, "never co-occur"),
         ("few features", 0, "fewer than 100"),
     ],
 )
-def test_auto_denoises_counts_whose_features_co_occur_and_nothing_else(kind, rank, reason):
+def test_auto_chooses_by_the_form_of_the_values(kind, rank, reason):
+    """The rule of docs/method.md section 11, form by form, on generated cells: what it chose and why is in
+    the tree's metadata, and "auto" is the rule's rank, nothing more."""
+    L = _log_cp10k(_cells(m=260))
     X = {
         "cells": _cells(),
+        "cells stored as float32": _cells().astype(np.float32),
+        "cells stored as integers": _cells().astype(np.int64),
         "log1p counts": np.log1p(_cells()),  # Zeisel's published matrix is on this scale
         "log1p counts stored as float32": np.log1p(_cells()).astype(np.float32),  # AnnData's usual type
         "log-normalised values": _log_cp10k(_cells()),  # scanpy's normalize_total + log1p
         "log-normalised values stored as float32": _log_cp10k(_cells()).astype(np.float32),
+        "log-normalised values of a gene subset": L[:, np.argsort(-L.var(axis=0), kind="stable")[:160]],
+        "log-normalised values of a few genes": L[:, np.argsort(-L.var(axis=0), kind="stable")[:30]],
+        "square roots of counts": np.sqrt(_cells()),  # a variance-stabilised scale of no known form
         "documents": _documents(),
         "few features": _cells(m=60),
     }[kind]
     names = [f"g{j}" for j in range(X.shape[1])]
     tree = learn_tree(X, names, TreeParams())  # the default is "auto"
     assert TreeParams().denoise == "auto"
-    assert tree.metadata["denoise"] == rank and reason in tree.metadata["denoise_rule"]
+    assert tree.metadata["denoise"] == rank and reason in tree.metadata["denoise_rule"], tree.metadata["denoise_rule"]
     assert (tree.denoiser is not None) is (rank > 0)
+    if rank:  # the value scale: log CP10k of counts, the values themselves once on a log scale
+        assert tree.denoiser.log_counts is kind.startswith("cells")
     forced = learn_tree(X, names, TreeParams(denoise=rank))
     D_auto, D_forced = distances(X, tree=tree, feature_names=names), distances(X, tree=forced, feature_names=names)
     assert D_auto.tobytes() == D_forced.tobytes()  # auto is the rule's rank, nothing more
@@ -224,7 +239,7 @@ def test_the_command_says_what_auto_chose(tmp_path):
     data = tmp_path / "cells.npy"
     np.save(data, _cells())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
-    assert b"denoising (rank 50 principal axes; counts whose features co-occur" in r.stderr
+    assert b"denoising (rank 50 principal axes; raw counts whose features co-occur" in r.stderr
     np.save(data, _documents())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
     assert b"denoising: off" in r.stderr
@@ -272,22 +287,120 @@ def test_the_axes_are_the_same_bits_from_dense_or_sparse_storage():
     assert a.mean.tobytes() == b.mean.tobytes() and a.axes.tobytes() == b.axes.tobytes()
 
 
-def test_auto_stays_off_where_the_tree_would_need_every_denoised_row_in_memory():
-    """The landmark operator (more than 5,000 features by default) and the latent space read the
-    denoised rows as one n x m matrix: "auto" says so and stays off there (an atlas of every gene
-    runs as with --denoise 0); an explicit rank still asks for it."""
+def _tree_bytes(tree: Tree) -> tuple:
+    d = tree.denoiser
+    return (
+        tree.parent.tobytes(),
+        tree.length.tobytes(),
+        tuple(tree.leaf_names),
+        None if tree.feature_weights is None else tree.feature_weights.tobytes(),
+        None if d is None else (d.mean.tobytes(), d.axes.tobytes()),
+    )
+
+
+def test_auto_denoises_above_the_landmark_threshold():
+    """Neither the landmark operator (more than 5,000 features) nor the latent space turns the rule off:
+    it depends on the values, never on the path or the memory."""
     from hdtwd_cli.tree._values import denoise_rank
 
     rng = np.random.default_rng(0)
     X = sp.random(120, 6000, density=0.3, format="lil", random_state=1, data_rvs=lambda k: rng.integers(1, 5, k))
     X[:, :50] = 1  # every sample shares these features: they co-occur
-    rank, why = denoise_rank(X.tocsr(), TreeParams())
-    assert rank == 0 and "landmark operator (6000 features)" in why and "--denoise 50" in why
-    assert denoise_rank(X.tocsr(), TreeParams(landmarks=0))[0] == 50  # the exact operator streams them
-    assert denoise_rank(X.tocsr(), TreeParams(denoise=50))[0] == 50
-    small = X[:, :4000].tocsr()
-    assert denoise_rank(small, TreeParams())[0] == 50
-    assert denoise_rank(small, TreeParams(feature_space="svd"))[0] == 0
+    assert denoise_rank(X.tocsr(), TreeParams()) == denoise_rank(X.tocsr(), TreeParams(landmarks=0))
+    assert denoise_rank(X.tocsr(), TreeParams())[0] == 50
+    assert denoise_rank(X[:, :4000].tocsr(), TreeParams(feature_space="svd"))[0] == 50
+
+
+@pytest.mark.parametrize("blocks", [1, 4])
+def test_the_denoised_landmark_tree_has_the_same_bits_for_any_dtype_thread_count_or_memory(blocks, monkeypatch):
+    """The landmark operator reads the denoised rows by row blocks (held in memory or computed again):
+    the same tree for float32 or float64 counts, dense or sparse storage, 1 or 2 threads, rows held or
+    not; with one block the tree of the rows made dense, with several the same to rounding."""
+    import numba
+    from threadpoolctl import threadpool_limits
+
+    from hdtwd_cli.tree import _landmarks, _values
+
+    X = _cells(n=240, m=700)
+    names = [f"g{j}" for j in range(X.shape[1])]
+    p = TreeParams(landmarks=80)
+    monkeypatch.setattr(_landmarks, "BLOCK_ROWS", 64 if blocks > 1 else 4096)
+    ref = learn_tree(X, names, p)
+    assert ref.metadata["denoise"] == 50 and ref.metadata["n_landmarks"] == 80
+    assert ref.denoiser is not None and ref.metadata["denoise_rule"].startswith("raw counts")
+    variants = {"float32": (X.astype(np.float32), 2, 1.0), "sparse": (sp.csr_matrix(X), 2, 1.0)}
+    variants["streamed, 1 thread"] = (X, 1, 0.0)
+    variants["held, 1 thread"] = (X, 1, 1.0)
+    before = numba.get_num_threads()
+    for what, (data, threads, hold) in variants.items():
+        monkeypatch.setattr(_values, "HOLD_FRACTION", hold)
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            with threadpool_limits(limits=threads, user_api="blas"):
+                got = learn_tree(data, names, p)
+        finally:
+            numba.set_num_threads(before)
+        assert _tree_bytes(got) == _tree_bytes(ref), what
+    # against the old route: the landmark operator on the rows made dense (one n x m matrix)
+    from hdtwd_cli.tree._denoise import DenoisedRows
+
+    real = _landmarks.landmark_operator
+    monkeypatch.setattr(
+        _landmarks,
+        "landmark_operator",
+        lambda Y, *a, **k: real(Y.dense() if isinstance(Y, DenoisedRows) else Y, *a, **k),
+    )
+    import hdtwd_cli.tree._learn as learn_mod
+
+    monkeypatch.setattr(learn_mod, "landmark_operator", _landmarks.landmark_operator)
+    dense = learn_tree(X, names, p)
+    if blocks == 1:
+        assert _tree_bytes(dense) == _tree_bytes(ref)
+    else:
+        D1, D2 = distances(X, tree=ref, feature_names=names), distances(X, tree=dense, feature_names=names)
+        np.testing.assert_allclose(D1, D2, rtol=1e-6, atol=1e-9)
+
+
+def test_a_denoiser_that_does_not_fit_is_refused_with_one_reason(monkeypatch):
+    """Where the map does not fit in memory the command stops before it starts, saying why and what to do;
+    ``auto`` never turns itself off for want of memory (the tree would depend on the machine)."""
+    from hdtwd_cli.errors import ResourceError
+
+    X = _cells(n=120, m=400)
+    data = np.asarray(X)
+    monkeypatch.setenv("HDTWD_MEMORY_LIMIT", str(600_000))  # less than the 120 x 400 centred values and their Gram
+    with pytest.raises(ResourceError) as e:
+        learn_tree_api(data)
+    msg = str(e.value)
+    assert "denoising at rank 50 (raw counts whose features co-occur" in msg
+    assert "the 120 x 400 centred values and their 120 x 120 Gram matrix" in msg and "give denoise 0" in msg
+    monkeypatch.setenv("HDTWD_MEMORY_LIMIT", str(1 << 34))
+    assert learn_tree_api(data).metadata["denoise"] == 50
+
+
+def learn_tree_api(X: np.ndarray) -> Tree:
+    import hdtwd_cli as hd
+
+    return hd.learn_tree(X, feature_names=[f"g{j}" for j in range(X.shape[1])])
+
+
+def test_the_fit_from_the_rows_gram_matrix_is_the_svd_reconstruction():
+    """With more features than rows the axes come from the n x n Gram matrix: the same projection as an
+    independent SVD, the same bits for dense or sparse storage and at any thread count."""
+    from threadpoolctl import threadpool_limits
+
+    X = _cells(n=80, m=300)
+    d = fit_denoiser(X[:60], 12)
+    want = _svd_reconstruction(_log_cp10k(X[:60]), _log_cp10k(X), 12)
+    np.testing.assert_allclose(denoise(X, d), want, rtol=1e-9, atol=1e-10)
+    s = fit_denoiser(sp.csr_matrix(X[:60]), 12)
+    with threadpool_limits(limits=1, user_api="blas"):
+        t = fit_denoiser(X[:60], 12)
+    assert d.axes.tobytes() == s.axes.tobytes() == t.axes.tobytes() and d.mean.tobytes() == s.mean.tobytes()
+    twice = np.vstack([X[:30], X[:30]])  # rows that repeat: rank 29 at most, the rest left out
+    r = fit_denoiser(twice, 40)
+    assert r.rank == 40 and np.count_nonzero(np.abs(r.axes).sum(axis=0) > 0) <= 29
+    np.testing.assert_allclose(denoise(twice, r), np.maximum(_log_cp10k(twice), 0), rtol=1e-9, atol=1e-9)
 
 
 def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(monkeypatch):

@@ -251,10 +251,12 @@ def test_cli_embed_decode_equals_distance_with_landmarks(tmp_path):
     data = SAMPLE / "corpus.npz"
     run_hdtwd("embed", data, "-o", tmp_path / "e.h5", "--landmarks", "30", "-q")
     run_hdtwd("decode-tree", tmp_path / "e.h5", "-o", tmp_path / "t1.h5", "-q")
+    # one chain: the same denoised landmark tree (the rule denoises these counts on the landmark path too)
     run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--landmarks", "30", "--save-tree", tmp_path / "t2.h5", "-q")
     t1, t2 = Tree.read(str(tmp_path / "t1.h5")), Tree.read(str(tmp_path / "t2.h5"))
     assert np.array_equal(t1.parent, t2.parent) and np.array_equal(t1.length, t2.length)
-    assert int(t2.metadata["n_landmarks"]) == 30
+    assert int(t2.metadata["n_landmarks"]) == 30 and int(t2.metadata["denoise"]) == int(t1.metadata["denoise"]) == 50
+    assert t1.denoiser is not None and t1.denoiser.axes.tobytes() == t2.denoiser.axes.tobytes()
 
 
 def test_landmark_path_kernel_scale_default_and_override():

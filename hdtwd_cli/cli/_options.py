@@ -206,9 +206,10 @@ TREE = {
             metavar="auto|R",
             help="Replace each sample's values by their rank-R principal-"
             "component reconstruction (log1p(CP10k) for counts), clipped at 0, before they become histograms; fitted "
-            "with the tree, stored in its .h5 and applied by --tree; 0 = off; auto = rank 50 for counts whose "
-            "features co-occur (cells), off otherwise (documents, preprocessed values); -v says what was chosen "
-            "[default: auto].",
+            "with the tree, stored in its .h5 and applied by --tree; 0 = off; auto = by the values' form where the "
+            "features co-occur (cells): rank 50 for raw counts, their log1p and log-normalised values (scanpy's "
+            "normalize_total + log1p), rank 20 for log-normalised values of a gene subset (highly variable genes), "
+            "off otherwise (documents, scaled values); -v says what was chosen and why [default: auto].",
         ),
         _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
     )

@@ -28,24 +28,22 @@ import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._runtime import twins
+from hdtwd_cli.tree._forms import is_count_data, is_log1p_counts
 
 __all__ = [
-    "AUTO_RANK",
     "BLOCK_ROWS",
     "Denoiser",
     "DenoisedRows",
     "HeldRows",
-    "auto_rank",
     "denoise",
     "fit_denoiser",
+    "fit_memory_bytes",
     "is_count_data",
     "is_log1p_counts",
     "log_cp10k",
     "principal_axes",
 ]
 
-#: The rank of ``denoise="auto"`` on counts whose features co-occur (docs/method.md section 11).
-AUTO_RANK = 50
 #: Rows per block of every streamed pass; fixed, so that sums over blocks have one order everywhere.
 BLOCK_ROWS = 4096
 
@@ -100,30 +98,6 @@ class Denoiser:
             self.log_counts,
             np.concatenate([self.covered, np.zeros(extra, dtype=bool)]),
         )
-
-
-def is_log1p_counts(X: np.ndarray | sp.spmatrix) -> bool:
-    r"""True when every stored value is :math:`v = \log(1 + k)` of a whole number ``k``: counts on
-    scanpy's ``log1p`` scale without the per-cell normalisation (Zeisel's published matrix).
-
-    The values may have been stored as float32 (AnnData's usual type), which rounds :math:`v` by up
-    to :math:`2^{-24} v` and so moves :math:`k = e^v - 1` by up to :math:`(1 + k)\,v\,2^{-24}`: ``k``
-    must be a whole number to twice that (or to 1e-9 of ``k``), so the rule decides alike for the
-    float32 and float64 copies of a matrix. Log-normalised values (a per-cell factor before the
-    ``log1p``) are not whole numbers on that scale.
-    """
-    v = np.asarray(X.data if sp.issparse(X) else X, dtype=np.float64).ravel()
-    if v.size == 0 or np.any(v < 0) or np.all(v == np.rint(v)):
-        return False
-    k = np.expm1(v)
-    tolerance = np.maximum(1e-9 * np.maximum(1.0, k), (1.0 + k) * v * 2.0**-23)
-    return bool(np.all(np.abs(k - np.rint(k)) <= tolerance))
-
-
-def is_count_data(X: np.ndarray | sp.spmatrix) -> bool:
-    """True when every stored value is a whole number (raw counts rather than a log scale)."""
-    v = X.data if sp.issparse(X) else np.asarray(X).ravel()
-    return bool(np.all(v == np.rint(v)))
 
 
 def log_cp10k(X: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
@@ -221,63 +195,97 @@ def _blocks(n: int) -> range:
     return range(0, n, BLOCK_ROWS)
 
 
-def auto_rank(n: int, m: int, counts: bool, never_cooccur: float, limit: float) -> tuple[int, str]:
-    r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANK` for counts whose features co-occur, else 0.
-
-    ``counts``: the values are counts, or their ``log1p`` (:func:`is_log1p_counts`; the map's
-    :math:`f` is then the identity, as for every value that is not a whole number).
-
-    Denoising averages the sampling noise of a count matrix across the features that vary
-    together (cells over measured genes). Values that are not counts (log-normalised or otherwise
-    preprocessed) have had that noise treated already, and features that rarely share a sample
-    (words: :func:`_features.never_cooccur_fraction` above ``limit``, the threshold that also
-    picks the features' space, :data:`_features.NEVER_COOCCUR_LIMIT`)
-    have no shared axes to average along. A rank-``r`` projection of fewer than ``2 r`` features or
-    samples keeps most of the data as it is: off too. docs/method.md section 11 gives the evidence.
-    """
-    if not counts:
-        return 0, "the values are not counts (nor their log1p)"
-    if never_cooccur > limit:
-        return 0, f"{never_cooccur:.0%} of feature pairs never co-occur"
-    if min(n, m) < 2 * AUTO_RANK:
-        return 0, f"fewer than {2 * AUTO_RANK} samples or features"
-    return AUTO_RANK, f"counts whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs never do)"
+def fit_memory_bytes(n: int, m: int) -> int:
+    """Bytes :func:`fit_denoiser` allocates for ``n`` rows of ``m`` features: the ``m x m`` scatter matrix and
+    its eigensolver's copy (more rows than features), or the ``n x m`` centred values and the ``n x n``
+    Gram matrix with its copy (as many features as rows, or more)."""
+    return 8 * n * m + 16 * n * n if n <= m else 16 * m * m
 
 
 def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
-    r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order), one row block at a time.
+    r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order).
 
-    With :math:`F = f(X)`: one pass over blocks of :data:`BLOCK_ROWS` rows accumulates the column
-    sums and :math:`F^\top F` (in block order, each block by :func:`_column_sums_and_gram`: the
-    same bits for dense or sparse storage and at any thread count), then
-    :math:`\mu = F^\top 1 / n` and the centred scatter matrix
-    :math:`C = F^\top F - n\,\mu\mu^\top = (F - 1\mu^\top)^\top (F - 1\mu^\top)`, whose ``r``
-    leading eigenvectors (ARPACK with a fixed start vector, LAPACK when ``r`` is close to ``m``)
-    are :math:`V`. Memory: ``m x m`` plus one block, never the ``n x m`` values. ``rank`` is
+    With :math:`F = f(X)` and :math:`F_c = F - 1\mu^\top`, :math:`V` spans the ``r`` leading principal
+    axes of :math:`F_c`, from the smaller of its two Gram matrices (the shape alone decides):
+
+    - **more rows than features** (``n > m``): one pass over blocks of :data:`BLOCK_ROWS` rows
+      accumulates the column sums and :math:`F^\top F` (in block order, each block by
+      :func:`_column_sums_and_gram`: the same bits for dense or sparse storage and at any thread
+      count), then :math:`\mu = F^\top 1 / n` and the centred scatter matrix
+      :math:`C = F^\top F - n\,\mu\mu^\top = F_c^\top F_c`, whose ``r`` leading eigenvectors are
+      :math:`V`. Memory: ``m x m`` plus one block, never the ``n x m`` values.
+    - **as many features as rows, or more** (``n <= m``; cells over all their genes): :math:`\mu` from
+      the column sums, then the ``n x n`` Gram matrix :math:`G = F_c F_c^\top` (fixed tiles,
+      :func:`~hdtwd_cli._runtime.blas.gram_upper`), its ``r`` leading eigenpairs
+      :math:`G u_k = \lambda_k u_k` and :math:`V = F_c^\top U \Lambda^{-1/2}`: the same axes (the
+      left and right singular vectors of :math:`F_c`), for :math:`n^2 m` operations instead of
+      :math:`n m^2` and ``n x m + n x n`` values instead of ``m x m``. An axis whose eigenvalue is
+      below :math:`10^{-12} \lambda_1` (rows that repeat) is left out (a zero column).
+
+    The eigenvectors come from ARPACK with a fixed start vector, or from LAPACK when ``r`` is close
+    to the matrix's size, on one BLAS thread: the same bits at any thread count. ``rank`` is
     capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
     """
-    from scipy.sparse.linalg import eigsh
+    from hdtwd_cli._runtime.blas import gram_upper, mirror_upper, serial_blas
 
     counts = is_count_data(X)
     n, m = X.shape
     r = int(min(rank, min(n, m) - 1))
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
-    total = np.zeros(m)
-    C = np.zeros((m, m))
-    for i0 in _blocks(n):
-        sums, gram = _column_sums_and_gram(_values(X[i0 : i0 + BLOCK_ROWS], counts))
-        total += sums
-        C += gram
-    mu = total / n
-    C -= n * np.outer(mu, mu)
-    if r >= m - 1:
-        lam, U = np.linalg.eigh(C)
-        V = U[:, ::-1][:, :r]
-    else:
-        lam, U = eigsh(C, k=r, which="LA", v0=np.ones(m) / np.sqrt(m))
-        V = U[:, ::-1]
+    with serial_blas():
+        if n <= m:
+            total = np.zeros(m)
+            for i0 in _blocks(n):
+                total += _column_sums(_values(X[i0 : i0 + BLOCK_ROWS], counts))
+            mu = total / n
+            Fc = np.empty((n, m))
+            for i0 in _blocks(n):
+                Fc[i0 : i0 + BLOCK_ROWS] = _dense(_values(X[i0 : i0 + BLOCK_ROWS], counts))
+            Fc += 0.0  # -0.0 -> +0.0, as the values' CSR form gives them
+            Fc -= mu
+            lam, U = _leading(mirror_upper(gram_upper(Fc)), r)
+            live = lam > 1e-12 * max(float(lam[0]), 0.0)
+            V = Fc.T @ (U * np.where(live, 1.0 / np.sqrt(np.where(live, lam, 1.0)), 0.0)[None, :])
+        else:
+            total = np.zeros(m)
+            C = np.zeros((m, m))
+            for i0 in _blocks(n):
+                sums, gram = _column_sums_and_gram(_values(X[i0 : i0 + BLOCK_ROWS], counts))
+                total += sums
+                C += gram
+            mu = total / n
+            C -= n * np.outer(mu, mu)
+            V = _leading(C, r)[1]
     return Denoiser(mu, np.ascontiguousarray(V), counts, np.ones(m, dtype=bool))
+
+
+def _leading(C: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``r`` leading eigenpairs of the symmetric ``C`` (eigenvalues descending): ARPACK from a fixed start
+    vector, LAPACK when ``r`` is close to ``C``'s size."""
+    from scipy.sparse.linalg import eigsh
+
+    k = C.shape[0]
+    if r >= k - 1:
+        lam, U = np.linalg.eigh(C)
+    else:
+        lam, U = eigsh(C, k=r, which="LA", v0=np.ones(k) / np.sqrt(k))
+    return lam[::-1][:r].copy(), np.ascontiguousarray(U[:, ::-1][:, :r])
+
+
+def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Each column's values added in row order (dense) or stored order (canonical CSR, zeros dropped): the
+    same bits for either storage (adding a zero changes no sum)."""
+    from hdtwd_cli._runtime.sparse import canonical_csr
+
+    if not sp.issparse(F):
+        F = np.asarray(F, dtype=np.float64)
+        sums = np.zeros(F.shape[1])
+        for row in F:
+            sums += row
+        return sums
+    C = canonical_csr(sp.csr_matrix(F))
+    return np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
 
 
 def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
@@ -449,7 +457,8 @@ class HeldRows(DenoisedRows):
 
     A row asked for again is copied from memory: the same bits as computing it (every row is
     computed alone), so holding changes the time of a search, never its result. Rows not held are
-    computed as usual. Memory: ``|rows| x m`` float64 values.
+    computed as usual; :meth:`select` keeps the held rows (their columns picked on reading).
+    Memory: ``|rows| x m`` float64 values.
     """
 
     def __init__(self, source: DenoisedRows, rows: np.ndarray) -> None:
@@ -459,6 +468,7 @@ class HeldRows(DenoisedRows):
         self._where = np.full(self.shape[0], -1, dtype=np.int64)
         self._where[rows] = np.arange(rows.size)
         self._held = np.empty((rows.size, self.shape[1]))
+        self._picked: np.ndarray | None = None  # columns of _held these rows have (None: all)
         for i0 in range(0, rows.size, BLOCK_ROWS):
             self._held[i0 : i0 + BLOCK_ROWS] = super().rows(rows[i0 : i0 + BLOCK_ROWS])
 
@@ -467,9 +477,22 @@ class HeldRows(DenoisedRows):
         rows = np.asarray(rows, dtype=np.int64)
         return bool(rows.size == 0 or self._where[rows].min() >= 0)
 
+    def select(self, columns: np.ndarray) -> DenoisedRows:
+        out = super().select(columns)
+        cols = np.asarray(columns, dtype=np.int64)
+        view = HeldRows.__new__(HeldRows)
+        view.__dict__.update(out.__dict__)
+        view._where, view._held = self._where, self._held
+        view._picked = cols if self._picked is None else self._picked[cols]
+        return view
+
     def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
-        if idx is not None and not isinstance(idx, slice):
-            at = self._where[np.asarray(idx, dtype=np.int64)]
-            if at.size and at.min() >= 0:
-                return self._held[at]
+        if idx is None or isinstance(idx, slice):
+            want = np.arange(self.shape[0])[idx if idx is not None else slice(None)]
+        else:
+            want = np.asarray(idx, dtype=np.int64)
+        at = self._where[want]
+        if at.size and at.min() >= 0:
+            H = self._held[at]
+            return H if self._picked is None else np.ascontiguousarray(H[:, self._picked])
         return super().rows(idx)

