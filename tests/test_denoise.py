@@ -239,7 +239,11 @@ def test_the_command_says_what_auto_chose(tmp_path):
     data = tmp_path / "cells.npy"
     np.save(data, _cells())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
+    assert b"denoising: rank 50 (raw counts whose features co-occur" in r.stderr
     assert b"denoising (rank 50 principal axes; raw counts whose features co-occur" in r.stderr
+    np.save(data, _log_cp10k(_cells()).astype(np.float32))  # scanpy's log-normalised values, as AnnData holds them
+    r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
+    assert b"denoising: rank 50 (log-normalised values (scanpy's normalize_total + log1p) whose" in r.stderr
     np.save(data, _documents())
     r = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "-v")
     assert b"denoising: off" in r.stderr

@@ -135,6 +135,7 @@ def denoised_rows(
             a="denoise",
             b="tree",
         )
+    rep.info(f"denoising: rank {rank} ({why})")
     with rep.stage(f"denoising (rank {rank} principal axes; {why})"):
         den = fit_denoiser(X, rank)
         rows = DenoisedRows(X, den)
