@@ -389,8 +389,9 @@ def learn_tree_api(X: np.ndarray) -> Tree:
 
 
 def test_the_fit_from_the_rows_gram_matrix_is_the_svd_reconstruction():
-    """With more features than rows the axes come from the n x n Gram matrix: the same projection as an
-    independent SVD, the same bits for dense or sparse storage and at any thread count."""
+    """Where it costs less (dense rows, more features than rows) the axes come from the n x n Gram matrix:
+    the same projection as an independent SVD and as the m x m route, the same bits for dense or sparse
+    storage and at any thread count; sparse rows keep the m x m route."""
     from threadpoolctl import threadpool_limits
 
     X = _cells(n=80, m=300)
@@ -401,6 +402,17 @@ def test_the_fit_from_the_rows_gram_matrix_is_the_svd_reconstruction():
     with threadpool_limits(limits=1, user_api="blas"):
         t = fit_denoiser(X[:60], 12)
     assert d.axes.tobytes() == s.axes.tobytes() == t.axes.tobytes() and d.mean.tobytes() == s.mean.tobytes()
+    from hdtwd_cli.tree import _denoise
+
+    assert _denoise.from_rows_gram(X[:60], 12)  # 60 dense rows of 300 features: the rows' Gram matrix
+    rng = np.random.default_rng(1)
+    S = sp.random(600, 1000, density=0.01, format="csr", random_state=2, data_rvs=lambda k: rng.integers(1, 4, k))
+    assert not _denoise.from_rows_gram(S, 50)  # sparse rows: the features' Gram matrix costs less
+    assert not _denoise.from_rows_gram(S.toarray(), 50) and not _denoise.from_rows_gram(_cells(n=400, m=300), 12)
+    with pytest.MonkeyPatch.context() as mp:  # the other route: the same projection to rounding
+        mp.setattr(_denoise, "from_rows_gram", lambda *a: False)
+        other = fit_denoiser(X[:60], 12)
+    np.testing.assert_allclose(denoise(X, other), denoise(X, d), rtol=1e-9, atol=1e-10)
     twice = np.vstack([X[:30], X[:30]])  # rows that repeat: rank 29 at most, the rest left out
     r = fit_denoiser(twice, 40)
     assert r.rank == 40 and np.count_nonzero(np.abs(r.axes).sum(axis=0) > 0) <= 29

@@ -38,6 +38,7 @@ __all__ = [
     "denoise",
     "fit_denoiser",
     "fit_memory_bytes",
+    "from_rows_gram",
     "is_count_data",
     "is_log1p_counts",
     "log_cp10k",
@@ -195,27 +196,59 @@ def _blocks(n: int) -> range:
     return range(0, n, BLOCK_ROWS)
 
 
-def fit_memory_bytes(n: int, m: int) -> int:
-    """Bytes :func:`fit_denoiser` allocates for ``n`` rows of ``m`` features: the ``m x m`` scatter matrix and
-    its eigensolver's copy (more rows than features), or the ``n x m`` centred values and the ``n x n``
-    Gram matrix with its copy (as many features as rows, or more)."""
-    return 8 * n * m + 16 * n * n if n <= m else 16 * m * m
+def from_rows_gram(X: np.ndarray | sp.spmatrix, rank: int) -> bool:
+    r"""Whether :func:`fit_denoiser` takes the rows' ``n x n`` Gram matrix (else the features' ``m x m`` one):
+    where it costs fewer multiply-adds, counted from the shape and the non-zero values alone (so the
+    same for dense or sparse storage, float32 or float64).
+
+    Features' route: per block of :data:`BLOCK_ROWS` rows, :math:`n_b m^2` where the block takes the
+    dense path of :func:`_column_sums_and_gram` (at least :data:`DENSE_GRAM_FRACTION` of its values
+    non-zero), else :math:`\sum_i z_i^2` over its rows' non-zero counts :math:`z_i`; then ARPACK's
+    :math:`3 r` products with the ``m x m`` matrix. Rows' route: :math:`n^2 m` (the centred rows are
+    dense) and :math:`3 r` products with the ``n x n`` matrix. Cells over all their genes (a few
+    hundred or thousand rows, 15,000 columns) take the rows' route; an atlas of sparse counts with
+    more cells than a few percent of its genes squared keeps the features' route.
+    """
+    n, m = X.shape
+    if n > m:
+        return False
+    features = 3.0 * rank * m * m
+    for i0 in _blocks(n):
+        B = X[i0 : i0 + BLOCK_ROWS]
+        if sp.issparse(B):
+            C = sp.csr_matrix(B)
+            z = np.add.reduceat(C.data != 0, C.indptr[:-1]) if C.nnz else np.zeros(C.shape[0])
+            z = np.where(np.diff(C.indptr) > 0, z, 0)
+        else:
+            z = np.count_nonzero(np.asarray(B), axis=1)
+        z = np.asarray(z, dtype=np.float64)
+        nb = B.shape[0]
+        features += nb * float(m) * m if z.sum() >= DENSE_GRAM_FRACTION * nb * m else float(np.dot(z, z))
+    return float(n) * n * m + 3.0 * rank * n * n < features
+
+
+def fit_memory_bytes(n: int, m: int, rows_gram: bool) -> int:
+    """Bytes :func:`fit_denoiser` allocates for ``n`` rows of ``m`` features: the ``n x m`` centred values and
+    the ``n x n`` Gram matrix with its copy (``rows_gram``, :func:`from_rows_gram`), or the ``m x m`` scatter
+    matrix and its eigensolver's copy."""
+    return 8 * n * m + 16 * n * n if rows_gram else 16 * m * m
 
 
 def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order).
 
     With :math:`F = f(X)` and :math:`F_c = F - 1\mu^\top`, :math:`V` spans the ``r`` leading principal
-    axes of :math:`F_c`, from the smaller of its two Gram matrices (the shape alone decides):
+    axes of :math:`F_c`, from the cheaper of its two Gram matrices (:func:`from_rows_gram`: the shape and
+    the number of non-zero values decide):
 
-    - **more rows than features** (``n > m``): one pass over blocks of :data:`BLOCK_ROWS` rows
-      accumulates the column sums and :math:`F^\top F` (in block order, each block by
-      :func:`_column_sums_and_gram`: the same bits for dense or sparse storage and at any thread
-      count), then :math:`\mu = F^\top 1 / n` and the centred scatter matrix
-      :math:`C = F^\top F - n\,\mu\mu^\top = F_c^\top F_c`, whose ``r`` leading eigenvectors are
-      :math:`V`. Memory: ``m x m`` plus one block, never the ``n x m`` values.
-    - **as many features as rows, or more** (``n <= m``; cells over all their genes): :math:`\mu` from
-      the column sums, then the ``n x n`` Gram matrix :math:`G = F_c F_c^\top` (fixed tiles,
+    - **the features' Gram matrix** (always where there are more rows than features): one pass
+      over blocks of :data:`BLOCK_ROWS` rows accumulates the column sums and :math:`F^\top F` (in
+      block order, each block by :func:`_column_sums_and_gram`: the same bits for dense or sparse
+      storage and at any thread count), then :math:`\mu = F^\top 1 / n` and the centred scatter
+      matrix :math:`C = F^\top F - n\,\mu\mu^\top = F_c^\top F_c`, whose ``r`` leading
+      eigenvectors are :math:`V`. Memory: ``m x m`` plus one block, never the ``n x m`` values.
+    - **the rows' Gram matrix** (cells over all their genes): :math:`\mu` from the column sums,
+      then the ``n x n`` Gram matrix :math:`G = F_c F_c^\top` (fixed tiles,
       :func:`~hdtwd_cli._runtime.blas.gram_upper`), its ``r`` leading eigenpairs
       :math:`G u_k = \lambda_k u_k` and :math:`V = F_c^\top U \Lambda^{-1/2}`: the same axes (the
       left and right singular vectors of :math:`F_c`), for :math:`n^2 m` operations instead of
@@ -234,7 +267,7 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
     with serial_blas():
-        if n <= m:
+        if from_rows_gram(X, r):
             total = np.zeros(m)
             for i0 in _blocks(n):
                 total += _column_sums(_values(X[i0 : i0 + BLOCK_ROWS], counts))
@@ -274,8 +307,8 @@ def _leading(C: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
-    """Each column's values added in row order (dense) or stored order (canonical CSR, zeros dropped): the
-    same bits for either storage (adding a zero changes no sum)."""
+    """Each column's values added in row order (dense) or in stored order (canonical CSR): the same bits for
+    either storage (adding a zero changes no sum)."""
     from hdtwd_cli._runtime.sparse import canonical_csr
 
     if not sp.issparse(F):

@@ -61,7 +61,7 @@ from hdtwd_cli.tree._values import denoised_rows
 
 
 def feature_operator(
-    X: np.ndarray | sp.spmatrix,
+    X: np.ndarray | sp.spmatrix | DenoisedRows,
     params: TreeParams,
     reporter: Reporter | None = None,
 ) -> DiffusionOperator | LandmarkOperator:
@@ -69,6 +69,7 @@ def feature_operator(
 
     With ``params.landmarks`` (or automatically above ``AUTO_LANDMARKS_ABOVE`` features) the
     landmark operator (:mod:`._landmarks`), else the exact one (:func:`_diffusion.diffusion_operator`).
+    Either reads denoised rows (:class:`~hdtwd_cli.tree._denoise.DenoisedRows`) block by block.
     """
     rep = reporter or Reporter(quiet=True)
     m = X.shape[1]

@@ -17,7 +17,7 @@ from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.tree._budget import TREE_SHARE
-from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser, fit_denoiser, fit_memory_bytes
+from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser, fit_denoiser, fit_memory_bytes, from_rows_gram
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from hdtwd_cli.tree._forms import ValueForm, value_form
 from hdtwd_cli.tree._landmarks import effective_landmarks
@@ -118,11 +118,12 @@ def denoised_rows(
         return X, None, why
     n, m = X.shape
     dense = denoised_rows_made_dense(params, embedding=embedding)
-    need = fit_memory_bytes(n, m) + (24 * n * m if dense else 0)
+    rows_gram = from_rows_gram(X, min(rank, min(n, m) - 1))
+    need = fit_memory_bytes(n, m, rows_gram) + (24 * n * m if dense else 0)
     if available is not None and need > TREE_SHARE * available:
         what = (
             f"the {n} x {m} centred values and their {n} x {n} Gram matrix"
-            if n <= m
+            if rows_gram
             else f"the {m} x {m} scatter matrix"
         )
 
