@@ -179,8 +179,8 @@ def _log_normalised(X: np.ndarray | sp.spmatrix) -> tuple[bool, bool]:
         if not ok_row.all():  # the factor from the smallest gap between the row's distinct values
             g, eg = _smallest_gaps(y, eps * y, at, starts.size)
             has = np.isfinite(g)
-            q = y / g[at]
-            tol = q * (eps + eg[at])
+            q = y / np.where(has, g, 1.0)[at]  # rows without a gap: not tested (has)
+            tol = q * (eps + np.where(has, eg, 0.0)[at])
             whole = (np.abs(q - np.rint(q)) <= tol) & (tol < INFORMATIVE)  # each value checked, none waved through
             ok_row |= has & np.logical_and.reduceat(np.where(has[at], whole, False), starts)
         if not ok_row.all():
