@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_errors
+from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_errors, embedding_pair
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import ParameterError
@@ -101,7 +101,7 @@ def classify(
     n_train = Xm.shape[0] - int(round(test_size * Xm.shape[0]))
     if ks[-1] > n_train:
         raise ParameterError(f"the largest {{arg}} ({ks[-1]}) exceeds the {n_train} training samples per split", "k")
-    vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
+    vectors = embedding_pair(feature_embedding)
     results = data_errors(
         lambda: evaluate(
             apply_transform(Xm, base.transform),

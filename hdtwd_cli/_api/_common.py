@@ -56,3 +56,8 @@ def data_errors(fn: Callable[[], Any]) -> Any:
         raise
     except ValueError as e:
         raise InputError(str(e)) from None
+
+
+def embedding_pair(feature_embedding: tuple[np.ndarray, Sequence[str]] | None) -> tuple[np.ndarray, list[str]] | None:
+    """``feature_embedding`` as the stages take it: ``(vectors as an array, names as a list)``, or ``None``."""
+    return None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))

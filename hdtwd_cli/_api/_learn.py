@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors
+from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors, embedding_pair
 from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
@@ -97,7 +97,7 @@ def learn_checked(
 ) -> Tree:
     """:func:`learn_tree` on data already checked and transformed by ``params.transform``."""
     data_errors(lambda: check_histograms(Xt))
-    vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
+    vectors = embedding_pair(feature_embedding)
     have = available_memory() if check_memory else None
     return data_errors(
         lambda: learn_trees(Xt, names, params, [params.scales], as_reporter(progress), None, have, vectors)[
@@ -175,10 +175,7 @@ class FeatureEmbedding:
         s, p = self.space, self.prepared
         order = s.names + s.unplaced
         weights = None if s.weights is None else [s.weights[n] for n in order]
-        denoiser = None
-        if p.denoiser is not None:  # stored in the file's feature order (names, then dropped)
-            column = {n: j for j, n in enumerate(p.columns)}
-            denoiser = p.denoiser.reordered(np.array([column[n] for n in order], dtype=np.int64))
+        denoiser = p.denoiser_for(order)  # in the file's feature order (names, then dropped)
         record = {
             **self.params.as_dict(),
             "feature_source": s.source,
@@ -233,7 +230,7 @@ def embed(
     Xm = apply_transform(checked_matrix(X), params.transform)
     names = checked_names(feature_names, Xm.shape[1])
     data_errors(lambda: check_histograms(Xm))
-    vectors = None if feature_embedding is None else (np.asarray(feature_embedding[0]), list(feature_embedding[1]))
+    vectors = embedding_pair(feature_embedding)
     have = available_memory() if check_memory else None
     prepared = data_errors(lambda: prepare(Xm, names, params, embedding=vectors, reporter=rep, available=have))
     prepared, op, emb = data_errors(lambda: embed_prepared(prepared, params, rep, None, have))

@@ -372,11 +372,17 @@ class Prepared:
         """The finished tree (:func:`finish_tree`) with the map in its leaf order and what was chosen, and why."""
         tree = finish_tree(tree, self.space, params)
         if self.denoiser is not None:  # the map, in the tree's leaf order, applies to every sample it compares
-            column = {n: j for j, n in enumerate(self.columns)}
-            tree.denoiser = self.denoiser.reordered(np.array([column[n] for n in tree.leaf_names], dtype=np.int64))
+            tree.denoiser = self.denoiser_for(tree.leaf_names)
             tree.metadata["denoise_log_counts"] = self.denoiser.log_counts
         tree.metadata.update({"denoise": 0 if self.denoiser is None else self.denoiser.rank, "denoise_rule": self.rule})
         return tree
+
+    def denoiser_for(self, names: list[str]) -> Denoiser | None:
+        """The map with one entry per feature of ``names`` (a tree's leaves, a file's features), in that order."""
+        if self.denoiser is None:
+            return None
+        column = {n: j for j, n in enumerate(self.columns)}
+        return self.denoiser.reordered(np.array([column[n] for n in names], dtype=np.int64))
 
     def handed_on(self) -> tuple[np.ndarray | sp.spmatrix, Prepared]:
         """The features' vectors, and a copy of this stage whose space holds none (the operator has
