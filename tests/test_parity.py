@@ -76,7 +76,10 @@ def test_cli_chain_equals_one_shot(tmp_path, counts, variant):
 
 
 def test_float32_counts_give_the_float64_answer_by_both_routes(counts):
-    """Counts stored as float32 (AnnData's usual type) are the same values: the same bytes as float64, one-shot and chained."""
+    """Counts stored as float32 (AnnData's usual type) are the same values.
+
+    The same bytes as float64, one-shot and chained.
+    """
     names = feature_names(counts.shape[1])
     X32 = counts.astype(np.float32)
     D64 = hd.distances(counts, feature_names=names)
