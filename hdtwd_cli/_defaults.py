@@ -10,6 +10,10 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "JOINT_SHARE",
+    "JOINT_GAMMA",
+    "JOINT_ROUNDS",
+    "JOINT_TOL",
     "Metric",
     "Bandwidth",
     "METRICS",
@@ -100,3 +104,11 @@ EDGE_WEIGHTS = ("midpoint", "lca")
 DEFAULT_K = (1, 3, 5, 7, 9, 11, 13, 15, 17, 19)
 #: Transport variables (support pairs) of the exact-OT programs of one split (``--ot-budget``).
 OT_BUDGET = 10**9
+
+#: The joint hierarchies (docs/method.md section 13): Algorithm 2's Haar share theta, the snowflake's
+#: weight gamma (a share of the TWD's median), the cap on the rounds and the stopping tolerance (the
+#: share of the features' tree's clusters that may still be new). Chosen in benchmarks/bench_joint.py.
+JOINT_SHARE = 0.9
+JOINT_GAMMA = 0.0
+JOINT_ROUNDS = 4
+JOINT_TOL = 0.02

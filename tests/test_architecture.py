@@ -19,6 +19,7 @@ LAYERS = [
     {"hdtwd_cli.io"},
     {"hdtwd_cli.tree"},
     {"hdtwd_cli.twd"},
+    {"hdtwd_cli.joint"},
     {"hdtwd_cli.knn"},
     {"hdtwd_cli.evaluate"},
     {"hdtwd_cli._api"},

@@ -45,6 +45,9 @@ Tree file (``hdtwd decode-tree``, ``hdtwd distance --save-tree``), ``encoding-ty
     /tree/denoise/mean     (m,) f8      mean of the fitted rows' values
     /tree/denoise/axes     (m, r) f8    orthonormal principal axes
     /tree/denoise/covered  (m,) u1      leaves the axes were fitted on (others keep their values)
+    /tree/haar_keep        (m,) u1      optional: the tree's Haar vectors a histogram is projected
+                                        onto before the TWD (joint hierarchies' filter; vector 0,
+                                        the constant, always kept)
 
 Distance file (``hdtwd distance -o D.h5``), ``encoding-type = "hdtwd-distances"``::
 
@@ -266,6 +269,8 @@ def write_tree(path: str, tree: TreeLike, params: Mapping[str, Any], meta: Mappi
             _array(g, "feature_weights", tree.feature_weights)
         if tree.denoiser is not None:
             _write_denoiser(g, tree.denoiser)
+        if tree.haar_keep is not None:
+            _array(g, "haar_keep", np.asarray(tree.haar_keep).astype(np.uint8))
 
 
 def _write_denoiser(g: h5py.Group, denoiser: Any) -> None:
@@ -293,6 +298,7 @@ def read_tree(path: str) -> TreeRecord:
                 merge_height=field("merge_height"),
                 feature_weights=field("feature_weights"),
                 denoiser=_read_denoiser(g["denoise"], path) if "denoise" in g else None,
+                haar_keep=field("haar_keep", "iub"),
                 metadata={k: v for k, v in f["params"].attrs.items() if not k.startswith("encoding")},
             )
         except KeyError as e:

@@ -36,6 +36,7 @@ class TreeLike(Protocol):
     merge_height: np.ndarray | None
     feature_weights: np.ndarray | None
     denoiser: Any
+    haar_keep: np.ndarray | None
     metadata: dict
 
 
@@ -50,6 +51,8 @@ class TreeRecord:
     feature_weights: np.ndarray | None = None
     denoiser: DenoiserRecord | None = None
     metadata: dict = field(default_factory=dict)
+    #: The Haar vectors kept by the tree's filter (one flag per leaf), or ``None``.
+    haar_keep: np.ndarray | None = None
     #: The file's format, for messages: ``"tree"`` (hdtwd's HDF5), ``"Newick"`` or ``"Nexus"``.
     format: str = "tree"
 

@@ -38,6 +38,7 @@ __all__ = [
     "zero_rounding",
     "kernel_scale",
     "diffusion_operator",
+    "operator_from_distances",
     "diffusion_densities",
     "clip_negative",
     "diffusion_sqrt_densities",
@@ -286,7 +287,24 @@ def diffusion_operator(
     """
     if not eps > 0:
         raise ParameterError("(the kernel scale multiplier) must be positive", "eps")
-    D = feature_distances(X, metric)
+    return operator_from_distances(feature_distances(X, metric), eps, eigenvalue_floor, bandwidth, knn)
+
+
+def operator_from_distances(
+    D: np.ndarray,
+    eps: float = 1.0,
+    eigenvalue_floor: float = EIGENVALUE_FLOOR,
+    bandwidth: Bandwidth = "median",
+    knn: int = 7,
+) -> DiffusionOperator:
+    r"""The operator of :func:`diffusion_operator` from a given symmetric distance matrix (steps 2-5).
+
+    ``D`` (``m x m``, zero diagonal) is overwritten. The entry point for items whose distances
+    are not those of vectors under one metric: the samples' and features' trees of the joint
+    hierarchies read their (informed) tree-Wasserstein distances here.
+    """
+    if not eps > 0:
+        raise ParameterError("(the kernel scale multiplier) must be positive", "eps")
     sigma = kernel_scale(D)
     if not sigma > 0:
         raise ValueError("all features are proportional across the samples (median distance is 0; too few samples?)")

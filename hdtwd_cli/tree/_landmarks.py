@@ -65,6 +65,7 @@ __all__ = [
     "landmark_affinity",
     "landmark_factors",
     "landmark_operator",
+    "landmark_operator_from_distances",
     "landmark_densities",
 ]
 
@@ -486,6 +487,25 @@ def landmark_operator(
     L, idx = select_landmarks(X, n_landmarks, method, seed, metric, progress)
     D = landmark_distances(X, L, metric, idx if method == "random" else None)
     del L
+    return landmark_operator_from_distances(D, idx, eps, bandwidth, knn, method, eigenvalue_floor, progress)
+
+
+def landmark_operator_from_distances(
+    D: np.ndarray,
+    landmarks: np.ndarray,
+    eps: float = 1.0,
+    bandwidth: Bandwidth = "median",
+    knn: int = 7,
+    method: LandmarkMethod = "random",
+    eigenvalue_floor: float = EIGENVALUE_FLOOR,
+    progress: Callable[[int], None] | None = None,
+) -> LandmarkOperator:
+    r"""The operator of :func:`landmark_operator` from given item-to-landmark distances ``D`` (``m x m'``).
+
+    ``landmarks``: the items chosen as landmarks (recorded in the operator). The entry point for
+    items whose distances are not those of vectors under one metric (the joint hierarchies' trees).
+    """
+    idx = landmarks
     W, eps_used, sigma = landmark_affinity(D, eps, bandwidth, knn)
     del D
     rows = W.sum(axis=1)

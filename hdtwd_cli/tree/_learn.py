@@ -26,7 +26,7 @@ from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser
-from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator
+from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator, operator_from_distances
 from hdtwd_cli.tree._features import (
     FEATURE_SPACES,
     NEVER_COOCCUR_LIMIT,
@@ -54,6 +54,7 @@ from hdtwd_cli.tree._landmarks import (
     LandmarkOperator,
     effective_landmarks,
     landmark_operator,
+    landmark_operator_from_distances,
 )
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, attach_at_root, lengthen_leaves, mean_leaf_depth
@@ -588,3 +589,64 @@ def decode_from_embedding(
             tie_ranks=False,
             lca_values=held.pop(),
         )
+
+
+@serial_blas()  # the tree's stages: the same bits at any BLAS thread count (_blas)
+def tree_from_distances(
+    D: np.ndarray,
+    names: list[str],
+    params: TreeParams,
+    *,
+    landmarks: np.ndarray | None = None,
+    reporter: Reporter | None = None,
+) -> Tree:
+    r"""The binary tree :math:`T(M)` of items given by their pairwise distances: the chain of
+    :func:`learn_trees` after the features' space (diffusion, Eq. 1; HD-LCA values; linkage, Alg. 1).
+
+    Parameters
+    ----------
+    D : ndarray
+        ``m x m`` symmetric distances with a zero diagonal (the exact operator,
+        :func:`_diffusion.operator_from_distances`), or ``m x m'`` distances from every item to the
+        ``m'`` items ``landmarks`` (:func:`_landmarks.landmark_operator_from_distances`). Overwritten.
+    names : list of str
+        One leaf name per item (row of ``D``), in row order: leaf ``i`` is item ``i``.
+    params : TreeParams
+        ``eps``, ``bandwidth``, ``knn``, ``scales``, ``linkage`` are read.
+
+    Returns
+    -------
+    Tree
+        Edge lengths from the HD-LCA heights (``edge_weights="lca"``), no weights, no denoiser.
+        Items whose affinity to every landmark underflows hang from the root (length: the tree's
+        mean leaf depth).
+    """
+    rep = reporter or Reporter(quiet=True)
+    op: DiffusionOperator | LandmarkOperator
+    if landmarks is None:
+        op = operator_from_distances(D, params.eps, bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
+    else:
+        op = landmark_operator_from_distances(
+            D,
+            landmarks,
+            params.kernel_eps(True),
+            params.bandwidth,
+            params.knn,  # type: ignore[arg-type]
+        )
+    del D
+    K = params.scales
+    lost = getattr(op, "unplaced", None)
+    placed = list(names)
+    if lost is not None and len(lost):
+        drop = set(int(j) for j in lost)
+        placed = [n for j, n in enumerate(names) if j not in drop]
+    m = op.n_features
+    with rep.stage(f"HD-LCA values ({m} x {m}, {K + 1} scales)", (K + 1) * (m - 1)) as rows:
+        products, _ = hd_lca_products(op, [K], progress=rows)
+    exact = landmarks is None
+    del op
+    tree = lca_tree(products.pop(K), scale_heights(K), placed, params.linkage, tie_ranks=exact)
+    if len(placed) < len(names):
+        kept = set(placed)
+        tree = attach_at_root(tree, [n for n in names if n not in kept], mean_leaf_depth(tree))
+    return tree

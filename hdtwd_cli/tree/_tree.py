@@ -43,6 +43,11 @@ class Tree:
     denoiser : Denoiser, optional
         The rank-r map applied to a sample's values before the weights (:mod:`hdtwd_cli.tree._denoise`,
         ``denoise=r``); ``None``: the values are used as they are.
+    haar_keep : ndarray of bool, shape (n_leaves,), optional
+        The Haar vectors of this tree (:func:`hdtwd_cli.tree._haar.haar_basis`) a sample's histogram
+        is projected onto before the TWD (the joint hierarchies' filtering, docs/method.md section 13):
+        the projection's negative entries are set to 0 and the row is normalised again.
+        ``None``: no filtering.
     """
 
     parent: np.ndarray
@@ -52,6 +57,7 @@ class Tree:
     metadata: dict = field(default_factory=dict)
     feature_weights: np.ndarray | None = None
     denoiser: Denoiser | None = None
+    haar_keep: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.parent = np.asarray(self.parent, dtype=np.int64)
@@ -59,6 +65,8 @@ class Tree:
         self.leaf_names = [str(s) for s in self.leaf_names]
         if self.feature_weights is not None:
             self.feature_weights = np.asarray(self.feature_weights, dtype=np.float64)
+        if self.haar_keep is not None:
+            self.haar_keep = np.asarray(self.haar_keep, dtype=bool)
 
     @property
     def n_nodes(self) -> int:
@@ -114,12 +122,15 @@ class Tree:
             or not np.all(np.isfinite(d.mean))
         ):
             raise ValueError("the denoiser must have one finite mean and axis row per leaf")
+        k = self.haar_keep
+        if k is not None and (k.shape != (L,) or not k[0]):
+            raise ValueError("the Haar filter must mark one vector per leaf and keep the constant one (the first)")
 
     def to_newick(self) -> str:
         """The tree as one line of Newick (names quoted where needed, branch lengths as floats).
 
         Newick carries the topology, the names and the branch lengths only: not the feature
-        weights nor the denoiser (write the HDF5 file to keep them).
+        weights, the denoiser nor the Haar filter (write the HDF5 file to keep them).
         """
         from hdtwd_cli.io._newick import write_newick
 
@@ -175,6 +186,7 @@ class Tree:
             denoiser=None
             if d is None
             else Denoiser(mean=d.mean, axes=d.axes, log_counts=d.log_counts, covered=d.covered),
+            haar_keep=None if record.haar_keep is None else record.haar_keep.astype(bool),
         )
         try:
             tree.validate()

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 
 from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows, HeldRows
+from hdtwd_cli.tree._haar import haar_basis, haar_filter
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._kernels import (
     l1_distances,
@@ -522,6 +523,23 @@ def dense_output_bytes(n_rows: int, n_cols: int, dim: int, dtype: DType = "float
     return n_rows * n_cols * item + (n_rows + n_cols) * dim * (item + 8)
 
 
+def haar_filtered(tree: Tree, H: np.ndarray | sp.spmatrix) -> np.ndarray:
+    r"""Histograms filtered in the tree's Haar basis: :math:`\tilde x = \max(B_K B_K^\top x, 0)`, normalised.
+
+    :math:`B_K` holds the Haar vectors of ``tree`` that :attr:`Tree.haar_keep` marks
+    (:func:`hdtwd_cli.tree._haar.haar_basis`; docs/method.md section 13). Every Haar vector but the
+    kept constant one sums to 0, so the projection keeps the row's mass 1 and has a positive entry:
+    the clipped row is a histogram again. Dense output (the projection spreads mass over the leaves).
+    """
+    if tree.haar_keep is None:
+        raise ValueError("the tree carries no Haar filter")
+    dense = sp.csr_matrix(H).toarray() if sp.issparse(H) else np.asarray(H, dtype=np.float64)
+    F = haar_filter(haar_basis(tree), dense, tree.haar_keep)
+    np.maximum(F, 0.0, out=F)
+    F /= F.sum(axis=1)[:, None]
+    return F
+
+
 def _default_names(names: list[str]) -> bool:
     """The names are ``f0, f1, ...``: what the API and unnamed files give when no names are known."""
     return all(n == f"f{j}" for j, n in enumerate(names))
@@ -550,6 +568,9 @@ def align_to_tree(
     ``drop_unknown`` their mass is dropped instead (evaluation: a feature that is all zero in
     the training rows has no leaf, whatever the test rows hold).
     """
+    if tree.haar_keep is not None:  # the histograms, projected onto the kept Haar vectors
+        unfiltered = align_to_tree(X, feature_names, dataclasses.replace(tree, haar_keep=None), path, drop_unknown)
+        return haar_filtered(tree, normalize_rows(unfiltered))
     if tree.denoiser is not None:  # values -> denoised values -> weights, row blocks on demand
         bare = dataclasses.replace(tree, feature_weights=None, denoiser=None)
         values = align_to_tree(X, feature_names, bare, path, drop_unknown)
