@@ -48,6 +48,7 @@ _LAZY = {
             "distances",
             "embed",
             "knn_graph",
+            "learn_joint",
             "learn_tree",
             "neighbors",
             "tree_vectors",
@@ -56,6 +57,8 @@ _LAZY = {
     ),
     "TreeParams": "hdtwd_cli.tree._params",
     "Tree": "hdtwd_cli.tree._tree",
+    "JointParams": "hdtwd_cli.joint._alternate",
+    "JointHierarchy": "hdtwd_cli.joint._alternate",
 }
 
 #: Submodules reached as attributes, scanpy's way (``hd.pl.tree(...)``), also imported on first use.
@@ -73,10 +76,12 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         distances,
         embed,
         knn_graph,
+        learn_joint,
         learn_tree,
         neighbors,
         tree_vectors,
     )
+    from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
     from hdtwd_cli.tree._params import TreeParams
     from hdtwd_cli.tree._tree import Tree
 
@@ -115,6 +120,9 @@ __all__ = [
     "embed",
     "FeatureEmbedding",
     "decode_tree",
+    "learn_joint",
+    "JointParams",
+    "JointHierarchy",
     "pl",
     # errors and warnings
     "HdtwdError",

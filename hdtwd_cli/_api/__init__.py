@@ -7,6 +7,7 @@ calls these functions and writes their results.
 function                  what it gives
 ========================  ===================================================================
 :func:`learn_tree`        the feature tree (diffusion -> hyperbolic embedding -> HD-LCA tree)
+:func:`learn_joint`       a features' tree and a samples' tree that inform each other, and the distances
 :func:`tree_vectors`      the L1 embedding of the samples: TWD = L1 distance between rows
 :func:`distances`         the pairwise (or cross) TWD matrix
 :func:`distance_vectors`  the same, as a reusable object (dense, blocked or kNN output)
@@ -39,11 +40,13 @@ from hdtwd_cli._api._distances import (
     knn_graph,
     tree_vectors,
 )
+from hdtwd_cli._api._joint import learn_joint
 from hdtwd_cli._api._learn import FeatureEmbedding, decode_tree, embed, learn_tree
 from hdtwd_cli._api._scanpy import neighbors, write_graph
 
 __all__ = [
     "learn_tree",
+    "learn_joint",
     "tree_vectors",
     "distances",
     "distance_vectors",

@@ -36,7 +36,7 @@ from hdtwd_cli.joint._informed import filtered, in_leaf_order, items_tree
 from hdtwd_cli.tree._haar import haar_basis, kept_coefficients
 from hdtwd_cli.tree._learn import Prepared, learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.tree._tree import Tree, cut, leaf_order
 from hdtwd_cli.twd._distance import align_to_tree, haar_filtered, normalize_rows
 
 __all__ = ["ALGORITHMS", "JointParams", "JointRound", "JointHierarchy", "learn_joint", "cluster_change"]
@@ -117,6 +117,23 @@ class JointHierarchy:
     samples_tree: Tree
     rounds: list[JointRound] = field(default_factory=list)
     converged: bool = False
+    distances: np.ndarray | None = None
+
+    def _rows(self) -> np.ndarray:
+        """Row (sample) index of each leaf of the samples' tree."""
+        row = {n: i for i, n in enumerate(self.samples_tree.metadata["sample_names"])}
+        return np.array([row[n] for n in self.samples_tree.leaf_names], dtype=np.int64)
+
+    def sample_order(self) -> np.ndarray:
+        """The samples' row indices in the order a drawing of the samples' tree lists them."""
+        return self._rows()[leaf_order(self.samples_tree)]
+
+    def sample_clusters(self, n_clusters: int) -> np.ndarray:
+        """Cluster label of every sample (row order): the samples' tree cut into ``n_clusters``
+        (:func:`hdtwd_cli.tree._tree.cut`)."""
+        out = np.empty(self.samples_tree.n_leaves, dtype=np.int64)
+        out[self._rows()] = cut(self.samples_tree, n_clusters)
+        return out
 
 
 def _cluster_keys(tree: Tree, code: dict[str, int]) -> set[int]:
@@ -209,5 +226,5 @@ def learn_joint(
         samples = items_tree(H_out, sample_names, T, params, joint.gamma)
     record = {**joint.as_dict(), "joint_rounds": len(rounds), "joint_converged": converged}
     T.metadata.update(record)
-    samples.metadata.update({**params.as_dict(), **record, "tree_of": "samples"})
+    samples.metadata.update({**params.as_dict(), **record, "tree_of": "samples", "sample_names": list(sample_names)})
     return JointHierarchy(T, samples, rounds, converged)

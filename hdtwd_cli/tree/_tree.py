@@ -296,3 +296,48 @@ def lengthen_leaves(tree: Tree, amount: float) -> Tree:
         feature_weights=tree.feature_weights,
         denoiser=tree.denoiser,
     )
+
+
+def leaf_order(tree: Tree) -> np.ndarray:
+    """The leaves in the order a drawing of the tree lists them (depth first, children in index order;
+    an explicit stack, no recursion): position ``i`` holds the leaf drawn ``i``-th."""
+    kids = children_of(tree.parent)
+    out: list[int] = []
+    stack = [tree.root]
+    while stack:
+        v = stack.pop()
+        if v < tree.n_leaves:
+            out.append(v)
+        else:
+            stack.extend(reversed(kids[v]))
+    return np.array(out, dtype=np.int64)
+
+
+def cut(tree: Tree, k: int) -> np.ndarray:
+    """Cluster labels ``0..`` of the leaves when the tree is cut into (at least) ``k`` clusters.
+
+    The internal nodes are removed from the root down in decreasing index (for a tree decoded by
+    linkage: the last merges first) until at least ``k`` subtrees remain; each leaf is labelled by
+    the subtree holding it, subtrees numbered in the order of their first leaf in :func:`leaf_order`.
+    """
+    if k < 1:
+        raise ValueError("k must be at least 1")
+    L, n = tree.n_leaves, tree.n_nodes
+    kids = children_of(tree.parent)
+    removed = np.zeros(n, dtype=bool)
+    pieces = 1
+    for v in range(n - 1, L - 1, -1):  # internal nodes, the root first
+        if pieces >= k:
+            break
+        removed[v] = True
+        pieces += len(kids[v]) - 1
+    top = np.arange(n)
+    p = tree.parent
+    for v in range(n - 2, -1, -1):  # each node's highest kept ancestor, parents first
+        if not removed[p[v]]:
+            top[v] = top[p[v]]
+    labels = np.full(L, -1, dtype=np.int64)
+    names: dict[int, int] = {}
+    for leaf in leaf_order(tree).tolist():
+        labels[leaf] = names.setdefault(int(top[leaf]), len(names))
+    return labels
