@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors
 from hdtwd_cli._api._distances import distances
 from hdtwd_cli._runtime.memory import available_memory
-from hdtwd_cli.joint._alternate import JointHierarchy, JointParams, learn_joint as _learn_joint
+from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
+from hdtwd_cli.joint._alternate import learn_joint as _learn_joint
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams, apply_transform
 from hdtwd_cli.twd._distance import check_histograms

@@ -630,8 +630,8 @@ def tree_from_distances(
             D,
             landmarks,
             params.kernel_eps(True),
-            params.bandwidth,
-            params.knn,  # type: ignore[arg-type]
+            params.bandwidth,  # type: ignore[arg-type]
+            params.knn,
         )
     del D
     K = params.scales
