@@ -95,6 +95,8 @@ class JointRound:
     change: float
     kept_features: int
     kept_samples: int
+    #: The round's features' tree with its filter, kept only when asked (``trace=True``: benchmarks).
+    features_tree: Tree | None = None
 
 
 @dataclass
@@ -163,6 +165,13 @@ def _histograms(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> np
     return sp.csr_matrix(H).toarray() if sp.issparse(H) else np.asarray(H)
 
 
+def _with_filter(T: Tree, X: np.ndarray | sp.spmatrix, names: list[str], share: float) -> Tree:
+    """``T`` with the filter the output carries: the Haar vectors that ``share`` of the rows' coefficients need."""
+    if share < 1.0:
+        T.haar_keep = kept_coefficients(haar_basis(T).analysis(_histograms(X, names, T)), share)
+    return T
+
+
 def learn_joint(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
@@ -172,11 +181,13 @@ def learn_joint(
     *,
     prepared: Prepared | None = None,
     reporter: Reporter | None = None,
+    trace: bool = False,
 ) -> JointHierarchy:
     r"""Both trees of the rows of ``X`` (Algorithm 1 or 2; module docstring).
 
     ``prepared``: the chain's first stage for ``X`` and ``params``
-    (:func:`hdtwd_cli.tree._learn.prepare`), shared with other trees of these rows.
+    (:func:`hdtwd_cli.tree._learn.prepare`), shared with other trees of these rows. ``trace``: keep
+    every round's features' tree, with its filter, in :attr:`JointRound.features_tree`.
     """
     rep = reporter or Reporter(quiet=True)
     if prepared is None:
@@ -208,7 +219,9 @@ def learn_joint(
             Tc = items_tree(Gf, placed_names, Ts, params, joint.gamma)
             new = finisher.finish(Tc, params)
         change = cluster_change(T, new)
-        rounds.append(JointRound(r, time.perf_counter() - t0, change, int(keep_c.sum()), int(keep_r.sum())))
+        seconds = time.perf_counter() - t0
+        kept = _with_filter(dataclasses.replace(new), X, feature_names, share) if trace else None
+        rounds.append(JointRound(r, seconds, change, int(keep_c.sum()), int(keep_r.sum()), kept))
         rep.info(
             f"round {r}: {change:.1%} of the features' clusters new; Haar vectors kept {int(keep_c.sum())} "
             f"features', {int(keep_r.sum())} samples'; {rounds[-1].seconds:.1f} s"
@@ -217,8 +230,7 @@ def learn_joint(
         if change <= joint.tol:
             converged = True
             break
-    if share < 1.0:  # the filter the output carries: the vectors the training rows' histograms need
-        T.haar_keep = kept_coefficients(haar_basis(T).analysis(_histograms(X, feature_names, T)), share)
+    T = _with_filter(T, X, feature_names, share)
     H_out = _histograms(X, feature_names, T)
     if T.haar_keep is not None:
         H_out = haar_filtered(T, H_out)

@@ -45,8 +45,13 @@ def _euclidean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Euclidean distances between the rows of ``A`` and ``B`` (one BLAS thread: the same bits anywhere)."""
     with serial_blas():
         G = A @ B.T
-    d2 = (A * A).sum(axis=1)[:, None] + (B * B).sum(axis=1)[None, :] - 2.0 * G
-    return np.sqrt(np.maximum(d2, 0.0))
+    sa, sb = (A * A).sum(axis=1)[:, None], (B * B).sum(axis=1)[None, :]
+    d2 = sa + sb - 2.0 * G
+    d2[d2 <= 1e-12 * (sa + sb)] = 0.0  # at the formula's rounding error: equal rows are at distance 0
+    if A is B:  # exactly symmetric, as the operator's distances must be
+        d2 = np.triu(d2, 1)
+        d2 += d2.T
+    return np.sqrt(d2)
 
 
 def in_leaf_order(tree: Tree, names: list[str]) -> np.ndarray:

@@ -1,0 +1,258 @@
+"""Joint hierarchies (Lin, Coifman, Mishne & Talmon, NeurIPS 2025): the evidence behind their defaults and the table.
+
+Two steps, each resumable (one JSON file per measured cell under ``cache_dir()/bench-joint/``; delete
+a file to measure it again):
+
+``grid``
+    The choice of ``JointParams``' defaults: for every (set, form) of ``--sets``, the kNN accuracy of
+    the joint distances under classify's protocol (stratified 70/30 splits, seed 0, best k of 1..19;
+    both trees learned on the training rows, the test rows placed on the final features' tree with
+    its filter) for each variant ``share/gamma`` (share 1: Algorithm 1), beside hdtwd's defaults
+    (round 0) on the same splits; rounds run and seconds.
+``table``
+    ``hdtwd classify`` with ``joint``, ``joint-alt``, ``hdtwd``, ``star`` and the baselines on every set.
+``markdown``
+    Both as tables (RESULTS.md).
+
+Sets and forms as ``bench_forms.py`` (``load_form``) plus ``planted`` (a generated count matrix with
+a planted features' hierarchy and classes)::
+
+    python benchmarks/bench_joint.py grid --sets pbmc:lognorm,rnamix:counts --variants 1/0,0.9/0,0.5/0 --splits 3
+    python benchmarks/bench_joint.py table --sets ... --splits 5
+    python benchmarks/bench_joint.py markdown
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_forms import load_form
+from datasets import cache_dir
+
+import hdtwd_cli as hd
+from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, stratified_splits
+from hdtwd_cli.joint._alternate import JointParams, learn_joint
+from hdtwd_cli.tree._learn import learn_trees, prepare
+from hdtwd_cli.tree._params import TreeParams
+from hdtwd_cli.twd._distance import align_to_tree, query_distances
+
+OUT = cache_dir() / "bench-joint"
+
+
+def load(spec: str) -> tuple[Any, list[str], np.ndarray] | None:
+    name, form = spec.split(":") if ":" in spec else (spec, "counts")
+    if name == "planted":
+        from datasets import PLANTED
+
+        from hdtwd_cli.evaluate._synthetic import planted_counts
+
+        X, y = planted_counts(**PLANTED)[:2]
+        return sp.csr_matrix(X, dtype=np.float64), [f"g{j}" for j in range(X.shape[1])], np.asarray(y).astype(str)
+    return load_form(name, form)
+
+
+def _summary(acc: np.ndarray) -> dict[str, Any]:
+    means = acc.mean(axis=0)
+    b = int(np.argmax(means))
+    return {"mean": float(means[b]), "best_k": DEFAULT_K[b], "per_split": [float(v) for v in acc[:, b]]}
+
+
+def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
+    path = OUT / f"grid2-s{splits}" / spec.replace(":", "-") / f"{variant.replace('/', '_')}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = load(spec)
+    if data is None:
+        return None
+    X, names, y = data
+    X = sp.csr_matrix(X, dtype=np.float64)
+    share, gamma = (float(v) for v in variant.split("/"))
+    acc, base, rounds, conv, secs, base_secs = [], [], [], [], [], []
+    per_round: dict[int, list] = {}
+    changes: dict[int, list] = {}
+    params = TreeParams()
+    for tr, te in stratified_splits(y, splits, 0.3, 0):
+        t0 = time.perf_counter()
+        prep = prepare(X[tr], names, params)
+        T0 = learn_trees(X[tr], names, params, [params.scales], prepared=prep)[params.scales]
+        base_secs.append(time.perf_counter() - t0)
+        D0 = query_distances(T0, align_to_tree(X[tr], names, T0), align_to_tree(X[te], names, T0))
+        base.append(knn_accuracy(D0, y[tr], y[te], DEFAULT_K))
+        t0 = time.perf_counter()
+        jp = JointParams(algorithm="alternating" if share >= 1 else "filtered", share=min(share, 1.0), gamma=gamma)
+        J = learn_joint(
+            X[tr], names, [f"s{i}" for i in tr], params, jp, prepared=prepare(X[tr], names, params), trace=True
+        )
+        T = J.features_tree
+        D = query_distances(T, align_to_tree(X[tr], names, T), align_to_tree(X[te], names, T))
+        secs.append(time.perf_counter() - t0)
+        acc.append(knn_accuracy(D, y[tr], y[te], DEFAULT_K))
+        for rd in J.rounds:  # each round's features' tree, filtered as the output would be
+            Tr = rd.features_tree
+            Dr = query_distances(Tr, align_to_tree(X[tr], names, Tr), align_to_tree(X[te], names, Tr))
+            per_round.setdefault(rd.index, []).append(knn_accuracy(Dr, y[tr], y[te], DEFAULT_K))
+            changes.setdefault(rd.index, []).append(rd.change)
+        rounds.append(len(J.rounds))
+        conv.append(J.converged)
+    rec = {
+        "set": spec,
+        "variant": variant,
+        "shape": list(X.shape),
+        "splits": splits,
+        "joint": _summary(np.array(acc)),
+        "defaults": _summary(np.array(base)),
+        "rounds": rounds,
+        "converged": conv,
+        "seconds": secs,
+        "defaults_seconds": base_secs,
+        "per_round": {r: _summary(np.array(a))["mean"] for r, a in per_round.items() if len(a) == splits},
+        "change": {r: float(np.mean(c)) for r, c in changes.items()},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+TABLE_METHODS = ["hdtwd", "star", "joint", "joint-alt", "pca", "cosine", "l1", "euclidean"]
+
+
+def table_cell(spec: str, splits: int) -> dict[str, Any] | None:
+    path = OUT / f"table-s{splits}" / f"{spec.replace(':', '-')}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = load(spec)
+    if data is None:
+        return None
+    X, names, y = data
+    counts = spec.endswith("counts") or ":" not in spec
+    methods = TABLE_METHODS + (["tfidf-l1", "tfidf-cosine"] if counts else [])
+    t0 = time.perf_counter()
+    r = hd.classify(X, y, names, methods=methods, splits=splits)
+    rec = {"set": spec, "shape": list(X.shape), "splits": splits, "seconds": time.perf_counter() - t0}
+    rec["methods"] = {
+        k: {f: v.get(f) for f in ("mean", "std", "best_k", "per_split", "seconds", "params")}
+        for k, v in r["methods"].items()
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1, default=str))
+    return rec
+
+
+def ari_cell(spec: str) -> dict[str, Any] | None:
+    """The samples' tree against the labels: ARI of its cut at the class count (all rows, labels unseen),
+    beside Ward linkage on scanpy's PCA and Leiden on scanpy's graph (resolution 1 and the resolution
+    whose cluster count is nearest the class count, from a fixed grid)."""
+    path = OUT / "ari" / f"{spec.replace(':', '-')}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = load(spec)
+    if data is None:
+        return None
+    import anndata
+    import scanpy as sc
+    from scipy.cluster.hierarchy import fcluster, linkage
+    from sklearn.metrics import adjusted_rand_score
+
+    X, names, y = data
+    k = int(np.unique(y).size)
+    rec: dict[str, Any] = {"set": spec, "shape": list(X.shape), "classes": k}
+    t0 = time.perf_counter()
+    J = hd.learn_joint(X, names)
+    rec["joint_seconds"] = time.perf_counter() - t0
+    rec["joint"] = float(adjusted_rand_score(y, J.sample_clusters(k)))
+    a = anndata.AnnData(X=sp.csr_matrix(X, dtype=np.float32))
+    counts = spec.endswith("counts") or ":" not in spec
+    if counts:
+        sc.pp.normalize_total(a, target_sum=1e4)
+        sc.pp.log1p(a)
+    sc.pp.scale(a, max_value=10)
+    sc.pp.pca(a, n_comps=min(50, min(a.shape) - 1), random_state=0)
+    Z = linkage(a.obsm["X_pca"], method="ward")
+    rec["ward_pca"] = float(adjusted_rand_score(y, fcluster(Z, k, criterion="maxclust")))
+    sc.pp.neighbors(a, random_state=0)
+    best = None
+    for res in (0.1, 0.2, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0, 3.0):
+        sc.tl.leiden(a, resolution=res, random_state=0, flavor="igraph", n_iterations=2, directed=False)
+        got = a.obs["leiden"].to_numpy()
+        score, count = float(adjusted_rand_score(y, got)), int(np.unique(got).size)
+        if res == 1.0:
+            rec["leiden_1"] = score
+            rec["leiden_1_clusters"] = count
+        if best is None or abs(count - k) < abs(best[1] - k):
+            best = (score, count, res)
+    assert best is not None
+    rec["leiden_k"], rec["leiden_k_clusters"], rec["leiden_k_resolution"] = best
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
+def markdown() -> str:
+    lines = []
+    for d in sorted(OUT.glob("grid2-s*")):
+        lines += [
+            f"### grid ({d.name})",
+            "",
+            "| set | variant (share/gamma) | joint | defaults | margin | rounds | s/split joint | s/split defaults |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for f in sorted(d.glob("*/*.json")):
+            r = json.loads(f.read_text())
+            j, b = r["joint"]["mean"], r["defaults"]["mean"]
+            lines.append(
+                f"| {r['set']} | {r['variant']} | {j:.1f} | {b:.1f} | {j - b:+.1f} | "
+                f"{','.join(map(str, r['rounds']))} | {np.mean(r['seconds']):.1f} | {np.mean(r['defaults_seconds']):.1f} |"
+            )
+        lines.append("")
+    for d in sorted(OUT.glob("table-s*")):
+        lines += [f"### table ({d.name})", ""]
+        for f in sorted(d.glob("*.json")):
+            r = json.loads(f.read_text())
+            ms = r["methods"]
+            lines.append(f"- {r['set']} {r['shape']}: " + ", ".join(f"{k} {v['mean']:.1f}" for k, v in ms.items()))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("step", choices=("grid", "table", "ari", "markdown"))
+    ap.add_argument("--sets", default="planted,pbmc:lognorm,rnamix:counts,cellmix4:counts")
+    ap.add_argument("--variants", default="1/0,0.9/0,0.5/0,0.9/0.1")
+    ap.add_argument("--splits", type=int, default=3)
+    a = ap.parse_args()
+    if a.step == "markdown":
+        print(markdown())
+        return
+    for spec in a.sets.split(","):
+        if a.step == "grid":
+            for v in a.variants.split(","):
+                r = grid_cell(spec, v, a.splits)
+                if r:
+                    print(r.get("per_round"), r.get("change"))
+                    print(
+                        f"{spec} {v}: joint {r['joint']['mean']:.1f} defaults {r['defaults']['mean']:.1f} "
+                        f"rounds {r['rounds']} {np.mean(r['seconds']):.1f} s/split",
+                        flush=True,
+                    )
+        elif a.step == "ari":
+            print(ari_cell(spec), flush=True)
+        else:
+            r = table_cell(spec, a.splits)
+            if r:
+                print(spec, {k: round(v["mean"], 1) for k, v in r["methods"].items()}, flush=True)
+
+
+if __name__ == "__main__":
+    main()
