@@ -13,6 +13,13 @@ What the TWD methods compare
     weights), normalised to mass 1. Only the tree (or the ground cost) differs between them. The
     baselines compare the values as they are (:mod:`._baselines`).
 
+The joint hierarchies (not run by default)
+    ``joint`` and ``joint-alt`` learn a samples' and a features' tree of the training rows
+    (:func:`hdtwd_cli.joint._alternate.learn_joint`, Algorithms 2 and 1) and compare the same
+    histograms on the final features' tree, ``joint`` filtered in its Haar basis (the vectors the
+    training rows keep: no test row shapes a tree). ``joint-transductive`` learns them from every row,
+    test rows included (their labels unseen), as the paper's transductive variant.
+
 The module holds data only (the standard library): the command line reads it at start-up, before
 NumPy is loaded.
 """
@@ -81,6 +88,12 @@ class Method:
     fit : str, optional
         ``fitted``: ``edges`` (edge weights fitted to exact OT) or ``heights`` (an ultrametric's merge
         heights).
+    algorithm : str, optional
+        ``joint``: the joint hierarchies' algorithm (``filtered``: Algorithm 2, ``alternating``:
+        Algorithm 1; :class:`hdtwd_cli.joint._alternate.JointParams`).
+    transductive : bool
+        ``joint``: the trees are learned from ALL the rows (training and test; labels unseen), not
+        from the training rows only.
     """
 
     name: str
@@ -90,6 +103,8 @@ class Method:
     default: str = "never"
     shape: Shape | None = None
     fit: str | None = None
+    algorithm: str | None = None
+    transductive: bool = False
 
 
 #: The families and what ``--methods``' help says of them.
@@ -101,8 +116,11 @@ FAMILIES: dict[str, str] = {
     "fitted": "competitor trees whose weights (an ultrametric's heights) are fitted to exact transport, needs POT",
     "flow": "the quadtree's flow costed in the ground metric, on ot's test rows",
     "ot": "exact optimal transport, Euclidean ground cost, needs POT",
+    "joint": "the TWD on the features' tree of joint hierarchies of samples and features (Lin et al. 2025); "
+    "not run by default",
 }
-#: Families that compare the split's histograms (the training rows' denoiser and weights applied).
+#: Families that compare the split's histograms (the training rows' denoiser and weights applied). ``joint``
+#: is not one: its histograms are filtered in its tree's Haar basis (and, transductive, mapped by all rows).
 TWD_FAMILIES = ("hdtwd", "star", "tree", "fitted", "flow", "ot")
 #: The competitors' trees: hdtwd's margin over the best of them is reported.
 COMPETITOR_FAMILIES = ("tree", "fitted")
@@ -232,6 +250,30 @@ METHODS: dict[str, Method] = {
             f"exact optimal transport (POT's network simplex), ground cost the Euclidean distance between {_UNIT} "
             f"(none: the origin); {_HIST}",
             needs_pot=True,
+        ),
+        Method(
+            "joint",
+            "joint",
+            f"the TWD on the final features' tree of Algorithm 2 (alternating samples' and features' trees with "
+            f"Haar filtering; Lin et al. 2025) learned from the training rows, {_HIST}, filtered in the tree's Haar "
+            "basis (the vectors the training rows keep)",
+            algorithm="filtered",
+        ),
+        Method(
+            "joint-alt",
+            "joint",
+            f"the TWD on the final features' tree of Algorithm 1 (alternating samples' and features' trees, no "
+            f"filtering; Lin et al. 2025) learned from the training rows, {_HIST}",
+            algorithm="alternating",
+        ),
+        Method(
+            "joint-transductive",
+            "joint",
+            "joint's Algorithm 2 learned from ALL the rows, training and test (labels unseen: the paper's "
+            "transductive variant), the histograms of the map all the rows define (denoiser, idf weights), "
+            "filtered in the tree's Haar basis (the vectors all the rows keep)",
+            algorithm="filtered",
+            transductive=True,
         ),
     )
 }

@@ -34,6 +34,7 @@ from hdtwd_cli.evaluate._exact_ot import (
     supports,
 )
 from hdtwd_cli.evaluate._flowtree import flowtree_distances
+from hdtwd_cli.evaluate._joint import joint_hierarchy, joint_report
 from hdtwd_cli.evaluate._methods import COMPETITOR_FAMILIES, METHODS
 from hdtwd_cli.evaluate._weighted import FIT_PAIRS, FitPairs, fit_pairs, fitted_trees
 from hdtwd_cli.tree._denoise import is_count_data
@@ -302,7 +303,8 @@ class _Split:
     """What the methods of one split share, computed when first needed: the chain's first stage of the
     training rows (one :func:`~hdtwd_cli.tree._learn.prepare` for every tree of the split), its unit
     feature vectors, the reference (star) tree whose histograms exact OT compares, the rows exact OT
-    scores, the fitted methods' pairs."""
+    scores, the fitted methods' pairs. ``params``: the trees' stages of the joint family (``base`` with
+    hdtwd's (eps, K) when they are not a grid)."""
 
     def __init__(
         self,
@@ -315,9 +317,11 @@ class _Split:
         test: np.ndarray,
         budget: int,
         seed: int,
+        params: TreeParams | None = None,
     ) -> None:
         self.X, self.names, self.base, self.embedding = X, names, base, embedding
         self.index, self.train, self.test, self.budget, self.seed = index, train, test, budget, seed
+        self.params = params or base  # the trees' stages of the joint family: hdtwd's without a grid
         self._supports: tuple[np.ndarray, np.ndarray] | None = None
         self._fit: FitPairs | OverBudget | None = None
 
@@ -401,6 +405,13 @@ def _scored(name: str, run: _Split, notes: dict[str, list]) -> tuple[np.ndarray,
         notes.setdefault("pairs", []).append(used)
         notes.setdefault("rho", []).append([t.metadata["ridge"] for t in trees])
         return _tree_distances(trees, run, test), test
+    if spec.family == "joint":  # the final features' tree of the joint hierarchies, its map and Haar filter
+        J = joint_hierarchy(name, X, names, train, test, run.params, prepared=run.prepared, embedding=run.embedding)
+        den = J.features_tree.denoiser
+        notes.setdefault("rounds", []).append(len(J.rounds))
+        notes.setdefault("converged", []).append(bool(J.converged))
+        notes.setdefault("denoised_rank", []).append(0 if den is None else den.rank)
+        return _tree_distances([J.features_tree], run, test), test
     rows = test[run.scored(name)]
     notes.setdefault("test_rows", []).append(int(rows.size))
     placed, V = run.vectors
@@ -445,6 +456,9 @@ def evaluate(
     differs between them. The baselines compare the values as they are (:mod:`._baselines`).
     ``ot`` and ``flowtree`` score the test rows of :meth:`_Split.scored` (``ot_budget``) with all the
     training rows as neighbours.
+    The ``joint`` family learns the joint hierarchies of the training rows (of every row: the transductive
+    method) with the split's first stage and hdtwd's (eps, K), the TreeParams' own under a grid
+    (:mod:`._joint`), and compares the histograms on the final features' tree (its map, its Haar filter).
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
     :func:`select_params` on its training rows (each inner split prepares its own rows).
@@ -467,8 +481,9 @@ def evaluate(
     skipped: dict[str, str] = {}
     ranks: list[int] = []
     grid = len(eps_grid) * len(scales_grid) > 1
+    point = base if grid else base.replace(eps=eps_grid[0], scales=scales_grid[0])
     for s, (train, test) in enumerate(splits):
-        run = _Split(X, names, base, embedding, s, train, test, ot_budget, seed)
+        run = _Split(X, names, base, embedding, s, train, test, ot_budget, seed, point)
         for name in methods:
             if name == "hdtwd":
                 eps, K = eps_grid[0], scales_grid[0]
@@ -557,6 +572,10 @@ def _params(
         )
     elif spec.family in ("tree", "fitted", "flow"):
         out["seed"] = base.seed
+    elif spec.family == "joint":
+        grid = len(eps_grid) * len(scales_grid) > 1
+        point = base if grid else base.replace(eps=eps_grid[0], scales=scales_grid[0])
+        out.update(joint_report(name, point, notes))
     if spec.family == "fitted":
         what = "merge heights" if spec.fit == "heights" else "edge weights"
         out.update(
