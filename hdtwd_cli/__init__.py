@@ -51,6 +51,7 @@ _LAZY = {
             "learn_joint",
             "learn_tree",
             "neighbors",
+            "sample_hierarchy",
             "tree_vectors",
         ),
         "hdtwd_cli._api",
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         learn_joint,
         learn_tree,
         neighbors,
+        sample_hierarchy,
         tree_vectors,
     )
     from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
@@ -123,6 +125,7 @@ __all__ = [
     "learn_joint",
     "JointParams",
     "JointHierarchy",
+    "sample_hierarchy",
     "pl",
     # errors and warnings
     "HdtwdError",

@@ -556,6 +556,13 @@ CASES: list[Case] = [
         "--eps (the kernel scale multiplier) must be positive",
     ),
     (
+        "joint-share",
+        "--joint-share outside [0, 1]",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--joint", "--joint-share", "1.5", "-o", t / "D.npy"],
+        2,
+        "Invalid value for '--joint-share'",
+    ),
+    (
         "k-too-big",
         "classify with k larger than the training set",
         lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"],

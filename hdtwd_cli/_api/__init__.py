@@ -13,6 +13,7 @@ function                  what it gives
 :func:`distance_vectors`  the same, as a reusable object (dense, blocked or kNN output)
 :func:`knn_graph`         each sample's nearest neighbours under the TWD (scanpy's meaning)
 :func:`neighbors`         writes the kNN graph into an AnnData exactly as ``sc.pp.neighbors``
+:func:`sample_hierarchy`  writes the joint hierarchies' cells' order, clusters and distances into an AnnData
 :func:`classify`          the paper's kNN-accuracy protocol against baselines (a report dict)
 :func:`embed`             the stages before the tree (``hdtwd embed``)
 :func:`decode_tree`       the tree from a stored embedding (``hdtwd decode-tree``)
@@ -42,7 +43,7 @@ from hdtwd_cli._api._distances import (
 )
 from hdtwd_cli._api._joint import learn_joint
 from hdtwd_cli._api._learn import FeatureEmbedding, decode_tree, embed, learn_tree
-from hdtwd_cli._api._scanpy import neighbors, write_graph
+from hdtwd_cli._api._scanpy import neighbors, sample_hierarchy, write_graph
 
 __all__ = [
     "learn_tree",
@@ -54,6 +55,7 @@ __all__ = [
     "knn_graph",
     "KnnGraph",
     "neighbors",
+    "sample_hierarchy",
     "write_graph",
     "classify",
     "classify_methods",

@@ -50,8 +50,9 @@ def classify(
         ``l1``, ``tfidf-l1``, ``tfidf-cosine``, ``pca``); the paper's competitor trees, the trees fitted
         to exact OT (need POT), ``flowtree`` and exact OT (``ot``, needs POT); docs/method.md section 12;
         the joint hierarchies (``joint``: Algorithm 2, ``joint-alt``: Algorithm 1, both learned on the
-        training rows; ``joint-transductive``: on all rows; section 13). Every TWD method of a split compares the same histograms (the training rows' denoiser and
-        weights), so only the tree differs. Default: :func:`classify_methods`.
+        training rows; ``joint-transductive``: on all rows; section 13). Every TWD method of a split
+        compares the same histograms (the training rows' denoiser and weights), so only the tree differs.
+        Default: :func:`classify_methods`.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
     ot_budget : int

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors
 from hdtwd_cli._api._distances import distances
 from hdtwd_cli._runtime.memory import available_memory
+from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
 from hdtwd_cli.joint._alternate import learn_joint as _learn_joint
 from hdtwd_cli.tree._learn import prepare
@@ -22,7 +23,8 @@ def learn_joint(
     params: TreeParams | None = None,
     joint: JointParams | None = None,
     check_memory: bool = True,
-    progress: bool | None = None,
+    with_distances: bool = True,
+    progress: Reporter | bool | None = None,
 ) -> JointHierarchy:
     r"""Learn a tree of the FEATURES and a tree of the SAMPLES that inform each other, and the samples' distances.
 
@@ -48,7 +50,10 @@ def learn_joint(
         The algorithm, the Haar share, the regulariser, the rounds (default ``JointParams()``).
     check_memory : bool
         Refuse round 0 when its tree would not fit in the available memory.
-    progress : bool, optional
+    with_distances : bool
+        Compute ``distances`` (``False``: leave it ``None``, for callers that take the distances from
+        ``features_tree`` in another layout, as ``hdtwd distance --joint`` does).
+    progress : bool or Reporter, optional
         Progress bars on stderr.
 
     Returns
@@ -82,5 +87,6 @@ def learn_joint(
     result: JointHierarchy = data_errors(
         lambda: _learn_joint(Xm, names, samples, params, joint, prepared=prepared, reporter=rep)
     )
-    result.distances = distances(X, result.features_tree, feature_names=names)
+    if with_distances:
+        result.distances = distances(X, result.features_tree, feature_names=names)
     return result

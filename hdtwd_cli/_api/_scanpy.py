@@ -1,4 +1,5 @@
-"""scanpy's face: ``neighbors`` writes the TWD kNN graph where ``sc.pp.neighbors`` writes its graph."""
+"""scanpy's face: ``neighbors`` writes the TWD kNN graph where ``sc.pp.neighbors`` writes its graph;
+``sample_hierarchy`` writes the joint hierarchies' samples' tree (its order, its clusters) and distances."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import scipy.sparse as sp
 
 from hdtwd_cli._api._common import Unseen
 from hdtwd_cli._api._distances import KnnGraph, distance_vectors
+from hdtwd_cli._api._joint import learn_joint
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import (
     ParameterError,
 )
+from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
 from hdtwd_cli.knn._graph import (
     scanpy_keys,
     scanpy_neighbors_uns,
@@ -150,3 +153,99 @@ def write_graph(
         use_rep="X_hdtwd" if vectors is not None else None,
         extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)},
     )
+
+
+def sample_hierarchy(
+    adata: anndata.AnnData,
+    *,
+    n_clusters: int | None = None,
+    key_added: str = "hdtwd_joint",
+    layer: str | None = None,
+    use_raw: bool | None = None,
+    params: TreeParams | None = None,
+    joint: JointParams | None = None,
+    copy: bool = False,
+    progress: bool | None = None,
+) -> JointHierarchy | anndata.AnnData:
+    """The joint hierarchies of the genes and the cells (:func:`learn_joint`), written into ``adata``.
+
+    The cells' tree orders the cells (a heatmap's rows, ``adata[adata.obs[KEY_order].argsort()]``)
+    and cut into ``n_clusters`` clusters groups them; its distances are the TWD on the genes' tree
+    learned jointly with it.
+
+    Parameters
+    ----------
+    adata : AnnData
+        Cells x genes; the values must be non-negative (counts or normalised counts).
+    n_clusters : int, optional
+        Cut the cells' tree into this many clusters (``obs[KEY_cluster]``); ``None``: no clusters.
+    key_added : str
+        Prefix of the written fields (``KEY`` below).
+    layer, use_raw
+        The matrix read, as :func:`neighbors` reads it.
+    params : TreeParams, optional
+        The trees' stages.
+    joint : JointParams, optional
+        The joint learning's choices (default ``JointParams()``).
+    copy : bool
+        Write into a copy of ``adata`` and return it, instead of writing into ``adata``.
+    progress : bool, optional
+        Progress bars on stderr.
+
+    Returns
+    -------
+    JointHierarchy or AnnData
+        The copy with ``copy=True``, else the :class:`JointHierarchy` (both trees). Written fields:
+
+        - ``obs[KEY_order]``: int, each cell's position in the drawing order of the cells' tree;
+        - ``obs[KEY_cluster]``: categorical, the cells' tree cut into ``n_clusters`` (when given);
+        - ``obsp[KEY_distances]``: the ``n x n`` distances (float64, dense);
+        - ``uns[KEY]``: ``samples_tree`` and ``features_tree`` (Newick), ``rounds`` (per round: ``change``,
+          ``seconds``, ``kept_features``, ``kept_samples``), ``converged``, ``params`` (the trees' and the
+          joint learning's; options left to their automatic choice are left out), ``input`` (the matrix read).
+
+    Examples
+    --------
+    >>> import anndata, numpy as np, hdtwd_cli as hd
+    >>> adata = anndata.AnnData(np.random.default_rng(0).poisson(1.0, size=(40, 12)).astype(np.float32))
+    >>> J = hd.sample_hierarchy(adata, n_clusters=3)
+    >>> sorted(adata.obs["hdtwd_joint_order"]) == list(range(40)), adata.obs["hdtwd_joint_cluster"].nunique()
+    (True, 3)
+    """
+    import pandas as pd
+
+    ad = adata.copy() if copy else adata
+    X, names, source = _adata_matrix(ad, layer, use_raw)
+    if X is None:
+        raise ParameterError("adata has no X", "adata")
+    n = int(X.shape[0])
+    if n_clusters is not None and not (isinstance(n_clusters, (int, np.integer)) and 1 <= n_clusters <= n):
+        raise ParameterError(
+            f"must be an integer between 1 and the number of cells ({n}), not {n_clusters!r}", "n_clusters"
+        )
+    params, joint = params or TreeParams(), joint or JointParams()
+    J = learn_joint(
+        X, names, sample_names=[str(v) for v in ad.obs_names], params=params, joint=joint, progress=progress
+    )
+    position = np.empty(n, dtype=np.int64)
+    position[J.sample_order()] = np.arange(n, dtype=np.int64)
+    ad.obs[f"{key_added}_order"] = position
+    if n_clusters is not None:
+        labels = J.sample_clusters(int(n_clusters)).astype(str)
+        ad.obs[f"{key_added}_cluster"] = pd.Categorical(labels, categories=sorted(set(labels), key=int))
+    ad.obsp[f"{key_added}_distances"] = J.distances
+    chosen = {**params.as_dict(), **joint.as_dict()}
+    ad.uns[key_added] = {
+        "samples_tree": J.samples_tree.to_newick(),
+        "features_tree": J.features_tree.to_newick(),
+        "rounds": {
+            "change": np.array([r.change for r in J.rounds], dtype=np.float64),
+            "seconds": np.array([r.seconds for r in J.rounds], dtype=np.float64),
+            "kept_features": np.array([r.kept_features for r in J.rounds], dtype=np.int64),
+            "kept_samples": np.array([r.kept_samples for r in J.rounds], dtype=np.int64),
+        },
+        "converged": bool(J.converged),
+        "params": {k: v for k, v in chosen.items() if v is not None},
+        "input": source,
+    }
+    return ad if copy else J

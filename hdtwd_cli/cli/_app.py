@@ -22,6 +22,7 @@ from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._options import (
     EDGE_WEIGHTS_CHOICE,
     INPUT,
+    JOINT,
     LINKAGE,
     OUTPUT,
     THREADS,
@@ -29,6 +30,7 @@ from hdtwd_cli.cli._options import (
     Choice,
     command,
     feature_vectors,
+    joint_params,
     read_input,
     set_threads,
     tree_params,
@@ -126,7 +128,7 @@ def decode_tree(
 
 
 @app.command()
-@command(TREE, INPUT, THREADS, OUTPUT)
+@command(TREE, INPUT, THREADS, OUTPUT, JOINT)
 def distance(
     data: DataArg,
     output: Annotated[Path, _out("Distance matrix to write: .npy, .h5, .csv or .tsv (-o - : standard output).")],
@@ -140,8 +142,8 @@ def distance(
         Path | None,
         typer.Option(
             "--save-tree",
-            help="Also save the learned tree: .h5 (everything), or .nex (Nexus for FigTree / DendroPy: "
-            "feature weights and the samples' mass on every node).",
+            help="Also save the learned tree (with --joint: the joint features' tree): .h5 (everything), or "
+            ".nex (Nexus for FigTree / DendroPy: feature weights and the samples' mass on every node).",
             show_default=False,
         ),
     ] = None,
@@ -227,12 +229,13 @@ def distance(
     ] = "error",
     o: Any = None,
 ) -> None:
-    """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree)."""
+    """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree).
+
+    --joint learns the features' tree together with a tree of the samples (the joint hierarchies)."""
     from hdtwd_cli._api import distance_vectors
     from hdtwd_cli.cli._output import DistanceOutputs
     from hdtwd_cli.io import read_matrix
     from hdtwd_cli.knn._dask import connect
-    from hdtwd_cli.tree._tree import Tree
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
@@ -246,26 +249,55 @@ def distance(
         scheduler,
         save_tree,
         newick,
+        o.samples_tree,
     ).checked(data, tree, reference)
+    joint = joint_params(o, tree, reference, unseen.value)
     params = tree_params(o, tree_given=tree is not None)
     md = read_input(data, o, rep, keep_adata=outs.h5ad)
     ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
     client = connect(scheduler)
+    given, hierarchy = _given_tree(tree, joint, md, params, knn, rep)
     dv = distance_vectors(
         md.X,
-        None if tree is None else Tree.read(str(tree)),
+        given,
         None if ref is None else ref.X,
         feature_names=md.feature_names,
         reference_feature_names=None if ref is None else ref.feature_names,
-        params=params,
+        params=None if joint else params,
         feature_embedding=feature_vectors(o),
-        transform=o.transform and o.transform.value,
+        transform=None if joint else o.transform and o.transform.value,
         unseen=unseen.value,
         n_neighbors=knn,
         dtype=dtype.value,
         progress=rep,
     )
-    rep.info(outs.write(dv, md, ref, preset=o.preset.value, seed=o.seed, client=client, reporter=rep))
+    samples = None if hierarchy is None else hierarchy.samples_tree
+    rep.info(outs.write(dv, md, ref, preset=o.preset.value, seed=o.seed, client=client, reporter=rep, samples=samples))
+
+
+def _given_tree(tree: Path | None, joint: Any, md: Any, params: Any, knn: int | None, rep: Reporter) -> tuple:
+    """The tree ``distance`` maps the samples onto, and the joint hierarchy: ``--tree`` read; with ``--joint``
+    (``joint``: its :class:`JointParams`), :func:`hdtwd_cli.learn_joint`'s features' tree, whose Haar filter the
+    standard route applies (its distances, bit for bit: every output, the kNN graph included, is computed
+    from it); else ``None`` (learned by :func:`hdtwd_cli.distance_vectors`)."""
+    from hdtwd_cli._api import learn_joint
+    from hdtwd_cli._api._distances import check_k
+    from hdtwd_cli.tree._tree import Tree
+
+    if joint is None:
+        return (None if tree is None else Tree.read(str(tree))), None
+    if knn is not None:
+        check_k(knn, md.X.shape[0])  # before the rounds, not after
+    hierarchy = learn_joint(
+        md.X,
+        md.feature_names,
+        sample_names=md.sample_names,
+        params=params,
+        joint=joint,
+        with_distances=False,  # they come from the features' tree below, in -o's layout
+        progress=rep,
+    )
+    return hierarchy.features_tree, hierarchy
 
 
 def _parse_list(text: str | None, kind: type, argument: str) -> list | None:

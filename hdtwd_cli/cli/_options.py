@@ -29,6 +29,9 @@ from hdtwd_cli._defaults import (
     DEFAULT_SCALES,
     EDGE_WEIGHTS,
     FEATURE_SPACES,
+    JOINT_GAMMA,
+    JOINT_ROUNDS,
+    JOINT_SHARE,
     LANDMARK_METHODS,
     LINKAGES,
     METRICS,
@@ -40,12 +43,14 @@ from hdtwd_cli.errors import HdtwdError, InputError, ParameterError, Terminated
 
 if TYPE_CHECKING:
     from hdtwd_cli._runtime.progress import Reporter
+    from hdtwd_cli.joint._alternate import JointParams
     from hdtwd_cli.tree._params import TreeParams
 
 __all__ = [
     "command",
     "flag",
     "tree_params",
+    "joint_params",
     "read_input",
     "feature_vectors",
     "set_threads",
@@ -56,6 +61,7 @@ __all__ = [
     "INPUT",
     "OUTPUT",
     "THREADS",
+    "JOINT",
 ]
 
 _D = PRESETS["default"]
@@ -254,6 +260,60 @@ THREADS = {
     for p in (_opt(int, "--threads", min=1, help="Threads for BLAS and the distance kernel [default: all cores]."),)
 }
 
+#: The joint hierarchies' algorithms (``hdtwd_cli.joint._alternate.ALGORITHMS``, not imported at start-up).
+JOINT_ALGORITHMS = ("filtered", "alternating")
+
+JOINT = {
+    p.name: p
+    for p in (
+        _opt(
+            bool,
+            "--joint",
+            default=False,
+            help="Learn the features' tree and a tree of the samples that inform each other (Lin, Coifman, "
+            "Mishne & Talmon, NeurIPS 2025; docs/method.md section 13): the distances are the TWD on the joint "
+            "features' tree, through its Haar filter (kept in its .h5 by --save-tree).",
+        ),
+        _opt(
+            Choice("JointAlgorithm", JOINT_ALGORITHMS),
+            "--joint-algorithm",
+            help="With --joint: filtered (Algorithm 2, Haar filtering every round) or alternating (Algorithm 1, "
+            "no filter) [default: filtered].",
+        ),
+        _opt(
+            float,
+            "--joint-share",
+            min=0.0,
+            max=1.0,
+            metavar="THETA",
+            help="With --joint: share of the Haar coefficients' total score the kept vectors carry "
+            f"[default: {JOINT_SHARE:g}].",
+        ),
+        _opt(
+            float,
+            "--joint-gamma",
+            min=0.0,
+            metavar="GAMMA",
+            help="With --joint: weight of the snowflake regulariser, a share of the TWD's median; 0 = the TWD "
+            f"alone [default: {JOINT_GAMMA:g}].",
+        ),
+        _opt(
+            int,
+            "--joint-rounds",
+            min=1,
+            metavar="N",
+            help=f"With --joint: at most N rounds after round 0 [default: {JOINT_ROUNDS}].",
+        ),
+        _opt(
+            Path,
+            "--samples-tree",
+            metavar="PATH",
+            help="With --joint: also save the samples' tree (leaves: the input's sample names, else s0, s1, ...): "
+            ".h5, Newick (.nwk) or Nexus (.nex), by suffix.",
+        ),
+    )
+}
+
 #: Flags whose name is not the Python argument's (``--flag`` for ``flag``, ``_`` as ``-``, otherwise).
 _FLAGS = {
     "n_neighbors": "--knn",
@@ -265,6 +325,11 @@ _FLAGS = {
     "reference_feature_names": "the reference's feature names",
     "adata": "DATA",
     "methods": "--methods",
+    "sample_names": "the sample names",
+    "algorithm": "--joint-algorithm",
+    "share": "--joint-share",
+    "gamma": "--joint-gamma",
+    "max_rounds": "--joint-rounds",
 }
 
 
@@ -294,6 +359,26 @@ def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | No
     from hdtwd_cli.tree._params import TreeParams
 
     return TreeParams.from_preset(_value(o.preset), seed=o.seed, **given)
+
+
+def joint_params(o: SimpleNamespace, tree: Path | None, reference: Path | None, unseen: str) -> JointParams | None:
+    """The joint options as :class:`JointParams` (``None`` without ``--joint``, where none of them may be
+    given); ``--joint`` learns both trees, so it excludes a stored tree and what only applies to one."""
+    given = [flag(n) for n in JOINT if n != "joint" and getattr(o, n, None) is not None]
+    if not o.joint:
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise ParameterError(f"{', '.join(given)} only {verb} to the joint hierarchies ({{arg}})", "joint")
+        return None
+    clash = {"tree": tree, "reference": reference, "feature_embedding": o.feature_embedding}
+    for name, value in {**clash, "unseen": None if unseen == "error" else unseen}.items():
+        if value is not None:
+            raise ParameterError("learns both trees from DATA: not with {b}", "joint", b=name)
+    from hdtwd_cli.joint._alternate import JointParams
+
+    chosen = {"algorithm": _value(o.joint_algorithm), "share": o.joint_share, "gamma": o.joint_gamma}
+    chosen["max_rounds"] = o.joint_rounds
+    return JointParams(**{k: v for k, v in chosen.items() if v is not None})
 
 
 def feature_vectors(o: SimpleNamespace) -> Any:

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from hdtwd_cli.errors import OutputError, ParameterError
 from hdtwd_cli.io import atomic_path
 from hdtwd_cli.io._hdf5 import write_distances_blocked
-from hdtwd_cli.io._output import distance_suffix, write_distances, write_npy_in_place
+from hdtwd_cli.io._output import TREE_SUFFIXES, distance_suffix, write_distances, write_npy_in_place
 
 KNN_SUFFIXES = (".npz", ".h5ad")
 
@@ -58,9 +58,9 @@ def _is_zarr(path: str) -> bool:
 
 @dataclass
 class DistanceOutputs:
-    """What ``hdtwd distance`` is asked to write: the result (``-o``, its format, a kNN graph) and the
-    learned tree's files. :meth:`checked` holds every check of them, before any work; :meth:`write`
-    writes them all."""
+    """What ``hdtwd distance`` is asked to write: the result (``-o``, its format, a kNN graph), the
+    learned tree's files and, with ``--joint``, the samples' tree. :meth:`checked` holds every check of
+    them, before any work; :meth:`write` writes them all."""
 
     output: Path
     fmt: str | None
@@ -71,6 +71,7 @@ class DistanceOutputs:
     scheduler: str | None
     save_tree: Path | None
     newick: Path | None
+    samples_tree: Path | None = None
 
     @property
     def h5ad(self) -> bool:
@@ -94,19 +95,40 @@ class DistanceOutputs:
                 check_output_path(extra, [data, tree, output])
         if tree is not None and (self.save_tree or self.newick):
             raise ParameterError("{a} and {b} save a LEARNED tree: not with {arg}", "tree", a="save_tree", b="newick")
+        if self.samples_tree is not None:
+            check_output_path(self.samples_tree, [data, tree, output, self.save_tree, self.newick])
+            if Path(self.samples_tree).suffix.lower() not in TREE_SUFFIXES:
+                raise OutputError(f"a tree is written as {', '.join(TREE_SUFFIXES)}", str(self.samples_tree))
         return self
 
-    def write(self, dv: Any, md: Any, ref: Any, *, preset: str, seed: int, client: Any, reporter: Any) -> str:
-        """Write the learned tree's files and the result of ``dv`` (a :class:`hdtwd_cli._api.DistanceVectors`)
-        for the input ``md`` (and the reference ``ref``); returns :func:`write_result`'s summary."""
+    def write(
+        self,
+        dv: Any,
+        md: Any,
+        ref: Any,
+        *,
+        preset: str,
+        seed: int,
+        client: Any,
+        reporter: Any,
+        samples: Any = None,
+    ) -> str:
+        """Write the learned tree's files, the samples' tree ``samples`` (``--joint``) and the result of
+        ``dv`` (a :class:`hdtwd_cli._api.DistanceVectors`) for the input ``md`` (and the reference ``ref``);
+        returns :func:`write_result`'s summary."""
         from hdtwd_cli.io._output import stores_metadata
 
         # the input's fingerprint (a hash of all values: a pass over the input) only where it is stored
-        stored = self.save_tree or self.newick or stores_metadata(str(self.output), self.fmt, self.knn is not None)
+        trees = (self.save_tree, self.newick, self.samples_tree)
+        stored = any(trees) or stores_metadata(str(self.output), self.fmt, self.knn is not None)
+        if samples is not None:  # --joint: the features' tree was learned with the samples' tree
+            dv.record.update(tree_source="joint", params=dict(dv.tree.metadata))
         meta = {**(md.record() if stored else {}), **dv.record, "preset": preset}
         for path in (self.save_tree, self.newick):
             if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
                 dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
+        if self.samples_tree is not None and samples is not None:
+            samples.write(str(self.samples_tree), meta)
         adata = None
         if self.h5ad:
             adata = md.adata if md.adata is not None else new_adata(md.X, md.sample_names, md.feature_names)
