@@ -163,6 +163,9 @@ def ari_cell(spec: str) -> dict[str, Any] | None:
     from scipy.cluster.hierarchy import fcluster, linkage
     from sklearn.metrics import adjusted_rand_score
 
+    from bench_leiden import _scipy_compat
+
+    _scipy_compat()
     X, names, y = data
     k = int(np.unique(y).size)
     rec: dict[str, Any] = {"set": spec, "shape": list(X.shape), "classes": k}
