@@ -68,7 +68,7 @@ def _summary(acc: np.ndarray) -> dict[str, Any]:
 
 
 def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
-    path = OUT / f"grid2-s{splits}" / spec.replace(":", "-") / f"{variant.replace('/', '_')}.json"
+    path = OUT / f"grid3-s{splits}" / spec.replace(":", "-") / f"{variant.replace('/', '_')}.json"
     if path.is_file():
         return json.loads(path.read_text())
     data = load(spec)
@@ -80,6 +80,7 @@ def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
     acc, base, rounds, conv, secs, base_secs = [], [], [], [], [], []
     per_round: dict[int, list] = {}
     changes: dict[int, list] = {}
+    moved: dict[int, list] = {}
     params = TreeParams()
     for tr, te in stratified_splits(y, splits, 0.3, 0):
         t0 = time.perf_counter()
@@ -102,6 +103,7 @@ def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
             Dr = query_distances(Tr, align_to_tree(X[tr], names, Tr), align_to_tree(X[te], names, Tr))
             per_round.setdefault(rd.index, []).append(knn_accuracy(Dr, y[tr], y[te], DEFAULT_K))
             changes.setdefault(rd.index, []).append(rd.change)
+            moved.setdefault(rd.index, []).append(rd.moved)
         rounds.append(len(J.rounds))
         conv.append(J.converged)
     rec = {
@@ -117,6 +119,7 @@ def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
         "defaults_seconds": base_secs,
         "per_round": {r: _summary(np.array(a))["mean"] for r, a in per_round.items() if len(a) == splits},
         "change": {r: float(np.mean(c)) for r, c in changes.items()},
+        "moved": {r: float(np.mean(c)) for r, c in moved.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1))
@@ -202,7 +205,7 @@ def ari_cell(spec: str) -> dict[str, Any] | None:
 
 def markdown() -> str:
     lines = []
-    for d in sorted(OUT.glob("grid2-s*")):
+    for d in sorted(OUT.glob("grid3-s*")):
         lines += [
             f"### grid ({d.name})",
             "",
@@ -243,7 +246,7 @@ def main() -> None:
             for v in a.variants.split(","):
                 r = grid_cell(spec, v, a.splits)
                 if r:
-                    print(r.get("per_round"), r.get("change"))
+                    print(r.get("per_round"), r.get("change"), r.get("moved"))
                     print(
                         f"{spec} {v}: joint {r['joint']['mean']:.1f} defaults {r['defaults']['mean']:.1f} "
                         f"rounds {r['rounds']} {np.mean(r['seconds']):.1f} s/split",

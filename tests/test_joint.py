@@ -141,10 +141,11 @@ def test_the_rounds_stop_by_the_rule_or_the_cap(planted):
     X, _, names = planted
     p = TreeParams()
     loose = learn_joint(X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.99, max_rounds=5))
-    assert loose.converged and len(loose.rounds) == 1
+    assert loose.converged and len(loose.rounds) == 2  # round 1 has no previous distances: moved = 1
     capped = learn_joint(X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.0, max_rounds=2))
     assert len(capped.rounds) <= 2
-    assert capped.converged == (capped.rounds[-1].change == 0.0)
+    assert capped.converged == (capped.rounds[-1].moved == 0.0)
+    assert capped.rounds[0].moved == 1.0 and all(0.0 <= r.change <= 1.0 for r in capped.rounds)
     assert capped.features_tree.metadata["joint_rounds"] == len(capped.rounds)
 
 

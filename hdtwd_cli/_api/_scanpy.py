@@ -200,7 +200,7 @@ def sample_hierarchy(
         - ``obs[KEY_order]``: int, each cell's position in the drawing order of the cells' tree;
         - ``obs[KEY_cluster]``: categorical, the cells' tree cut into ``n_clusters`` (when given);
         - ``obsp[KEY_distances]``: the ``n x n`` distances (float64, dense);
-        - ``uns[KEY]``: ``samples_tree`` and ``features_tree`` (Newick), ``rounds`` (per round: ``change``,
+        - ``uns[KEY]``: ``samples_tree`` and ``features_tree`` (Newick), ``rounds`` (per round: ``change``, ``moved``,
           ``seconds``, ``kept_features``, ``kept_samples``), ``converged``, ``params`` (the trees' and the
           joint learning's; options left to their automatic choice are left out), ``input`` (the matrix read).
 
@@ -240,6 +240,7 @@ def sample_hierarchy(
         "features_tree": J.features_tree.to_newick(),
         "rounds": {
             "change": np.array([r.change for r in J.rounds], dtype=np.float64),
+            "moved": np.array([r.moved for r in J.rounds], dtype=np.float64),
             "seconds": np.array([r.seconds for r in J.rounds], dtype=np.float64),
             "kept_features": np.array([r.kept_features for r in J.rounds], dtype=np.int64),
             "kept_samples": np.array([r.kept_samples for r in J.rounds], dtype=np.int64),

@@ -12,8 +12,9 @@ alternates (each tree from the other's newest, docs/method.md section 13):
    :math:`T_c^l = T(W_c)`, :math:`W_c = \mathrm{TW}(\tilde G; T_r^l) + \gamma s \zeta`, finished as
    every features' tree (features without mass hang from the root, leaf term, weights, denoiser).
 
-The rounds stop when at most ``tol`` of the features' tree's clusters are new (0: the same tree
-again), or after ``max_rounds``. The output features' tree carries its filter
+The rounds stop when the samples' informed distances :math:`W_r` moved by at most ``tol`` (relative
+Frobenius norm) since the previous round, or after ``max_rounds``; each round also records the share
+of the features' tree's clusters that are new. The output features' tree carries its filter
 (:attr:`hdtwd_cli.tree._tree.Tree.haar_keep`, the vectors kept on the rows it was learned from), so the
 samples' distances are the package's exact TWD of the filtered histograms on it by every route; the
 output samples' tree is :math:`T(W_r)` of those distances.
@@ -61,7 +62,8 @@ class JointParams:
     max_rounds : int
         Cap on the rounds after round 0 (at least 1).
     tol : float
-        Stop when at most this share of the features' tree's clusters is new.
+        Stop when the samples' informed distances moved by at most this share since the last round,
+        :math:`\lVert W_r^{l} - W_r^{l-1}\rVert_F \le \mathrm{tol}\, \lVert W_r^{l}\rVert_F`.
     """
 
     algorithm: Literal["filtered", "alternating"] = "filtered"
@@ -88,11 +90,14 @@ class JointParams:
 
 @dataclass(frozen=True)
 class JointRound:
-    """One round: its number, seconds, the share of new clusters in the features' tree, the Haar vectors kept."""
+    """One round: its number, seconds, the share of new clusters in the features' tree (``change``), the
+    relative change of the samples' informed distances since the last round (``moved``; 1 in round 1),
+    the Haar vectors kept on each axis."""
 
     index: int
     seconds: float
     change: float
+    moved: float
     kept_features: int
     kept_samples: int
     #: The round's features' tree with its filter, kept only when asked (``trace=True``: benchmarks).
@@ -207,27 +212,30 @@ def learn_joint(
     finisher = dataclasses.replace(prepared, space=space)
     rounds: list[JointRound] = []
     converged = False
+    W_prev: np.ndarray | None = None
     for r in range(1, int(joint.max_rounds) + 1):
         t0 = time.perf_counter()
         with rep.stage(f"round {r}: the samples' tree ({H.shape[0]} samples)"):
             Hl = H[:, in_leaf_order(T, cols)]
             Hf, keep_c = filtered(Hl, T, share) if share < 1.0 else (Hl, np.ones(Hl.shape[1], dtype=bool))
-            Ts = items_tree(Hf, sample_names, T, params, joint.gamma)
+            Ts, W = items_tree(Hf, sample_names, T, params, joint.gamma)
         with rep.stage(f"round {r}: the features' tree ({len(placed_names)} features)"):
             Gl = G[:, in_leaf_order(Ts, sample_names)]
             Gf, keep_r = filtered(Gl, Ts, share) if share < 1.0 else (Gl, np.ones(Gl.shape[1], dtype=bool))
-            Tc = items_tree(Gf, placed_names, Ts, params, joint.gamma)
+            Tc, _ = items_tree(Gf, placed_names, Ts, params, joint.gamma)
             new = finisher.finish(Tc, params)
         change = cluster_change(T, new)
+        moved = float(np.linalg.norm(W - W_prev) / max(np.linalg.norm(W), 1e-300)) if W_prev is not None else 1.0
+        W_prev = W
         seconds = time.perf_counter() - t0
         kept = _with_filter(dataclasses.replace(new), X, feature_names, share) if trace else None
-        rounds.append(JointRound(r, seconds, change, int(keep_c.sum()), int(keep_r.sum()), kept))
+        rounds.append(JointRound(r, seconds, change, moved, int(keep_c.sum()), int(keep_r.sum()), kept))
         rep.info(
-            f"round {r}: {change:.1%} of the features' clusters new; Haar vectors kept {int(keep_c.sum())} "
-            f"features', {int(keep_r.sum())} samples'; {rounds[-1].seconds:.1f} s"
+            f"round {r}: samples' distances moved {moved:.2%}; {change:.1%} of the features' clusters new; "
+            f"Haar vectors kept {int(keep_c.sum())} features', {int(keep_r.sum())} samples'; {seconds:.1f} s"
         )
         T = new
-        if change <= joint.tol:
+        if moved <= joint.tol:
             converged = True
             break
     T = _with_filter(T, X, feature_names, share)
@@ -235,7 +243,7 @@ def learn_joint(
     if T.haar_keep is not None:
         H_out = haar_filtered(T, H_out)
     with rep.stage("the samples' tree of the output distances"):
-        samples = items_tree(H_out, sample_names, T, params, joint.gamma)
+        samples, _ = items_tree(H_out, sample_names, T, params, joint.gamma)
     record = {**joint.as_dict(), "joint_rounds": len(rounds), "joint_converged": converged}
     T.metadata.update(record)
     samples.metadata.update({**params.as_dict(), **record, "tree_of": "samples", "sample_names": list(sample_names)})

@@ -81,15 +81,18 @@ def informed_distances(H: np.ndarray, tree: Tree, gamma: float, landmarks: np.nd
     return W
 
 
-def items_tree(H: np.ndarray, names: list[str], tree: Tree, params: TreeParams, gamma: float) -> Tree:
-    r"""The tree :math:`T(W)` of the items (rows of ``H``, named ``names``) from their informed TWD on ``tree``."""
+def items_tree(
+    H: np.ndarray, names: list[str], tree: Tree, params: TreeParams, gamma: float
+) -> tuple[Tree, np.ndarray]:
+    r"""The tree :math:`T(W)` of the items (rows of ``H``, named ``names``) from their informed TWD on
+    ``tree``, and those distances (all pairs, or to the landmark items drawn with the seed)."""
     n = H.shape[0]
     nl = effective_landmarks(None, n)
     landmarks = None
     if nl:
         landmarks = np.sort(np.random.default_rng([params.seed, n]).choice(n, size=nl, replace=False))
     W = informed_distances(H, tree, gamma, landmarks)
-    return tree_from_distances(W, list(names), params, landmarks=landmarks)
+    return tree_from_distances(W.copy(), list(names), params, landmarks=landmarks), W
 
 
 def filtered(H: np.ndarray, tree: Tree, share: float) -> tuple[np.ndarray, np.ndarray]:
