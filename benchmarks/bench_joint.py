@@ -163,10 +163,9 @@ def ari_cell(spec: str) -> dict[str, Any] | None:
         return None
     import anndata
     import scanpy as sc
+    from bench_leiden import _scipy_compat
     from scipy.cluster.hierarchy import fcluster, linkage
     from sklearn.metrics import adjusted_rand_score
-
-    from bench_leiden import _scipy_compat
 
     _scipy_compat()
     X, names, y = data
@@ -203,6 +202,33 @@ def ari_cell(spec: str) -> dict[str, Any] | None:
     return rec
 
 
+def scale_cell(n: int, m: int) -> dict[str, Any]:
+    """``hdtwd distance --joint`` against the defaults' ``hdtwd distance`` on ``n`` UMI-like cells x ``m`` genes
+    (``atlas.synth``): wall time and peak memory of each whole command (``/usr/bin/time -v``), in turns."""
+    import subprocess
+    import tempfile
+
+    from atlas import synth
+
+    path = OUT / "scale" / f"{n}x{m}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = synth(n, m)
+    rec: dict[str, Any] = {"n": n, "m": m}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, extra in (("defaults", []), ("joint", ["--joint", "--samples-tree", f"{tmp}/S.nwk"])):
+            cmd = ["/usr/bin/time", "-v", sys.executable, "-m", "hdtwd_cli", "distance", str(data), "-o", f"{tmp}/D.npy"]
+            t0 = time.perf_counter()
+            out = subprocess.run(cmd + extra + ["-v"], capture_output=True, text=True, check=True)
+            rec[f"{name}_seconds"] = time.perf_counter() - t0
+            peak = [ln for ln in out.stderr.splitlines() if "Maximum resident set size" in ln]
+            rec[f"{name}_peak_gb"] = int(peak[0].split()[-1]) / 1e6 if peak else None
+            rec[f"{name}_log"] = [ln for ln in out.stderr.splitlines() if "round" in ln][-8:]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
 def markdown() -> str:
     lines = []
     for d in sorted(OUT.glob("grid3-s*")):
@@ -233,13 +259,18 @@ def markdown() -> str:
 def main() -> None:
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("grid", "table", "ari", "markdown"))
+    ap.add_argument("step", choices=("grid", "table", "ari", "scale", "markdown"))
+    ap.add_argument("--size", default="10000x2000", help="scale: cells x genes")
     ap.add_argument("--sets", default="planted,pbmc:lognorm,rnamix:counts,cellmix4:counts")
     ap.add_argument("--variants", default="1/0,0.9/0,0.5/0,0.9/0.1")
     ap.add_argument("--splits", type=int, default=3)
     a = ap.parse_args()
     if a.step == "markdown":
         print(markdown())
+        return
+    if a.step == "scale":
+        n, m = (int(v) for v in a.size.split("x"))
+        print(scale_cell(n, m))
         return
     for spec in a.sets.split(","):
         if a.step == "grid":
