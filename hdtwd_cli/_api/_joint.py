@@ -36,7 +36,8 @@ def learn_joint(
 
     between the samples' histograms filtered in the Haar basis of the features' tree :math:`T_c`,
     then the features' tree from the same distance between the features' histograms over the
-    samples, filtered in the samples' tree's basis, until the features' tree stops changing.
+    samples, filtered in the samples' tree's basis, until the samples' distances stop moving (or a cap
+    on the rounds).
 
     Parameters
     ----------
