@@ -204,6 +204,64 @@ def ari_cell(spec: str) -> dict[str, Any] | None:
     return rec
 
 
+def oracle_cell(spec: str, splits: int) -> dict[str, Any]:
+    """How much a samples' tree can tell the features' tree: one round's features' tree built (as the joint
+    rounds build it, Algorithm 1) from the TRUE classes' tree of the training rows (root -> one node per
+    class -> its samples) and from the learned samples' tree, against the defaults' tree; kNN accuracy on
+    the test rows (classify's splits)."""
+    import dataclasses
+
+    from hdtwd_cli.joint._alternate import _histograms
+    from hdtwd_cli.joint._informed import in_leaf_order, items_tree
+    from hdtwd_cli.tree._tree import Tree
+
+    path = OUT / f"oracle-s{splits}" / f"{spec.replace(':', '-')}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    data = load(spec)
+    assert data is not None
+    X, names, y = data
+    X = sp.csr_matrix(X, dtype=np.float64)
+    params = TreeParams()
+    acc: dict[str, list] = {}
+
+    def score(T: Tree, tr: np.ndarray, te: np.ndarray) -> np.ndarray:
+        return knn_accuracy(
+            query_distances(T, align_to_tree(X[tr], names, T), align_to_tree(X[te], names, T)), y[tr], y[te], DEFAULT_K
+        )
+
+    for tr, te in stratified_splits(y, splits, 0.3, 0):
+        prep = prepare(X[tr], names, params)
+        T0 = learn_trees(X[tr], names, params, [params.scales], prepared=prep)[params.scales]
+        acc.setdefault("defaults", []).append(score(T0, tr, te))
+        cols = list(T0.leaf_names)
+        H = _histograms(X[tr], names, T0)
+        mass = H.sum(axis=0)
+        placed = np.flatnonzero(mass > 0)
+        G = np.ascontiguousarray((H[:, placed] / mass[placed]).T)
+        pn = [cols[j] for j in placed]
+        space = dataclasses.replace(
+            prep.space, matrix=None, names=pn, unplaced=[cols[j] for j in np.flatnonzero(mass <= 0)]
+        )
+        finisher = dataclasses.replace(prep, space=space)
+        classes = np.unique(y[tr])
+        n, C = len(tr), len(classes)
+        parent = np.empty(n + C + 1, dtype=np.int64)
+        parent[:n] = n + np.searchsorted(classes, y[tr])
+        parent[n : n + C] = n + C
+        parent[-1] = -1
+        snames = [f"s{i}" for i in range(n)]
+        truth = Tree(parent=parent, length=np.r_[np.ones(n + C), 0.0], leaf_names=snames)
+        learned, _ = items_tree(H[:, in_leaf_order(T0, cols)], snames, T0, params, 0.0)
+        for what, Ts in (("classes' tree", truth), ("learned samples' tree", learned)):
+            Tc, _ = items_tree(G[:, in_leaf_order(Ts, snames)], pn, Ts, params, 0.0)
+            acc.setdefault(what, []).append(score(finisher.finish(Tc, params), tr, te))
+    rec = {"set": spec, "splits": splits, **{k: _summary(np.array(v))["mean"] for k, v in acc.items()}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec, indent=1))
+    return rec
+
+
 def scale_cell(n: int, m: int) -> dict[str, Any]:
     """``hdtwd distance --joint`` against the defaults' ``hdtwd distance`` on ``n`` UMI-like cells x ``m`` genes
     (``atlas.synth``): wall time and peak memory of each whole command (``/usr/bin/time -v``), in turns."""
@@ -280,6 +338,14 @@ def markdown() -> str:
                 f"{j - ms['star']['mean']:+.1f} | {','.join(map(str, rounds))} | {PAPER.get(r['set'], '-')} |"
             )
         lines.append("")
+    for f in sorted(OUT.glob("oracle-s*/*.json")):
+        r = json.loads(f.read_text())
+        truth, learned = r["classes' tree"], r["learned samples' tree"]
+        lines.append(
+            f"- oracle {r['set']} ({r['splits']} splits): defaults {r['defaults']:.1f}; one round's features' tree "
+            f"from the classes' tree {truth:.1f}, from the learned samples' tree {learned:.1f}"
+        )
+    lines.append("")
     lines += [
         "| set | classes | samples' tree cut (joint) | Ward on scanpy's PCA | Leiden res. 1 (clusters) | "
         "Leiden nearest the class count (res., clusters) | joint s |",
@@ -313,7 +379,7 @@ def markdown() -> str:
 def main() -> None:
     warnings.filterwarnings("ignore")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("step", choices=("grid", "table", "ari", "scale", "markdown"))
+    ap.add_argument("step", choices=("grid", "table", "ari", "scale", "oracle", "markdown"))
     ap.add_argument("--size", default="10000x2000", help="scale: cells x genes")
     ap.add_argument("--methods", default=None, help="table: only these methods (kept apart, joined in markdown)")
     ap.add_argument("--sets", default="planted,pbmc:lognorm,rnamix:counts,cellmix4:counts")
@@ -338,6 +404,8 @@ def main() -> None:
                         f"rounds {r['rounds']} {np.mean(r['seconds']):.1f} s/split",
                         flush=True,
                     )
+        elif a.step == "oracle":
+            print(oracle_cell(spec, a.splits), flush=True)
         elif a.step == "ari":
             print(ari_cell(spec), flush=True)
         else:
