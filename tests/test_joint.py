@@ -221,3 +221,20 @@ def test_joint_parameters_are_checked():
     for bad in ({"share": 1.5}, {"gamma": -1.0}, {"max_rounds": 0}, {"algorithm": "other"}, {"tol": 1.0}):
         with pytest.raises(hd.ParameterError):
             JointParams(**bad)
+
+
+def test_round_0_is_the_defaults_and_the_joint_tree_keeps_their_map(planted, result):
+    """The joint features' tree compares the defaults' histograms: the same idf weights and the same
+    denoiser as learn_tree's tree, feature by feature, whatever the leaf order."""
+    X, _, names = planted
+    T0 = hd.learn_tree(X, names)
+    T = result.features_tree
+    w0 = dict(zip(T0.leaf_names, T0.feature_weights))
+    assert all(w0[n] == w for n, w in zip(T.leaf_names, T.feature_weights))
+    assert (T0.denoiser is None) == (T.denoiser is None)
+    if T0.denoiser is not None:
+        at = {n: i for i, n in enumerate(T0.leaf_names)}
+        order = np.array([at[n] for n in T.leaf_names])
+        assert np.array_equal(T.denoiser.mean, T0.denoiser.mean[order])
+        assert np.array_equal(T.denoiser.axes, T0.denoiser.axes[order])
+    assert T.metadata["denoise_rule"] == T0.metadata["denoise_rule"]
