@@ -563,6 +563,19 @@ CASES: list[Case] = [
         "Invalid value for '--joint-share'",
     ),
     (
+        "joint-same-samples",
+        "--joint where most samples have the same histogram (the samples' tree has no scale)",
+        lambda t: [
+            "distance",
+            _w(t, "x.csv", "a,b,c,d\n" + "1,2,0,1\n" * 7 + "0,1,3,2\n3,0,1,0\n"),
+            "--joint",
+            "-o",
+            t / "D.npy",
+        ],
+        2,
+        "at least half of the pairs of samples have the same histograms",
+    ),
+    (
         "k-too-big",
         "classify with k larger than the training set",
         lambda t: ["classify", _w(t, "x.csv", OK_CSV), "--labels", _w(t, "y.txt", "a\nb\na\n"), "--k", "5"],

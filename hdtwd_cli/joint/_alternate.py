@@ -218,11 +218,11 @@ def learn_joint(
         with rep.stage(f"round {r}: the samples' tree ({H.shape[0]} samples)"):
             Hl = H[:, in_leaf_order(T, cols)]
             Hf, keep_c = filtered(Hl, T, share) if share < 1.0 else (Hl, np.ones(Hl.shape[1], dtype=bool))
-            Ts, W = items_tree(Hf, sample_names, T, params, joint.gamma)
+            Ts, W = items_tree(Hf, sample_names, T, params, joint.gamma, "samples")
         with rep.stage(f"round {r}: the features' tree ({len(placed_names)} features)"):
             Gl = G[:, in_leaf_order(Ts, sample_names)]
             Gf, keep_r = filtered(Gl, Ts, share) if share < 1.0 else (Gl, np.ones(Gl.shape[1], dtype=bool))
-            Tc, _ = items_tree(Gf, placed_names, Ts, params, joint.gamma)
+            Tc, _ = items_tree(Gf, placed_names, Ts, params, joint.gamma, "features")
             new = finisher.finish(Tc, params)
         change = cluster_change(T, new)
         moved = float(np.linalg.norm(W - W_prev) / max(np.linalg.norm(W), 1e-300)) if W_prev is not None else 1.0
@@ -243,7 +243,7 @@ def learn_joint(
     if T.haar_keep is not None:
         H_out = haar_filtered(T, H_out)
     with rep.stage("the samples' tree of the output distances"):
-        samples, _ = items_tree(H_out, sample_names, T, params, joint.gamma)
+        samples, _ = items_tree(H_out, sample_names, T, params, joint.gamma, "samples")
     record = {**joint.as_dict(), "joint_rounds": len(rounds), "joint_converged": converged}
     T.metadata.update(record)
     samples.metadata.update({**params.as_dict(), **record, "tree_of": "samples", "sample_names": list(sample_names)})

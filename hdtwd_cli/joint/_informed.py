@@ -21,6 +21,7 @@ import dataclasses
 import numpy as np
 
 from hdtwd_cli._runtime.blas import serial_blas
+from hdtwd_cli.errors import InputError
 from hdtwd_cli.tree._haar import haar_basis, kept_coefficients
 from hdtwd_cli.tree._landmarks import effective_landmarks
 from hdtwd_cli.tree._learn import tree_from_distances
@@ -82,16 +83,26 @@ def informed_distances(H: np.ndarray, tree: Tree, gamma: float, landmarks: np.nd
 
 
 def items_tree(
-    H: np.ndarray, names: list[str], tree: Tree, params: TreeParams, gamma: float
+    H: np.ndarray, names: list[str], tree: Tree, params: TreeParams, gamma: float, what: str = "items"
 ) -> tuple[Tree, np.ndarray]:
     r"""The tree :math:`T(W)` of the items (rows of ``H``, named ``names``) from their informed TWD on
-    ``tree``, and those distances (all pairs, or to the landmark items drawn with the seed)."""
+    ``tree``, and those distances (all pairs, or to the landmark items drawn with the seed).
+
+    Raises :class:`~hdtwd_cli.errors.InputError` when at least half of the distances are 0 (``what``
+    names the items): the kernel's scale, their median, would be 0.
+    """
     n = H.shape[0]
     nl = effective_landmarks(None, n)
     landmarks = None
     if nl:
         landmarks = np.sort(np.random.default_rng([params.seed, n]).choice(n, size=nl, replace=False))
     W = informed_distances(H, tree, gamma, landmarks)
+    pairs = W[np.triu_indices(n, 1)] if landmarks is None else W
+    if not np.median(pairs) > 0:
+        raise InputError(
+            f"at least half of the pairs of {what} have the same histograms on the other axis' tree (median "
+            "distance 0): the joint hierarchies have no scale for their tree"
+        )
     return tree_from_distances(W.copy(), list(names), params, landmarks=landmarks), W
 
 
