@@ -238,9 +238,9 @@ def learn_joint(
         if moved <= joint.tol:
             converged = True
             break
-    T = _with_filter(T, X, feature_names, share)
-    H_out = _histograms(X, feature_names, T)
-    if T.haar_keep is not None:
+    H_out = _histograms(X, feature_names, T)  # once: the filter's scores and the output's histograms
+    if share < 1.0:
+        T.haar_keep = kept_coefficients(haar_basis(T).analysis(H_out), share)
         H_out = haar_filtered(T, H_out)
     with rep.stage("the samples' tree of the output distances"):
         samples, _ = items_tree(H_out, sample_names, T, params, joint.gamma, "samples")

@@ -22,6 +22,7 @@ import numpy as np
 
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.errors import InputError
+from hdtwd_cli.tree._diffusion import kernel_scale
 from hdtwd_cli.tree._haar import haar_basis, kept_coefficients
 from hdtwd_cli.tree._landmarks import effective_landmarks
 from hdtwd_cli.tree._learn import tree_from_distances
@@ -97,8 +98,8 @@ def items_tree(
     if nl:
         landmarks = np.sort(np.random.default_rng([params.seed, n]).choice(n, size=nl, replace=False))
     W = informed_distances(H, tree, gamma, landmarks)
-    pairs = W[np.triu_indices(n, 1)] if landmarks is None else W
-    if not np.median(pairs) > 0:
+    scale = kernel_scale(W) if landmarks is None else float(np.median(W))  # the operator's own median, no index arrays
+    if not scale > 0:
         raise InputError(
             f"at least half of the pairs of {what} have the same histograms on the other axis' tree (median "
             "distance 0): the joint hierarchies have no scale for their tree"

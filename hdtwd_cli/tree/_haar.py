@@ -32,6 +32,7 @@ are chains thousands deep.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -97,8 +98,21 @@ class HaarBasis:
             raise ValueError(f"{what} must have shape (n, {self.n_leaves}) or ({self.n_leaves},); got {np.shape(X)}")
         return Y, one
 
-    def _block(self) -> int:
-        return max(1, _BLOCK_ENTRIES // self.n_nodes)
+    def _blocks(self, n: int) -> Iterator[tuple[int, int]]:
+        """Row ranges whose work array (rows x nodes) stays within ``_BLOCK_ENTRIES`` (rows are independent)."""
+        step = max(1, _BLOCK_ENTRIES // self.n_nodes)
+        for lo in range(0, n, step):
+            yield lo, min(n, lo + step)
+
+    def _walk(self) -> tuple[list[int], list[int], list[float], list[float]]:
+        """What both passes read per node as Python lists: parents, split of each node (side B), the
+        splits' coefficients on side A and B (index 0: none)."""
+        return (
+            self.parent.tolist(),
+            self.split_of.tolist(),
+            [0.0, *self.coef_a.tolist()],
+            [0.0, *self.coef_b.tolist()],
+        )
 
     def analysis(self, X: np.ndarray) -> np.ndarray:
         r"""The coefficients of the rows of ``X`` in the basis: :math:`A = X B`.
@@ -124,15 +138,10 @@ class HaarBasis:
             The coefficients, column ``0`` the constant's.
         """
         Y, one = self._rows(X, "X")
-        n, L, m = Y.shape[0], self.n_leaves, self.n_nodes
-        parent = self.parent.tolist()
-        split_of = self.split_of.tolist()
-        ca = [0.0, *self.coef_a.tolist()]
-        cb = [0.0, *self.coef_b.tolist()]
-        out = np.empty((n, L), dtype=np.float64)
-        step = self._block()
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
+        L, m = self.n_leaves, self.n_nodes
+        parent, split_of, ca, cb = self._walk()
+        out = np.empty(Y.shape, dtype=np.float64)
+        for lo, hi in self._blocks(Y.shape[0]):
             S = np.zeros((hi - lo, m), dtype=np.float64, order="F")
             S[:, :L] = Y[lo:hi]
             coef = np.empty((hi - lo, L), dtype=np.float64, order="F")
@@ -172,15 +181,10 @@ class HaarBasis:
             The values on the leaves, in leaf order.
         """
         C, one = self._rows(A, "A")
-        n, L, m = C.shape[0], self.n_leaves, self.n_nodes
-        parent = self.parent.tolist()
-        split_of = self.split_of.tolist()
-        ca = [0.0, *self.coef_a.tolist()]
-        cb = [0.0, *self.coef_b.tolist()]
-        out = np.empty((n, L), dtype=np.float64)
-        step = self._block()
-        for lo in range(0, n, step):
-            hi = min(n, lo + step)
+        L, m = self.n_leaves, self.n_nodes
+        parent, split_of, ca, cb = self._walk()
+        out = np.empty(C.shape, dtype=np.float64)
+        for lo, hi in self._blocks(C.shape[0]):
             coef = np.asfortranarray(C[lo:hi])
             W = np.empty((hi - lo, m), dtype=np.float64, order="F")
             W[:, m - 1] = coef[:, 0] / math.sqrt(L)
