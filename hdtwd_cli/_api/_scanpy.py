@@ -48,6 +48,81 @@ def _adata_matrix(adata: anndata.AnnData, layer: str | None, use_raw: bool | Non
     return adata.X, [str(v) for v in adata.var_names], "X"
 
 
+#: ``mask_var``'s default: ``var["highly_variable"]`` when ``adata.var`` has it (``sc.pp.pca``'s rule).
+HVG = "highly_variable"
+
+
+def feature_mask(
+    names: Sequence[str],
+    var_names: Sequence[str],
+    values: Any,
+    *,
+    label: str = HVG,
+) -> np.ndarray:
+    """The columns kept by a ``var`` mask: ``values`` (one bool per ``var_names``) matched by name to
+    ``names``, the columns read (``var_names`` themselves, or ``raw.var_names`` with ``use_raw``).
+
+    Parameters
+    ----------
+    names : sequence of str
+        The names of the matrix's columns.
+    var_names : sequence of str
+        ``adata.var_names``, in the order of ``values``.
+    values : array-like of bool
+        The mask over ``var_names`` (``var[label]``).
+    label : str
+        What the mask is called in messages.
+
+    Returns
+    -------
+    ndarray of bool
+        One entry per column of the matrix: kept or not.
+    """
+    v = np.asarray(values)
+    if v.dtype != bool and not (v.dtype == object and all(isinstance(x, (bool, np.bool_)) for x in v)):
+        raise ParameterError(f"var[{label!r}] holds {v.dtype} values, not booleans", "mask_var")
+    if v.shape != (len(var_names),):
+        raise ParameterError(f"has {v.size} values for {len(var_names)} features", "mask_var")
+    v = v.astype(bool)
+    names = [str(n) for n in names]
+    if list(names) == [str(n) for n in var_names]:
+        keep = v
+    else:  # raw.X: its columns are a superset of var's; the mask is matched by name
+        kept = {str(n) for n, k in zip(var_names, v) if k}
+        keep = np.fromiter((n in kept for n in names), dtype=bool, count=len(names))
+    if not keep.any():
+        raise ParameterError(f"var[{label!r}] keeps none of the {len(names)} features read", "mask_var")
+    return keep
+
+
+def _masked(
+    adata: anndata.AnnData, X: Any, names: list[str], mask_var: str | np.ndarray | None
+) -> tuple[Any, list[str], dict[str, Any]]:
+    """``X`` and ``names`` restricted to ``mask_var``'s features, and the record of it (``mask_var``,
+    ``n_features``, ``n_features_read``); ``sc.pp.pca``'s rule: a string names a bool column of
+    ``adata.var`` (``"highly_variable"`` only where present), an array is the mask, ``None`` keeps all."""
+    record: dict[str, Any] = {"mask_var": None, "n_features": len(names), "n_features_read": len(names)}
+    if mask_var is None:
+        return X, names, record
+    if isinstance(mask_var, str):
+        if mask_var not in adata.var.columns:
+            if mask_var == HVG:
+                return X, names, record
+            raise ParameterError(
+                f"{mask_var!r} is not a column of adata.var ({', '.join(map(str, adata.var.columns)) or 'none'})",
+                "mask_var",
+            )
+        values, label = adata.var[mask_var].to_numpy(), mask_var
+    else:
+        values, label = np.asarray(mask_var), "mask"
+    keep = feature_mask(names, [str(v) for v in adata.var_names], values, label=label)
+    if keep.all():
+        return X, names, dict(record, mask_var=label)
+    index = np.flatnonzero(keep)
+    X = X[:, index]
+    return X, [names[i] for i in index], dict(record, mask_var=label, n_features=int(index.size))
+
+
 def neighbors(
     adata: anndata.AnnData,
     n_neighbors: int = 15,
@@ -56,6 +131,7 @@ def neighbors(
     params: TreeParams | None = None,
     layer: str | None = None,
     use_raw: bool | None = None,
+    mask_var: str | np.ndarray | None = HVG,
     key_added: str | None = None,
     copy: bool = False,
     store_vectors: bool | None = None,
@@ -86,6 +162,11 @@ def neighbors(
     use_raw : bool, optional
         Read ``adata.raw.X``. ``None``: ``raw`` when ``X`` holds negative values (scaled data) and
         ``adata.raw`` exists, else ``X``.
+    mask_var : str, array of bool or None
+        The features used, as ``sc.pp.pca``'s ``mask_var``: the default reads ``var["highly_variable"]``
+        when ``adata.var`` has it (after ``sc.pp.highly_variable_genes``) and every feature otherwise;
+        another column name or a boolean array over ``var_names`` selects those features; ``None``: every
+        feature. Matched by name with ``use_raw``. The graph is the one of ``adata[:, mask]``.
     key_added : str, optional
         ``None``: ``obsp["distances"]``, ``obsp["connectivities"]``, ``uns["neighbors"]``; else
         ``obsp[key_added + "_distances"]``, ``obsp[key_added + "_connectivities"]``, ``uns[key_added]``.
@@ -106,8 +187,9 @@ def neighbors(
         - ``obsp["distances"]``: CSR float64, the ``n_neighbors - 1`` exact TWDs of each row;
         - ``obsp["connectivities"]``: CSR float32, UMAP's fuzzy simplicial set;
         - ``uns["neighbors"]``: ``connectivities_key``, ``distances_key``, ``params`` (``n_neighbors``,
-          ``method="umap"``, ``random_state``, ``metric="manhattan"``, ``use_rep``, and ``hdtwd``: a
-          JSON record of the tree and the input);
+          ``method="umap"``, ``random_state``, ``metric="manhattan"``, ``use_rep``, ``mask_var`` (the
+          column used, ``"mask"`` for an array; absent: every feature) and ``hdtwd``: a JSON record of the tree, the
+          input and the features used, ``n_features`` of ``n_features_read``);
         - ``obsm["X_hdtwd"]``: the TWD vectors (see ``store_vectors``).
 
     Examples
@@ -122,6 +204,7 @@ def neighbors(
     X, names, source = _adata_matrix(ad, layer, use_raw)
     if X is None:
         raise ParameterError("adata has no X", "adata")
+    X, names, used = _masked(ad, X, names, mask_var)
     dv = distance_vectors(
         X,
         tree,
@@ -133,7 +216,7 @@ def neighbors(
         progress=progress,
     )
     graph = dv.knn(n_neighbors, method, seed, client)
-    write_graph(ad, graph, key_added, dv.vectors_for_obsm(store_vectors), dict(graph.params, input=source))
+    write_graph(ad, graph, key_added, dv.vectors_for_obsm(store_vectors), dict(graph.params, input=source, **used))
     return ad if copy else None
 
 
@@ -151,7 +234,10 @@ def write_graph(
         graph.n_neighbors,
         int(record.get("seed", 0)),
         use_rep="X_hdtwd" if vectors is not None else None,
-        extra={"hdtwd": json.dumps(record, default=str, sort_keys=True)},
+        extra={
+            "hdtwd": json.dumps(record, default=str, sort_keys=True),
+            **({"mask_var": str(record["mask_var"])} if record.get("mask_var") is not None else {}),
+        },
     )
 
 
@@ -162,6 +248,7 @@ def sample_hierarchy(
     key_added: str = "hdtwd_joint",
     layer: str | None = None,
     use_raw: bool | None = None,
+    mask_var: str | np.ndarray | None = HVG,
     params: TreeParams | None = None,
     joint: JointParams | None = None,
     copy: bool = False,
@@ -181,8 +268,9 @@ def sample_hierarchy(
         Cut the cells' tree into this many clusters (``obs[KEY_cluster]``); ``None``: no clusters.
     key_added : str
         Prefix of the written fields (``KEY`` below).
-    layer, use_raw
-        The matrix read, as :func:`neighbors` reads it.
+    layer, use_raw, mask_var
+        The matrix read and the features used, as :func:`neighbors` reads them (by default the highly
+        variable genes where ``var["highly_variable"]`` exists).
     params : TreeParams, optional
         The trees' stages.
     joint : JointParams, optional
@@ -202,7 +290,8 @@ def sample_hierarchy(
         - ``obsp[KEY_distances]``: the ``n x n`` distances (float64, dense);
         - ``uns[KEY]``: ``samples_tree`` and ``features_tree`` (Newick), ``rounds`` (per round: ``change``, ``moved``,
           ``seconds``, ``kept_features``, ``kept_samples``), ``converged``, ``params`` (the trees' and the
-          joint learning's; options left to their automatic choice are left out), ``input`` (the matrix read).
+          joint learning's; options left to their automatic choice are left out), ``input`` (the matrix read),
+          ``mask_var`` (the ``var`` column used, ``"mask"`` for an array; absent: every feature), ``n_features``.
 
     Examples
     --------
@@ -218,6 +307,7 @@ def sample_hierarchy(
     X, names, source = _adata_matrix(ad, layer, use_raw)
     if X is None:
         raise ParameterError("adata has no X", "adata")
+    X, names, used = _masked(ad, X, names, mask_var)
     n = int(X.shape[0])
     if n_clusters is not None and not (isinstance(n_clusters, (int, np.integer)) and 1 <= n_clusters <= n):
         raise ParameterError(
@@ -248,5 +338,8 @@ def sample_hierarchy(
         "converged": bool(J.converged),
         "params": {k: v for k, v in chosen.items() if v is not None},
         "input": source,
+        "n_features": used["n_features"],
     }
+    if used["mask_var"] is not None:
+        ad.uns[key_added]["mask_var"] = used["mask_var"]
     return ad if copy else J

@@ -109,6 +109,7 @@ def decode_tree(
 ) -> None:
     """HD-LCA binary tree (Alg. 1), saved as HDF5 and optionally Newick."""
     from hdtwd_cli._api import decode_tree as api_decode
+    from hdtwd_cli.cli._output import kept_elsewhere
     from hdtwd_cli.io import check_output_path, read_embedding
 
     rep = Reporter(o.quiet, o.verbose)
@@ -123,7 +124,8 @@ def decode_tree(
     meta = {k: (v.item() if hasattr(v, "item") else v) for k, v in stored.meta.items()}
     tree.write(str(output), meta)
     if newick is not None:
-        tree.write(str(newick))
+        with kept_elsewhere(output):
+            tree.write(str(newick))
     rep.info(f"tree with {tree.n_leaves} leaves, depth {int(tree.depth().max())}; wrote {output}")
 
 
@@ -233,6 +235,7 @@ def distance(
 
     --joint learns the features' tree together with a tree of the samples (the joint hierarchies)."""
     from hdtwd_cli._api import distance_vectors
+    from hdtwd_cli.cli._mask import apply_mask
     from hdtwd_cli.cli._output import DistanceOutputs
     from hdtwd_cli.io import read_matrix
     from hdtwd_cli.knn._dask import connect
@@ -255,6 +258,8 @@ def distance(
     params = tree_params(o, tree_given=tree is not None)
     md = read_input(data, o, rep, keep_adata=outs.h5ad)
     ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
+    if ref is not None:
+        apply_mask(ref, o.mask_var, str(reference))
     client = connect(scheduler)
     given, hierarchy = _given_tree(tree, joint, md, params, knn, rep)
     dv = distance_vectors(

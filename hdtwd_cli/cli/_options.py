@@ -228,6 +228,13 @@ INPUT = {
         _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
         _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
         _opt(
+            str,
+            "--mask-var",
+            metavar="COLUMN|none",
+            help=".h5ad: use only the features the boolean column var[COLUMN] marks, as sc.pp.pca's mask_var "
+            "(matched by name with --use-raw); none: every feature [default: highly_variable, where var has it].",
+        ),
+        _opt(
             Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
             "--format",
             help="Format of DATA read from standard input (-) [default: sniffed from its bytes].",
@@ -412,6 +419,11 @@ def read_input(
         else:
             md = read_matrix(data, **kw)
     rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features" + (" (sparse)" if md.is_sparse else ""))
+    from hdtwd_cli.cli._mask import apply_mask
+
+    masked = apply_mask(md, getattr(o, "mask_var", None), str(data))
+    if masked:
+        rep.info(masked)
     return md
 
 

@@ -7,19 +7,24 @@ matrix, the matrix in memory), so that the I/O layer never runs the method.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import scipy.sparse as sp
 
-from hdtwd_cli.errors import OutputError, ParameterError
+from hdtwd_cli.errors import HdtwdWarning, OutputError, ParameterError
 from hdtwd_cli.io import atomic_path
 from hdtwd_cli.io._hdf5 import write_distances_blocked
 from hdtwd_cli.io._output import TREE_SUFFIXES, distance_suffix, write_distances, write_npy_in_place
 
 KNN_SUFFIXES = (".npz", ".h5ad")
+#: Tree files that keep everything (feature weights, denoiser, Haar filter).
+H5_TREE_SUFFIXES = (".h5", ".hdf5")
 
 
 def write_knn(
@@ -124,9 +129,10 @@ class DistanceOutputs:
         if samples is not None:  # --joint: the features' tree was learned with the samples' tree
             dv.record.update(tree_source="joint", params=dict(dv.tree.metadata))
         meta = {**(md.record() if stored else {}), **dv.record, "preset": preset}
-        for path in (self.save_tree, self.newick):
-            if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
-                dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
+        with kept_elsewhere(self.save_tree):
+            for path in (self.save_tree, self.newick):
+                if path is not None:  # a Nexus tree carries the samples' mass per node (io/_nexus.py)
+                    dv.tree.write(str(path), meta, tree_mass(dv.tree, md.X, md.feature_names, str(path)))
         if self.samples_tree is not None and samples is not None:
             samples.write(str(self.samples_tree), meta)
         adata = None
@@ -148,6 +154,16 @@ class DistanceOutputs:
             seed=seed,
             client=client,
         )
+
+
+@contextlib.contextmanager
+def kept_elsewhere(*paths: Path | str | None) -> Iterator[None]:
+    """Silence the warning that a Newick or Nexus tree loses the weights or the denoiser where one of ``paths``
+    is an ``.h5`` tree written by the same command, which keeps them (the warning's own advice)."""
+    with warnings.catch_warnings():
+        if any(p is not None and Path(str(p)).suffix.lower() in H5_TREE_SUFFIXES for p in paths):
+            warnings.filterwarnings("ignore", message=r".*write the \.h5 tree to reproduce", category=HdtwdWarning)
+        yield
 
 
 def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
