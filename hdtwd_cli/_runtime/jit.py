@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["njit", "intrinsic", "ir_supported", "prange", "load"]
+__all__ = ["njit", "intrinsic", "ir_supported", "prange", "load", "on_first_compile"]
 
 _PENDING: list[_Lazy] = []
 #: (module, name, typer, fallback, needs): made numba intrinsics by load(), or the fallback's kernel
@@ -85,9 +85,36 @@ def _load_cached_code_only(dispatcher: Any) -> None:
     def load_overload(sig: Any, target_context: Any) -> Any:
         nrt.rtsys.initialize(target_context)
         with cache._guard_against_spurious_io_errors():
-            return cache._load_overload(sig, target_context)
+            loaded = cache._load_overload(sig, target_context)
+        if loaded is None:  # a miss: numba compiles this signature now, and caches it
+            _compiling()
+        return loaded
 
     cache.load_overload = load_overload
+
+
+#: Called once per process, before the first kernel whose machine code is not in numba's on-disk cache is
+#: compiled (see :func:`on_first_compile`); ``None``: nothing.
+_ON_COMPILE: Callable[[], None] | None = None
+_ANNOUNCED = False
+
+
+def on_first_compile(callback: Callable[[], None] | None) -> None:
+    """Call ``callback`` once, when a cached kernel (``cache=True``) misses numba's on-disk cache and is
+    about to be compiled: the first run of a path, or after the cache was emptied or the kernels changed.
+
+    A cache hit (every later run) never calls it, so the command line can say, on that first run only,
+    why it is silent for a few seconds. ``None`` removes the callback.
+    """
+    global _ON_COMPILE
+    _ON_COMPILE = callback
+
+
+def _compiling() -> None:
+    global _ANNOUNCED
+    if _ON_COMPILE is not None and not _ANNOUNCED:
+        _ANNOUNCED = True
+        _ON_COMPILE()
 
 
 def load() -> None:

@@ -437,6 +437,15 @@ def set_threads(threads: int | None) -> None:
         threadpool_limits(threads)
 
 
+#: The one line a run prints when numba compiles kernels it has not cached yet (its first run on this path).
+COMPILING = "hdtwd: compiling the numba kernels once, about 10 s; later runs load them from the cache"
+
+
+def _announce_compilation() -> None:
+    sys.stderr.write(COMPILING + "\n")
+    sys.stderr.flush()
+
+
 def _warn_to_stderr(
     message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None
 ) -> None:
@@ -500,6 +509,10 @@ def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> Any:
             o = SimpleNamespace(**{p.name: kwargs.pop(p.name) for p in extra})
+            if not getattr(o, "quiet", False):
+                from hdtwd_cli._runtime.jit import on_first_compile
+
+                on_first_compile(_announce_compilation)
             default_path = kwargs.get("data", kwargs.get("embedding"))
             return _run(fn, dict(kwargs, o=o), getattr(o, "verbose", 0), default_path)
 
