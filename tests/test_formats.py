@@ -261,7 +261,6 @@ def test_every_10x_and_gzip_form_gives_the_identical_distance_matrix(tmp_path):
         ("cell,g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),  # names in every row
         (",g1,g2\n1,1,2\n2,3,4\n", (2, 2), ["1", "2"], ["g1", "g2"]),  # empty corner: numeric names
         ("g1,g2\na,1,2\nb,3,4\n", (2, 2), ["a", "b"], ["g1", "g2"]),  # one name fewer than fields
-        ("s1,1,2\ns2,3,4\n", (2, 2), ["s1", "s2"], ["f0", "f1"]),  # no header, names in every row
         ("1,2,3\n4,5,6\n", (2, 3), ["s0", "s1"], ["f0", "f1", "f2"]),  # numbers only
     ],
 )

@@ -257,7 +257,7 @@ def distance(
     joint = joint_params(o, tree, reference, unseen.value)
     params = tree_params(o, tree_given=tree is not None)
     md = read_input(data, o, rep, keep_adata=outs.h5ad)
-    ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw)
+    ref = None if reference is None else read_matrix(reference, o.transpose, o.layer, o.use_raw, header=o.header)
     if ref is not None:
         apply_mask(ref, o.mask_var, str(reference))
     client = connect(scheduler)

@@ -78,7 +78,7 @@ def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> i
         kind | None if default is None else kind,
         typer.Option(*names, help=help, show_default=default is not None and default is not False, **kw),
     ]
-    name = names[0].lstrip("-").replace("-", "_")
+    name = names[0].split("/")[0].lstrip("-").replace("-", "_")  # "--header/--no-header": header
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
 
 
@@ -225,6 +225,12 @@ INPUT = {
     p.name: p
     for p in (
         _opt(bool, "--transpose", default=False, help="The file stores features x samples."),
+        _opt(
+            bool,
+            "--header/--no-header",
+            help=".csv/.tsv: the first row is (is not) a header [default: by the layout; where the first row "
+            "cannot be told apart from data, an error asks for one of them].",
+        ),
         _opt(str, "--layer", metavar="NAME", help=".h5ad: read layers[NAME] instead of X."),
         _opt(bool, "--use-raw", default=False, help=".h5ad: read raw.X instead of X."),
         _opt(
@@ -235,7 +241,9 @@ INPUT = {
             "(matched by name with --use-raw); none: every feature [default: highly_variable, where var has it].",
         ),
         _opt(
-            Choice("InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz")),
+            Choice(
+                "InputFormat", ("npy", "csv", "tsv", "npz", "mtx", "h5ad", "h5", "csv.gz", "tsv.gz", "mtx.gz", "biom")
+            ),
             "--format",
             help="Format of DATA read from standard input (-) [default: sniffed from its bytes].",
         ),
@@ -326,6 +334,7 @@ _FLAGS = {
     "n_neighbors": "--knn",
     "format": "--format",
     "var_names": "--var-names",
+    "header": "--header/--no-header",
     "X": "DATA",
     "params": "the tree options",
     "feature_names": "the feature names",
@@ -410,6 +419,7 @@ def read_input(
         "keep_adata": keep_adata,
         "var_names": _value(getattr(o, "var_names", None)),
         "genome": getattr(o, "genome", None),
+        "header": getattr(o, "header", None),
     }
     with rep.stage(f"reading {data.name or 'standard input'}"):
         if str(data) == "-":

@@ -6,10 +6,12 @@ suffix     how it is read
 .npy       a 2-D numeric NumPy array (``allow_pickle=False``)
 .npz       a ``scipy.sparse.save_npz`` matrix, or an ``np.savez`` archive holding one 2-D array
 .mtx       Matrix Market (``scipy.io.mmread``); kept sparse
-.csv/.tsv  header row = feature names when all its cells (but the corner) are text; first column =
-           sample names when the corner cell is empty, the header has one name fewer than the
-           rows have fields, or every cell of the column is text; a mix of numbers and text in
-           the first row or column is an error naming the cell. ``.gz`` compressed too
+.csv/.tsv  :mod:`hdtwd_cli.io._table`: a header when its corner cell is empty or it names every
+           column; sample names in the first column by the layout; a first row that cannot be told
+           apart from data is an error naming ``header``; QIIME's ``#OTU ID`` table read as samples
+           x OTUs. ``.gz`` compressed too
+.biom      BIOM 2.1 (HDF5) or 1.0 (JSON) (:mod:`hdtwd_cli.io._biom`): observations x samples read as
+           samples x observations, with their ids
 .mtx.gz    Matrix Market, gzip-compressed
 .h5        Cell Ranger's HDF5 (:mod:`hdtwd_cli.io._tenx`); genes x cells read as cells x genes
 10x dir    ``filtered_feature_bc_matrix/`` (matrix.mtx.gz, features.tsv.gz, barcodes.tsv.gz)
@@ -17,18 +19,18 @@ suffix     how it is read
            ``raw.X``; names from ``obs_names`` / ``var_names``
 =========  ==================================================================================
 
-Sparse input stays sparse (CSR). Feature names that are missing are generated (``f0, f1, ...``);
-duplicates are made unique (``name``, ``name-1``, ...) with a warning.
+Names that say the matrix is features x samples (gene ids for the samples, cell barcodes for the
+features: :mod:`hdtwd_cli.io._orient`) are an error naming ``transpose``. Sparse input stays sparse
+(CSR). Feature names that are missing are generated (``f0, f1, ...``); duplicates are made unique
+(``name``, ``name-1``, ...) with a warning.
 """
 
 from __future__ import annotations
 
-import csv
 import hashlib
 import os
 import tempfile
 import warnings
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,13 +38,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
+from hdtwd_cli._runtime.memory import human_bytes
 from hdtwd_cli._runtime.sparse import canonical_csr
 from hdtwd_cli.errors import HdtwdError, HdtwdWarning, InputError, ParameterError, ResourceError
+from hdtwd_cli.io._biom import HDF5_MAGIC, read_biom
 from hdtwd_cli.io._guard import DECODE_ERRORS, check_sparse, open_hdf5, read_matrix_market, reading
 from hdtwd_cli.io._h5ad import read_h5ad_parts
+from hdtwd_cli.io._orient import check_orientation
+from hdtwd_cli.io._table import read_delimited
 from hdtwd_cli.io._tenx import read_10x_h5, read_10x_mtx, tenx_files
-from hdtwd_cli.io._text import open_text
 
 __all__ = [
     "MatrixData",
@@ -55,13 +59,9 @@ __all__ = [
     "MATRIX_SUFFIXES",
 ]
 
-MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".mtx.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".h5ad", ".h5")
-
-#: Memory a delimited table takes while it is read, per byte of its text (Python's lists of cells;
-#: measured 4.2 for one-digit counts and 8.1 for 6-digit decimals, plus the float64 values).
-TEXT_BYTES_FACTOR = 10
-#: Share of the available memory that reading a delimited table may take.
-TEXT_SHARE = 0.85
+MATRIX_SUFFIXES = (".npy", ".npz", ".mtx", ".mtx.gz", ".csv", ".csv.gz", ".tsv", ".tsv.gz", ".h5ad", ".h5", ".biom")
+#: Formats that say themselves which axis holds the samples (``transpose`` does not apply).
+_ORIENTED = {".biom": "a BIOM table"}
 
 
 @dataclass
@@ -147,14 +147,6 @@ def make_unique(names: list[str], what: str = "feature", path: str | None = None
         f"{where}{n_dup} duplicate {what} names made unique by appending -1, -2, ...", HdtwdWarning, stacklevel=2
     )
     return out
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 def check_values(X: np.ndarray | sp.spmatrix, path: str) -> np.ndarray | sp.csr_matrix:
@@ -249,103 +241,6 @@ def _read_mtx(path: str) -> tuple[sp.spmatrix, None, None]:
     return (sp.csr_matrix(M) if sp.issparse(M) else np.asarray(M)), None, None
 
 
-def _read_delimited(path: str, delimiter: str) -> tuple[np.ndarray, list[str] | None, list[str] | None]:
-    """A delimited table; names only where the layout leaves no other reading (nothing is dropped silently).
-
-    Header row = feature names when every cell of the first row (except the corner cell) is text; a
-    first row mixing numbers and text is an error naming the first text cell. First column = sample
-    names when the corner cell is empty, or the header has one name fewer than the rows have fields,
-    or every cell of the column is text; a first column mixing numbers and text otherwise is an
-    error naming the row and the cell (a typo must not turn a feature into names).
-    """
-    limit = int(TEXT_SHARE * available_memory() / TEXT_BYTES_FACTOR)  # characters that fit as cells
-    read = 0
-
-    def counted(fh: Any) -> Any:
-        nonlocal read
-        for line in fh:
-            read += len(line)
-            if read > limit:
-                raise ResourceError(
-                    f"{human_bytes(read)} of text read so far; a delimited table takes about "
-                    f"{TEXT_BYTES_FACTOR} times its text in memory while it is read, more than hdtwd allows "
-                    f"itself: {allowance(TEXT_SHARE, available_memory())}; convert it to .npz, .mtx or .h5ad",
-                    path,
-                )
-            yield line
-
-    try:
-        with open_text(path, newline="", encoding="utf-8-sig") as fh:  # a UTF-8 BOM is dropped
-            rows = [r for r in csv.reader(counted(fh), delimiter=delimiter)]
-    except (csv.Error, UnicodeDecodeError, EOFError) as e:
-        raise InputError(f"not a readable {delimiter!r}-delimited text file ({e})", path) from None
-    except (OSError, zlib.error) as e:  # gzip: not a gzip file / truncated or damaged stream
-        raise InputError(f"not a readable compressed file ({e})", path) from None
-    lines = [i + 1 for i, r in enumerate(rows) if r and any(c.strip() for c in r)]
-    rows = [r for r in rows if r and any(c.strip() for c in r)]
-    if not rows:
-        raise InputError("file is empty", path)
-    first = [c.strip() for c in rows[0]]
-    header: list[str] | None = None
-    if not all(_is_number(c) for c in first):
-        rest = first[1:]
-        text = [j + 1 for j, c in enumerate(rest) if not _is_number(c)]
-        if len(text) == len(rest):
-            header, rows, lines = first, rows[1:], lines[1:]
-        elif text:  # names and numbers mixed in the first row: a typo, or a number among names
-            nums = sum(_is_number(c) for c in first)
-            words = len(first) - nums
-            if nums > len(text):
-                j = text[0]
-                why = f"{first[j]!r} is not a number, but {nums} of the row's other cells are"
-            else:
-                j = next(j + 1 for j, c in enumerate(rest) if _is_number(c))
-                why = f"{first[j]!r} is a number among the header's {words} names"
-            raise InputError(
-                f"line {lines[0]}, column {j + 1}: {why}; a header must name every column "
-                "and a data row hold only numbers",
-                path,
-            )
-    if not rows:
-        raise InputError("file has a header but no data rows", path)
-    width = len(rows[0])
-    for i, r in enumerate(rows):
-        if len(r) != width:
-            raise InputError(f"line {lines[i]} has {len(r)} fields, expected {width} (ragged table)", path)
-    col0 = [r[0].strip() for r in rows]
-    text0 = [i for i, c in enumerate(col0) if not _is_number(c)]
-    index = len(text0) == len(rows) or (
-        header is not None and ((header[0] == "" and len(header) == width) or len(header) == width - 1)
-    )
-    if text0 and not index:
-        i = text0[0]
-        raise InputError(
-            f"line {lines[i]}, column 1: {col0[i]!r} is not a number, but the column holds "
-            f"numbers in {len(rows) - len(text0)} of {len(rows)} rows (sample names need an empty "
-            "first header cell or a name in every row)",
-            path,
-        )
-    sample_names = col0 if index else None
-    start = 1 if index else 0
-    if width - start < 1:
-        raise InputError("no numeric columns", path)
-    if header is not None:
-        if len(header) == width:
-            header = header[start:]
-        elif not (index and len(header) == width - 1):
-            raise InputError(f"header has {len(header)} fields but rows have {width}", path)
-    vals = np.empty((len(rows), width - start), dtype=np.float64)
-    for i, r in enumerate(rows):
-        try:
-            vals[i] = [float(c) for c in r[start:]]
-        except ValueError:
-            j = next(j for j, c in enumerate(r[start:]) if not _is_number(c))
-            raise InputError(
-                f"line {lines[i]}, column {j + 1 + start}: {r[start + j]!r} is not a number", path
-            ) from None
-    return vals, sample_names, header
-
-
 def _alternatives(has_raw: bool, layers: list[str]) -> str:
     """Where else an AnnData holds a matrix, named for a hint (``raw.X``, layers)."""
     alt = (["raw.X ({a})"] if has_raw else []) + (
@@ -434,8 +329,10 @@ def sniff_format(head: bytes) -> str:
         return ".npy"
     if head.startswith(b"PK\x03\x04"):
         return ".npz"
-    if head.startswith(b"\x89HDF\r\n\x1a\n"):
+    if head.startswith(HDF5_MAGIC):
         return ".h5ad"
+    if head.lstrip().startswith(b"{"):  # JSON: BIOM 1.0
+        return ".biom"
     if head.lstrip().startswith(b"%%MatrixMarket"):
         return ".mtx"
     first = head.split(b"\n", 1)[0]
@@ -481,6 +378,8 @@ def read_matrix(
     keep_adata: bool = False,
     var_names: str | None = None,
     genome: str | None = None,
+    *,
+    header: bool | None = None,
 ) -> MatrixData:
     """Read a samples x features matrix from ``path`` (format from the suffix).
 
@@ -500,6 +399,10 @@ def read_matrix(
     genome : str, optional
         Cell Ranger ``.h5`` only: the genome to read (needed when a Cell Ranger 2 file holds several),
         as ``scanpy.read_10x_h5(genome=)``.
+    header : bool, optional
+        ``.csv``/``.tsv`` only: whether the first row is a header. None (default): decided by the layout
+        (:mod:`hdtwd_cli.io._table`), an error naming ``header`` where the first row cannot be told
+        apart from data.
 
     Raises
     ------
@@ -528,6 +431,7 @@ def read_matrix(
                 keep_adata=keep_adata,
                 var_names=var_names,
                 genome=genome,
+                header=header,
             )
     if (layer or use_raw) and suffix != ".h5ad":
         raise ParameterError(
@@ -542,12 +446,15 @@ def read_matrix(
         raise ParameterError("applies to 10x inputs only (a matrix directory or a Cell Ranger .h5)", "var_names", p)
     if genome is not None and suffix != ".h5":
         raise ParameterError("applies to Cell Ranger .h5 files only", "genome", p)
+    if header is not None and suffix not in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
+        raise ParameterError("applies to .csv and .tsv tables only", "header", p)
     if tenx is None and os.path.getsize(p) == 0:
         raise InputError("file is empty", p)
     before = _file_state(tenx or (p,))
     obs: dict = {}
     ad = None
     hint = ""
+    layout = _ORIENTED.get(suffix)
     if tenx is not None:
         X, rows, cols = read_10x_mtx(p, var_names or "gene_symbols")
     elif suffix == ".npy":
@@ -557,11 +464,14 @@ def read_matrix(
     elif suffix in (".mtx", ".mtx.gz"):
         X, rows, cols = _read_mtx(p)  # type: ignore[assignment]
     elif suffix in (".csv", ".tsv", ".csv.gz", ".tsv.gz"):
-        X, rows, cols = _read_delimited(p, "\t" if suffix.startswith(".tsv") else ",")  # type: ignore[assignment]
+        table = read_delimited(p, "\t" if suffix.startswith(".tsv") else ",", header=header)
+        X, rows, cols, layout = table.values, table.sample_names, table.feature_names, table.layout  # type: ignore[assignment]
     elif suffix == ".h5ad":
         X, rows, cols, obs, ad, hint = _read_h5ad(p, layer, use_raw, obs_keys, keep_adata)
     elif suffix == ".h5":
         X, rows, cols = read_10x_h5(p, var_names or "gene_symbols", genome)
+    elif suffix == ".biom":
+        X, rows, cols = read_biom(p)
     else:
         raise InputError(
             f"unknown file type {suffix or '(no suffix)'!r}; expected one of {', '.join(MATRIX_SUFFIXES)} "
@@ -579,6 +489,10 @@ def read_matrix(
             raise
         text = e.message.replace("{", "{{").replace("}", "}}")
         raise InputError(text + f"; the file also holds {hint}", p, a="use_raw", b="layer") from None
+    if transpose and layout is not None:
+        raise ParameterError(
+            f"does not apply: {layout} says which ids are the samples (read as samples x features)", "transpose", p
+        )
     if transpose:
         X = X.T.tocsr() if sp.issparse(X) else np.ascontiguousarray(X.T)
         rows, cols = cols, rows
@@ -589,6 +503,7 @@ def read_matrix(
         raise InputError(f"{len(rows)} sample names for {n} rows", p)
     if cols is not None and len(cols) != m:
         raise InputError(f"{len(cols)} feature names for {m} columns", p)
+    check_orientation(sample_names=rows, feature_names=cols, transposed=transpose, path=p)
     sample_names = make_unique(rows if rows is not None else [f"s{i}" for i in range(n)], "sample", p)
     feature_names = make_unique(cols if cols is not None else [f"f{j}" for j in range(m)], "feature", p)
     if ad is not None and keep_adata:
