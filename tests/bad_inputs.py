@@ -266,6 +266,38 @@ def _nexus_weight(tmp: Path) -> Path:
     return t
 
 
+OTU_TSV = "# Constructed from biom file\n#OTU ID\tS1\tS2\tS3\ttaxonomy\n1001\t3\t0\t1\tk__A\n1002\t0\t2\t4\tk__B\n"
+BIOM_BAD_SHAPE = (
+    '{"rows": [{"id": "o1"}, {"id": "o2"}], "columns": [{"id": "S1"}, {"id": "S2"}], "shape": [3, 2], '
+    '"matrix_type": "dense", "matrix_element_type": "int", "data": [[1, 0], [2, 3]]}'
+)
+
+
+def _genes_by_cells(tmp: Path, cells_first: bool = False) -> Path:
+    """10x barcodes and Ensembl gene ids: genes x cells (or cells x genes)."""
+    cells = ["AAACCTGAGAAGGCCT-1", "AAACCTGAGACAGACC-1", "AAACCTGAGGCATGGT-1"]
+    genes = ["ENSG00000141510", "ENSG00000146648", "ENSG00000012048", "ENSG00000139618"]
+    rows, cols = (cells, genes) if cells_first else (genes, cells)
+    text = (
+        ","
+        + ",".join(cols)
+        + "\n"
+        + "".join(
+            r + "," + ",".join(str(1 + (i * 7 + j) % 5) for j in range(len(cols))) + "\n" for i, r in enumerate(rows)
+        )
+    )
+    return _w(tmp, "x.csv", text)
+
+
+def _biom_without_sample_ids(tmp: Path) -> Path:
+    import h5py
+
+    p = tmp / "x.biom"
+    with h5py.File(p, "w") as f:
+        f["observation/ids"] = np.array([b"o1", b"o2"])
+    return p
+
+
 Case = tuple[str, str, Callable[[Path], list], int, str]
 
 
@@ -887,6 +919,81 @@ CASES: list[Case] = [
         lambda t: ["distance", _w(t, "x.csv", "a,b,3\n1,2,3\n"), "-o", t / "D.npy"],
         2,
         "'3' is a number among the header's 2 names",
+    ),
+    (
+        "csv-numeric-header",
+        "numeric feature ids in a header whose corner cell is empty (read as names, not as a sample)",
+        lambda t: [
+            "distance",
+            _w(t, "x.csv", ",7157,672,1956\ncellA,1,0,3\ncellB,0,2,1\ncellC,4,1,0\n"),
+            "-o",
+            t / "D.csv",
+        ],
+        0,
+        "",
+    ),
+    (
+        "csv-header-ambiguous",
+        "a word in the corner, numeric ids after it, names in every row (a header, or a sample named 'gene'?)",
+        lambda t: ["distance", _w(t, "x.csv", "gene,7157,672,1956\ncellA,1,0,3\ncellB,0,2,1\n"), "-o", t / "D.npy"],
+        2,
+        "say which with --header/--no-header",
+    ),
+    (
+        "csv-header-ids-over-decimals",
+        "distinct integers in the first row of a table of decimals (numeric ids, or a data row?)",
+        lambda t: ["distance", _w(t, "x.csv", "7157,672,1956\n0.5,1.25,0\n2,0.75,1\n"), "-o", t / "D.npy"],
+        2,
+        "above non-integer values: numeric ids? say which with --header/--no-header",
+    ),
+    (
+        "header-not-a-table",
+        "--header with a .npy",
+        lambda t: ["distance", _npy(t, "x.npy", np.ones((3, 3))), "--header", "-o", t / "D.npy"],
+        2,
+        "--header/--no-header applies to .csv and .tsv tables only",
+    ),
+    (
+        "genes-by-cells",
+        "genes x cells (10x barcodes as columns, Ensembl ids as rows) without --transpose",
+        lambda t: ["distance", _genes_by_cells(t), "-o", t / "D.npy"],
+        2,
+        "the file looks features x samples; add --transpose",
+    ),
+    (
+        "cells-by-genes-transposed",
+        "cells x genes with --transpose",
+        lambda t: ["distance", _genes_by_cells(t, cells_first=True), "--transpose", "-o", t / "D.npy"],
+        2,
+        "the file is samples x features already; drop --transpose",
+    ),
+    (
+        "otu-transpose",
+        "QIIME's classic OTU table (#OTU ID) with --transpose (it is read as samples x OTUs already)",
+        lambda t: ["distance", _w(t, "otu.tsv", OTU_TSV), "--transpose", "-o", t / "D.npy"],
+        2,
+        "--transpose does not apply: a QIIME OTU table says which ids are the samples",
+    ),
+    (
+        "biom-not-biom",
+        "a CSV named .biom",
+        lambda t: ["distance", _w(t, "x.biom", OK_CSV), "-o", t / "D.npy"],
+        2,
+        "not a BIOM file: neither HDF5 (BIOM 2) nor JSON (BIOM 1.0)",
+    ),
+    (
+        "biom-shape",
+        "a BIOM 1.0 table whose shape disagrees with its ids",
+        lambda t: ["distance", _w(t, "x.biom", BIOM_BAD_SHAPE), "-o", t / "D.npy"],
+        2,
+        "BIOM shape [3, 2] does not match its 2 rows and 2 columns",
+    ),
+    (
+        "biom-no-ids",
+        "an HDF5 .biom without sample ids",
+        lambda t: ["distance", _biom_without_sample_ids(t), "-o", t / "D.npy"],
+        2,
+        "not a BIOM 2 file: no sample/ids",
     ),
     (
         "gz-not-gzip",

@@ -60,7 +60,7 @@ class Table:
     sample_names, feature_names : list of str or None
         None where the file names none.
     layout : str or None
-        The name of a format that fixes the orientation itself (``"QIIME OTU table"``): the table
+        The name of a format that fixes the orientation itself (``"a QIIME OTU table"``): the table
         was transposed by that rule and a caller's ``transpose`` does not apply.
     """
 
@@ -158,7 +158,7 @@ def _otu_table(rows: list[list[str]], lines: list[int], path: str, header: bool 
         raise InputError("QIIME OTU table names no sample after '#OTU ID'", path)
     otus = [r[0].strip() for r in body]
     vals = _values(body, at, 1, path)
-    return Table(np.ascontiguousarray(vals.T), head[1:], otus, layout="QIIME OTU table")
+    return Table(np.ascontiguousarray(vals.T), head[1:], otus, layout="a QIIME OTU table")
 
 
 def _has_header(first: list[str], below: list[list[str]], at: int, path: str) -> bool:
