@@ -128,7 +128,7 @@ def test_cli_help_lists_the_joint_methods():
 
     from hdtwd_cli.cli._app import app
 
-    res = CliRunner().invoke(app, ["classify", "--help"])
+    res = CliRunner().invoke(app, ["classify", "--help"], env={"COLUMNS": "1000"})  # each help on one line
     assert res.exit_code == 0, res.output
     flat = re.sub(r"[\s│]", "", res.output)
     assert ",ot,joint,joint-alt,joint-transductive(" in flat

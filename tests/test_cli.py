@@ -192,7 +192,7 @@ def test_help_and_version():
 
 
 def test_start_up_imports_no_numerical_stack():
-    """`hdtwd --version` and `--help` load neither numpy, scipy, numba, anndata nor rich.
+    """`hdtwd --version` loads neither numpy, scipy, numba, anndata nor rich (`--help` draws with rich).
 
     The command line declares its options from :mod:`hdtwd_cli._defaults`; the numerical modules are
     imported by the command bodies. Checked in a fresh interpreter, where nothing else imported them.

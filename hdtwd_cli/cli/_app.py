@@ -19,6 +19,8 @@ import typer
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
+from hdtwd_cli.cli import _help
+from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
 from hdtwd_cli.cli._options import (
     EDGE_WEIGHTS_CHOICE,
     INPUT,
@@ -48,23 +50,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
+    cls=HelpGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 DataArg = Annotated[
     Path,
     typer.Argument(
-        help="Data matrix, rows = samples: .npy .csv .tsv .npz .mtx .h5ad, or - for standard input.", show_default=False
+        help="Data matrix, rows = samples: .npy, .csv/.tsv (also .gz), .npz, .mtx (also .gz), .h5ad, .biom, a 10x "
+        "directory (matrix.mtx.gz, features.tsv.gz, barcodes.tsv.gz) or Cell Ranger .h5, or - for standard input.",
+        show_default=False,
     ),
 ]
 
 
 def _out(help: str) -> Any:
-    return typer.Option("--output", "-o", help=help, show_default=False)
+    return typer.Option("--output", "-o", help=help, show_default=False, rich_help_panel=_help.OUTPUT)
 
 
-@app.command()
+def _in(panel: str, *names: str, **kw: Any) -> Any:
+    """A command's own option, in the ``--help`` panel ``panel``."""
+    return typer.Option(*names, rich_help_panel=panel, **kw)
+
+
+@app.command(cls=HelpCommand, epilog=epilog("embed"))
 @command(TREE, INPUT, OUTPUT)
 def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (.h5).")], o: Any = None) -> None:
     """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
@@ -83,23 +93,30 @@ def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (
     rep.info(f"wrote {output}")
 
 
-@app.command("decode-tree")
+@app.command("decode-tree", cls=HelpCommand, epilog=epilog("decode-tree"))
 @command(OUTPUT)
 def decode_tree(
-    embedding: Annotated[Path, typer.Argument(help="Embedding file written by 'hdtwd embed'.", show_default=False)],
+    embedding: Annotated[
+        Path,
+        typer.Argument(help="Embedding file written by 'hdtwd embed'.", show_default=False),
+    ],
     output: Annotated[Path, _out("Tree file to write (.h5).")],
     newick: Annotated[
-        Path | None, typer.Option("--newick", help="Also write the tree as Newick.", show_default=False)
+        Path | None, _in(_help.OUTPUT, "--newick", help="Also write the tree as Newick.", show_default=False)
     ] = None,
     linkage: Annotated[
         LINKAGE | None,  # type: ignore[valid-type]
-        typer.Option(
-            "--linkage", help="Agglomeration rule on the HD-LCA values [default: the embedding's].", show_default=False
+        _in(
+            _help.TREE,
+            "--linkage",
+            help="Agglomeration rule on the HD-LCA values [default: the embedding's].",
+            show_default=False,
         ),
     ] = None,
     edge_weights: Annotated[
         EDGE_WEIGHTS_CHOICE | None,  # type: ignore[valid-type]
-        typer.Option(
+        _in(
+            _help.TREE,
             "--edge-weights",
             help="midpoint (the paper) or lca (HD-LCA heights) [default: the embedding's].",
             show_default=False,
@@ -107,7 +124,7 @@ def decode_tree(
     ] = None,
     o: Any = None,
 ) -> None:
-    """HD-LCA binary tree (Alg. 1), saved as HDF5 and optionally Newick."""
+    """The HD-LCA binary tree of a stored embedding (the paper's Algorithm 1), saved as HDF5 and optionally Newick."""
     from hdtwd_cli._api import decode_tree as api_decode
     from hdtwd_cli.cli._output import kept_elsewhere
     from hdtwd_cli.io import check_output_path, read_embedding
@@ -129,20 +146,24 @@ def decode_tree(
     rep.info(f"tree with {tree.n_leaves} leaves, depth {int(tree.depth().max())}; wrote {output}")
 
 
-@app.command()
+@app.command(cls=HelpCommand, epilog=epilog("distance"))
 @command(TREE, INPUT, THREADS, OUTPUT, JOINT)
 def distance(
     data: DataArg,
     output: Annotated[Path, _out("Distance matrix to write: .npy, .h5, .csv or .tsv (-o - : standard output).")],
     tree: Annotated[
         Path | None,
-        typer.Option(
-            "--tree", help="Use this tree (.h5 from hdtwd, or Newick) instead of learning one.", show_default=False
+        _in(
+            _help.TREE,
+            "--tree",
+            help="Use this tree (.h5 from hdtwd, or Newick) instead of learning one.",
+            show_default=False,
         ),
     ] = None,
     save_tree: Annotated[
         Path | None,
-        typer.Option(
+        _in(
+            _help.OUTPUT,
             "--save-tree",
             help="Also save the learned tree (with --joint: the joint features' tree): .h5 (everything), or "
             ".nex (Nexus for FigTree / DendroPy: feature weights and the samples' mass on every node).",
@@ -150,15 +171,16 @@ def distance(
         ),
     ] = None,
     newick: Annotated[
-        Path | None, typer.Option("--newick", help="Also save the learned tree as Newick.", show_default=False)
+        Path | None, _in(_help.OUTPUT, "--newick", help="Also save the learned tree as Newick.", show_default=False)
     ] = None,
     dtype: Annotated[
         Choice("DType", ("float64", "float32")),  # type: ignore[valid-type]
-        typer.Option("--dtype", help="Storage type of the result."),
+        _in(_help.OUTPUT, "--dtype", help="Storage type of the result."),
     ] = "float64",
     reference: Annotated[
         Path | None,
-        typer.Option(
+        _in(
+            _help.INPUT,
             "--reference",
             help="Cross distances: DATA (queries, rows) against these reference samples (columns); needs --tree.",
             show_default=False,
@@ -166,7 +188,8 @@ def distance(
     ] = None,
     knn: Annotated[
         int | None,
-        typer.Option(
+        _in(
+            _help.DISTANCE,
             "--knn",
             help="Keep each sample's K nearest neighbours, the sample itself included (scanpy's n_neighbors), "
             "as a sparse graph (-o .npz, or .h5ad in sc.pp.neighbors' layout); memory O(n K).",
@@ -176,7 +199,8 @@ def distance(
     ] = None,
     key_added: Annotated[
         str | None,
-        typer.Option(
+        _in(
+            _help.OUTPUT,
             "--key-added",
             help="With --knn into .h5ad: obsp[KEY_distances], obsp[KEY_connectivities], uns[KEY] "
             "[default: obsp['distances'], obsp['connectivities'], uns['neighbors'], as scanpy].",
@@ -185,7 +209,8 @@ def distance(
     ] = None,
     store_vectors: Annotated[
         bool | None,
-        typer.Option(
+        _in(
+            _help.OUTPUT,
             "--store-vectors/--no-store-vectors",
             help="With --knn into .h5ad: store the TWD vectors as obsm['X_hdtwd'] "
             "[default: when they take at most 1 GB].",
@@ -194,7 +219,8 @@ def distance(
     ] = None,
     output_format: Annotated[
         Choice("OutputFormat", ("npy", "csv", "tsv", "h5")) | None,  # type: ignore[valid-type]
-        typer.Option(
+        _in(
+            _help.OUTPUT,
             "--output-format",
             help="Format of the result [default: from the suffix of -o; tsv for -o -].",
             show_default=False,
@@ -202,7 +228,8 @@ def distance(
     ] = None,
     knn_method: Annotated[
         Choice("KnnMethod", ("exact", "nndescent", "pynndescent", "auto")),  # type: ignore[valid-type]
-        typer.Option(
+        _in(
+            _help.DISTANCE,
             "--knn-method",
             help="With --knn: exact search, nndescent (hdtwd's NN-descent candidates re-ranked by the exact "
             "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
@@ -212,18 +239,21 @@ def distance(
     ] = "exact",
     scheduler: Annotated[
         str | None,
-        typer.Option(
+        _in(
+            _help.PERFORMANCE,
             "--scheduler",
             envvar="DASK_SCHEDULER_ADDRESS",
             metavar="ADDRESS",
             help="Run the --knn search (exact or nndescent), or all pairs into -o FILE.zarr, as tasks on this "
-            "dask.distributed scheduler (e.g. tcp://10.0.0.1:8786) [env: DASK_SCHEDULER_ADDRESS].",
+            "dask.distributed scheduler (e.g. tcp://10.0.0.1:8786).",
+            show_envvar=True,
             show_default=False,
         ),
     ] = None,
     unseen: Annotated[
         Choice("Unseen", ("error", "root")),  # type: ignore[valid-type]
-        typer.Option(
+        _in(
+            _help.TREE,
             "--unseen",
             help="With --tree: data features with mass that are not leaves of the tree are an error, or "
             "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).",
@@ -317,29 +347,31 @@ def _parse_list(text: str | None, kind: type, argument: str) -> list | None:
     return vals
 
 
-@app.command()
+@app.command(cls=HelpCommand, epilog=epilog("classify"))
 @command(TREE, INPUT, THREADS, OUTPUT, exclude=("eps", "scales"))
 def classify(
     data: DataArg,
     labels: Annotated[
         str,
-        typer.Option(
+        _in(
+            _help.INPUT,
             "--labels",
             help="obs:COLUMN of an .h5ad, or a file with one label per line.",
             metavar="obs:COLUMN|FILE",
             show_default=False,
         ),
     ],
-    splits: Annotated[int, typer.Option("--splits", help="Number of random train/test splits.", min=1)] = 5,
+    splits: Annotated[int, _in(_help.EVALUATION, "--splits", help="Number of random train/test splits.", min=1)] = 5,
     test_size: Annotated[
-        float, typer.Option("--test-size", help="Fraction of samples in each test set.", min=0.0, max=1.0)
+        float, _in(_help.EVALUATION, "--test-size", help="Fraction of samples in each test set.", min=0.0, max=1.0)
     ] = 0.3,
-    k: Annotated[str, typer.Option("--k", help="Comma-separated k of the kNN classifier.")] = ",".join(
+    k: Annotated[str, _in(_help.EVALUATION, "--k", help="Comma-separated k of the kNN classifier.")] = ",".join(
         map(str, DEFAULT_K)
     ),
     eps: Annotated[
         str | None,
-        typer.Option(
+        _in(
+            _help.TREE,
             "--eps",
             help="Kernel scale multiplier c, or a comma-separated grid chosen by inner CV on the training rows "
             "[default: 1].",
@@ -348,11 +380,14 @@ def classify(
     ] = None,
     scales: Annotated[
         str | None,
-        typer.Option("--scales", help="Largest scale K, or a comma-separated grid [default: 7].", show_default=False),
+        _in(
+            _help.TREE, "--scales", help="Largest scale K, or a comma-separated grid [default: 7].", show_default=False
+        ),
     ] = None,
     methods: Annotated[
         str | None,
-        typer.Option(
+        _in(
+            _help.EVALUATION,
             "--methods",
             help=methods_help() + " [default: hdtwd, star, cosine, euclidean, l1, then tfidf-l1,tfidf-cosine "
             "for counts, pca unless the features rarely co-occur].",
@@ -361,7 +396,8 @@ def classify(
     ] = None,
     ot_budget: Annotated[
         int,
-        typer.Option(
+        _in(
+            _help.EVALUATION,
             "--ot-budget",
             help="Transport variables (support pairs) of the exact-OT programs per split: ot and flowtree "
             "are scored on the seeded test rows that fit, the fitted trees on the training pairs that fit "
@@ -371,12 +407,13 @@ def classify(
         ),
     ] = OT_BUDGET,
     json_out: Annotated[
-        Path | None, typer.Option("--json", help="Write the full report as JSON.", show_default=False)
+        Path | None, _in(_help.OUTPUT, "--json", help="Write the full report as JSON.", show_default=False)
     ] = None,
-    per_k: Annotated[bool, typer.Option("--per-k", help="Show the mean accuracy for every k.")] = False,
+    per_k: Annotated[bool, _in(_help.OUTPUT, "--per-k", help="Show the mean accuracy for every k.")] = False,
     plot: Annotated[
         Path | None,
-        typer.Option(
+        _in(
+            _help.OUTPUT,
             "--plot",
             help="Also draw accuracy against k per method (.png, .svg, .pdf; needs matplotlib).",
             show_default=False,

@@ -1,6 +1,7 @@
 """Generate the roff manual pages in ``man/`` and the site's command-line reference from the CLI itself.
 
-``python -m hdtwd_cli.cli._manpage man/`` rewrites ``man/hdtwd.1`` and ``man/hdtwd-COMMAND.1``; a test
+``python -m hdtwd_cli.cli._manpage man/ docs/usage.md`` rewrites ``man/hdtwd.1`` and ``man/hdtwd-COMMAND.1`` (and
+the usage page's list of the ``--help`` panels); a test
 checks that every option of every command appears in its page, so the pages cannot drift.
 :func:`cli_reference` writes the same content as reStructuredText for the Sphinx site (docs/conf.py
 calls it at every build).
@@ -16,6 +17,7 @@ import typer
 
 from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._app import app
+from hdtwd_cli.cli._help import EXAMPLES
 
 __all__ = ["render_pages", "cli_reference"]
 
@@ -38,8 +40,20 @@ output cannot be written
 .B 4
 not enough memory for the requested computation
 .TP
+.B 5
+the Dask cluster failed the work (\\fB\\-\\-scheduler\\fR)
+.TP
+.B 129
+hung up (SIGHUP); no partial output is left behind
+.TP
 .B 130
-interrupted; no partial output is left behind
+interrupted (Ctrl\\-C); no partial output is left behind
+.TP
+.B 141
+the reader of standard output went away (\\fB| head\\fR); the run stops quietly
+.TP
+.B 143
+terminated (SIGTERM); no partial output is left behind
 """
 
 
@@ -132,6 +146,8 @@ def render_pages() -> dict[str, str]:
             _esc(cmd.help or ""),
             ".SH OPTIONS",
         ] + _option_lines(cmd)
+        if name in EXAMPLES:
+            lines += [".SH EXAMPLES"] + [f".PP\n.nf\n{_esc(e)}\n.fi" for e in EXAMPLES[name]]
         lines += [_EXIT, ".SH SEE ALSO", "\\fBhdtwd\\fR(1)"]
         pages[f"hdtwd-{page}.1"] = "\n".join(lines) + "\n"
     return pages
@@ -156,7 +172,9 @@ def cli_reference() -> str:
         "",
         "Exit status: 0 success; 1 internal error (a bug; ``-v`` prints the traceback); 2 bad usage",
         "or bad input (the message names the file and the problem); 3 output cannot be written; 4 not",
-        "enough memory for the requested computation; 130 interrupted (no partial output is left behind).",
+        "enough memory for the requested computation; 5 the Dask cluster failed the work (``--scheduler``); 129",
+        "hung up (SIGHUP), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM): no partial output is left behind;",
+        "141 the reader of standard output went away (``| head``).",
         "",
     ]
     for name, cmd in _commands(group):
@@ -182,14 +200,25 @@ def cli_reference() -> str:
                 names = ", ".join(p.opts + p.secondary_opts)
                 meta = "" if flag else f" {_metavar(p, ctx)}"
                 out += [f"``{names}{meta}``", f"    {_rst(p.help or '')}", ""]
+        if name in EXAMPLES:
+            out += ["Example::" if len(EXAMPLES[name]) == 1 else "Examples::", ""]
+            out += [f"    {e}" for e in EXAMPLES[name]] + [""]
     return "\n".join(out) + "\n"
 
 
 def main(argv: list[str]) -> None:
+    """Write the pages into ``argv[0]`` (``man``); with ``argv[1]`` (docs/usage.md), rewrite that page's list of
+    the ``--help`` panels (:func:`hdtwd_cli.cli._help.panel_section`) too."""
+    from hdtwd_cli.cli._help import BEGIN, END, panel_section
+
     out = Path(argv[0] if argv else "man")
     out.mkdir(parents=True, exist_ok=True)
     for name, text in render_pages().items():
         (out / name).write_text(text)
+    if len(argv) > 1:
+        page = Path(argv[1])
+        head, rest = page.read_text().split(BEGIN, 1)
+        page.write_text(head + panel_section() + rest.split(END, 1)[1])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -39,6 +39,7 @@ from hdtwd_cli._defaults import (
     TRANSFORMS,
     WEIGHTINGS,
 )
+from hdtwd_cli.cli import _help
 from hdtwd_cli.errors import HdtwdError, InputError, ParameterError, Terminated
 
 if TYPE_CHECKING:
@@ -76,7 +77,9 @@ def _opt(kind: Any, *names: str, help: str, default: Any = None, **kw: Any) -> i
     """One keyword option, declared once for every command that has it."""
     annotation = Annotated[  # type: ignore[valid-type]
         kind | None if default is None else kind,
-        typer.Option(*names, help=help, show_default=default is not None and default is not False, **kw),
+        typer.Option(
+            *names, help=help, show_default=default is not None and default is not False and not kw.get("count"), **kw
+        ),
     ]
     name = names[0].split("/")[0].lstrip("-").replace("-", "_")  # "--header/--no-header": header
     return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
@@ -111,8 +114,10 @@ TREE = {
             float,
             "--eps",
             min=0.0,
-            help=f"Kernel scale multiplier c: eps = c x median feature distance [default: "
-            f"{DEFAULT_EPS:g}; {_D['landmark_eps']:g} on the landmark path].",
+            help="Kernel scale multiplier c. With --bandwidth knn (the default) the kernel is "
+            "exp(-d^2 / (c s_j s_j')), s_j the distance from feature j to its k-th nearest feature; with "
+            f"--bandwidth median (the paper) eps = c x the median feature distance [default: {DEFAULT_EPS:g}; "
+            f"{_D['landmark_eps']:g} on the landmark path].",
         ),
         _opt(
             int, "--scales", min=0, help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."
@@ -329,6 +334,22 @@ JOINT = {
     )
 }
 
+
+def _panels(group: dict[str, inspect.Parameter], panel: str, **moved: str) -> dict[str, inspect.Parameter]:
+    """Put the options of ``group`` in the ``--help`` panel ``panel`` (those named in ``moved`` in theirs)."""
+    for name, p in group.items():
+        p.annotation.__metadata__[0].rich_help_panel = moved.get(name, panel)
+    return group
+
+
+_panels(
+    TREE, _help.TREE, landmarks=_help.PERFORMANCE, landmark_method=_help.PERFORMANCE, max_features=_help.PERFORMANCE
+)
+_panels(INPUT, _help.INPUT)
+_panels(OUTPUT, _help.OUTPUT)
+_panels(THREADS, _help.PERFORMANCE)
+_panels(JOINT, _help.TREE, samples_tree=_help.OUTPUT)
+
 #: Flags whose name is not the Python argument's (``--flag`` for ``flag``, ``_`` as ``-``, otherwise).
 _FLAGS = {
     "n_neighbors": "--knn",
@@ -526,7 +547,12 @@ def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()
             default_path = kwargs.get("data", kwargs.get("embedding"))
             return _run(fn, dict(kwargs, o=o), getattr(o, "verbose", 0), default_path)
 
-        params = own + extra
+        # arguments first, in their order; then the options panel by panel (stable: as declared within one);
+        # typer passes every parameter by name, so all are keyword-only and any order is a valid signature
+        params = sorted(
+            (p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own + extra),
+            key=lambda p: (not _help.is_argument(p), _help.rank(p)),
+        )
         wrapper.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
         del wrapper.__wrapped__

@@ -13,6 +13,8 @@ from typing import Annotated, Any
 import typer
 
 from hdtwd_cli._runtime.progress import Reporter
+from hdtwd_cli.cli import _help
+from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
 from hdtwd_cli.cli._options import INPUT, OUTPUT, command, read_input
 from hdtwd_cli.errors import InputError, ParameterError
 
@@ -22,12 +24,16 @@ plot_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+    rich_markup_mode="rich",
+    cls=HelpGroup,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 PictureOut = Annotated[
-    Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.", show_default=False)
+    Path,
+    typer.Option(
+        "--output", "-o", help="Picture to write: .png, .svg or .pdf.", show_default=False, rich_help_panel=_help.OUTPUT
+    ),
 ]
 
 
@@ -46,7 +52,7 @@ def check_picture(output: Path, inputs: list[Any], argument: str = "output") -> 
     return pl
 
 
-@plot_app.command("tree")
+@plot_app.command("tree", cls=HelpCommand, epilog=epilog("plot tree"))
 @command(INPUT, OUTPUT)
 def plot_tree(
     tree: Annotated[Path, typer.Argument(help="Tree file (.h5 from hdtwd, or Newick).", show_default=False)],
@@ -55,11 +61,15 @@ def plot_tree(
         Path | None,
         typer.Option(
             "--data",
+            rich_help_panel=_help.INPUT,
             help="Samples whose mean histogram weighs the features [default: equal weights].",
             show_default=False,
         ),
     ] = None,
-    tips: Annotated[int, typer.Option("--tips", min=2, help="Tips shown: leaves and collapsed clades.")] = 40,
+    tips: Annotated[
+        int,
+        typer.Option("--tips", min=2, rich_help_panel=_help.OUTPUT, help="Tips shown: leaves and collapsed clades."),
+    ] = 40,
     o: Any = None,
 ) -> None:
     """Dendrogram of the feature tree's heaviest clades, edge lengths to scale."""
@@ -74,7 +84,7 @@ def plot_tree(
     rep.info(f"wrote {output}")
 
 
-@plot_app.command("heatmap")
+@plot_app.command("heatmap", cls=HelpCommand, epilog=epilog("plot heatmap"))
 @command(INPUT, OUTPUT)
 def plot_heatmap(
     distances: Annotated[
@@ -88,13 +98,17 @@ def plot_heatmap(
         str | None,
         typer.Option(
             "--labels",
+            rich_help_panel=_help.INPUT,
             help="A file with one label per sample, or obs:COLUMN of the .h5ad given with --data.",
             metavar="FILE|obs:COLUMN",
             show_default=False,
         ),
     ] = None,
     data: Annotated[
-        Path | None, typer.Option("--data", help="The .h5ad whose obs holds the labels.", show_default=False)
+        Path | None,
+        typer.Option(
+            "--data", help="The .h5ad whose obs holds the labels.", show_default=False, rich_help_panel=_help.INPUT
+        ),
     ] = None,
     o: Any = None,
 ) -> None:
@@ -125,7 +139,7 @@ def plot_heatmap(
     rep.info(f"wrote {output}")
 
 
-@plot_app.command("report")
+@plot_app.command("report", cls=HelpCommand, epilog=epilog("plot report"))
 @command(OUTPUT)
 def plot_report(
     report: Annotated[Path, typer.Argument(help="The JSON report of 'hdtwd classify --json'.", show_default=False)],

@@ -1,0 +1,166 @@
+"""How ``--help`` is laid out: options in panels, an example per command, help text shown as written.
+
+The panels (:data:`INPUT`, :data:`TREE`, :data:`DISTANCE`, :data:`OUTPUT`, :data:`PERFORMANCE`, and
+:data:`EVALUATION` for ``classify``'s protocol) are set with typer's ``rich_help_panel=``. Each
+command's example (:data:`EXAMPLES`) is printed under its options; every example is also a line of
+docs/usage.md, where the documentation test runs it. Help text is plain text, never markup: the
+commands' classes escape it for rich (``[default: 1]`` stays on the screen) only while the help is
+drawn, so the manual pages and the site's reference read the same text as written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from typer.core import TyperCommand, TyperGroup
+
+__all__ = [
+    "INPUT",
+    "TREE",
+    "DISTANCE",
+    "OUTPUT",
+    "PERFORMANCE",
+    "EVALUATION",
+    "EXAMPLES",
+    "ORDER",
+    "rank",
+    "is_argument",
+    "epilog",
+    "HelpCommand",
+    "HelpGroup",
+]
+
+INPUT = "Input"
+TREE = "Tree"
+DISTANCE = "Distance"
+OUTPUT = "Output"
+PERFORMANCE = "Performance"
+EVALUATION = "Evaluation"
+
+#: The panels in the order ``--help`` shows them (options without a panel, ``--help``, come first).
+ORDER = (INPUT, TREE, DISTANCE, EVALUATION, OUTPUT, PERFORMANCE)
+
+
+def _info(parameter: Any) -> Any:
+    return next(iter(getattr(parameter.annotation, "__metadata__", ())), None)
+
+
+def is_argument(parameter: Any) -> bool:
+    """Whether an ``inspect.Parameter`` declared with ``Annotated[..., typer.Argument(...)]`` is an argument."""
+    from typer.models import ArgumentInfo
+
+    return isinstance(_info(parameter), ArgumentInfo)
+
+
+def rank(parameter: Any) -> int:
+    """Where an ``inspect.Parameter`` declared with ``Annotated[..., typer.Option(...)]`` goes in ``--help``."""
+    panel = getattr(_info(parameter), "rich_help_panel", None)
+    return ORDER.index(panel) if panel in ORDER else -1
+
+
+#: Each command's examples, runnable from the repository root (each is a line of docs/usage.md).
+EXAMPLES: dict[str, tuple[str, ...]] = {
+    "embed": ("hdtwd embed sample_data/cells.h5ad -o emb.h5 --preset paper --eps 2 --scales 7",),
+    "decode-tree": ("hdtwd decode-tree emb.h5 -o tree.h5 --newick tree.nwk",),
+    "distance": (
+        "hdtwd distance sample_data/cells.h5ad -o D.npy --save-tree tree.h5 --newick tree.nwk",
+        "hdtwd distance sample_data/cells.h5ad --knn 15 --key-added hdtwd -o cells_knn.h5ad",
+    ),
+    "classify": ("hdtwd classify sample_data/cells.h5ad --labels obs:cell_type --json report.json",),
+    "plot tree": ("hdtwd plot tree tree.h5 --data sample_data/cells.h5ad --tips 30 -o tree.svg",),
+    "plot heatmap": ("hdtwd plot heatmap D.npy --labels obs:cell_type --data sample_data/cells.h5ad -o heatmap.png",),
+    "plot report": ("hdtwd plot report report.json -o report.pdf",),
+}
+
+
+def epilog(name: str) -> str:
+    """The ``--help`` epilog of command ``name``: its examples, one per line."""
+    lines = EXAMPLES[name]
+    head = "Example" if len(lines) == 1 else "Examples"
+    return f"{head}:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _escape(text: str | None) -> str | None:
+    if not text:
+        return text
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@contextlib.contextmanager
+def _plain_text(cmd: Any) -> Iterator[None]:
+    """Escape ``cmd``'s help, epilog and parameters' help (and its subcommands') for rich's markup while the
+    help is drawn; the click objects are as written again afterwards."""
+    saved: list[tuple[Any, str, Any]] = []
+
+    def swap(obj: Any, attr: str) -> None:
+        value = getattr(obj, attr, None)
+        if isinstance(value, str):
+            saved.append((obj, attr, value))
+            setattr(obj, attr, _escape(value))
+
+    todo = [cmd] + list(getattr(cmd, "commands", {}).values())
+    for c in todo:
+        for attr in ("help", "short_help", "epilog"):
+            swap(c, attr)
+        for p in getattr(c, "params", []):
+            swap(p, "help")
+    try:
+        yield
+    finally:
+        for obj, attr, value in reversed(saved):
+            setattr(obj, attr, value)
+
+
+class HelpCommand(TyperCommand):
+    """A typer command whose help text is drawn as written (see the module docstring)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with _plain_text(self):
+            super().format_help(ctx, formatter)
+
+
+class HelpGroup(TyperGroup):
+    """A typer group whose help text, and its commands' one-line summaries, are drawn as written."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        with _plain_text(self):
+            super().format_help(ctx, formatter)
+
+
+#: The lines of docs/usage.md between which :func:`panel_section` is kept
+#: (``python -m hdtwd_cli.cli._manpage man docs/usage.md``).
+BEGIN = "<!-- the --help panels: generated by `python -m hdtwd_cli.cli._manpage man docs/usage.md` -->"
+END = "<!-- end of the --help panels -->"
+
+
+def panels(cmd: Any) -> dict[str, list[str]]:
+    """Panel -> the long flags of the options ``--help`` shows in it (``--help`` itself left out), in
+    ``--help``'s order, for the click command ``cmd``."""
+    out: dict[str, list[str]] = {}
+    for p in cmd.params:
+        if p.param_type_name != "option" or p.hidden:
+            continue
+        flags = [o for o in p.opts + p.secondary_opts if o.startswith("--") and o != "--help"]
+        if flags:
+            out.setdefault(getattr(p, "rich_help_panel", None) or "Options", []).extend(flags)
+    return out
+
+
+def panel_section() -> str:
+    """docs/usage.md's list of every command's options, panel by panel, as ``--help`` shows them."""
+    import typer
+
+    from hdtwd_cli.cli._app import app
+    from hdtwd_cli.cli._manpage import _commands
+
+    lines = [BEGIN, ""]
+    for name, cmd in _commands(typer.main.get_command(app)):
+        groups = panels(cmd)
+        ordered = sorted(groups, key=lambda g: ORDER.index(g) if g in ORDER else -1)
+        text = "; ".join(f"{g}: " + ", ".join(f"`{f}`" for f in groups[g]) for g in ordered)
+        lines.append(f"- `hdtwd {name}` -- {text}")
+    return "\n".join(lines + ["", END])
