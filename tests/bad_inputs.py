@@ -1166,6 +1166,7 @@ def markdown() -> str:
             msg = proc.stderr.decode().strip().replace(str(tmp), "DIR").replace(str(SAMPLE), "sample_data")
             msg = re.sub(r"[0-9.]+ GB available", "N GB available", msg)  # the machine's free memory: not the doc's
             msg = re.sub(r"(?m)^hdtwd: .*: [0-9.]+ s$\n?", "", msg).strip()  # -v's stage times: not the doc's
+            msg = re.sub(r"(?m)^hdtwd: compiling .*$\n?", "", msg).strip()  # a cold kernel cache: not the doc's
             msg = msg.replace("|", "\\|") or "(nothing)"
             lines.append(f"| {what} | {proc.returncode} | `{msg}` |")
     return "\n".join(lines)
@@ -1179,12 +1180,16 @@ if __name__ == "__main__":
         "only), 2 bad input or usage, 3 output cannot be written. No row leaves an output file behind.\n"
     )
     print(
-        "Names in .csv/.tsv tables: the first row is a header of feature names when every cell of it (the "
-        "corner cell aside) is text; a first row mixing numbers and text is an error naming the cell. The "
-        "first column holds sample names only when it can be nothing else: the header's corner cell is "
-        "empty, or the header has one name fewer than the rows have fields, or every cell of the column is "
-        "text. A first column with numbers in some rows and text in others is an error naming the line, "
-        "the column and the cell, never a silently dropped feature.\n"
+        "Names in .csv/.tsv tables: the first row is a header of feature names when its corner cell is empty "
+        "(numeric names are names) or every cell after the corner is text; where the first row cannot be told "
+        "apart from a data row (a word in the corner, then numbers, above rows that start with a name; distinct "
+        "integers above non-integer values) it is an error naming --header/--no-header. A table of numbers only "
+        "has no names. The first column holds sample names only when it can be nothing else: the header's "
+        "corner cell is empty, or the header has one name fewer than the rows have fields, or every cell of the "
+        "column is text. A first row or column mixing numbers and text is an error naming the line, the column "
+        "and the cell, never a silently dropped feature. Names that say the file is features x samples (gene "
+        "ids for the samples, cell barcodes for the features) are an error naming --transpose; BIOM tables and "
+        "QIIME's #OTU ID table are read as samples x OTUs because the format says so.\n"
     )
     print(markdown())
     _ = shutil, sp
