@@ -4,7 +4,9 @@ The bottom layer: it imports nothing of the method. Writers take plain arrays or
 the attributes of :class:`TreeLike`; readers return plain records (:class:`TreeRecord`,
 :class:`EmbeddingRecord`) that the method's layers turn into their own types.
 
-- ``_matrix`` -- data matrices (.npy, .npz, .mtx, .csv, .tsv, .h5ad; ``_tenx``: 10x outputs)
+- ``_matrix`` -- data matrices (.npy, .npz, .mtx, .csv, .tsv, .h5ad, .biom; ``_tenx``: 10x outputs,
+  ``_table``: delimited tables and their names, ``_biom``: BIOM 2.1 / 1.0, ``_orient``: features x
+  samples refused)
 - ``_hdf5`` -- embedding, tree and distance files (documented layouts)
 - ``_newick``, ``_nexus`` -- Newick and annotated Nexus trees (iterative reader and writer)
 - ``_output`` -- distance matrices and trees by suffix
