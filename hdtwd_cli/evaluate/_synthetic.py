@@ -6,6 +6,9 @@ r"""Data with a known (planted) feature hierarchy, for tests, examples and bench
   :math:`x \sim \mathcal N(5\cdot\mathbf 1, L^\dagger)` with ``L`` the tree's graph Laplacian,
   negative draws rejected; every tree node is a feature.
 - :func:`planted_counts` -- Poisson counts from Brownian motion on a random feature tree.
+- :func:`planted_hierarchy` -- Poisson counts from Brownian motion on a planted tree of a given
+  shape (random, balanced, deep) at a given depth (deep bulk-like counts to sparse UMI-like ones),
+  with the tree and each sample's heaviest top clade (the recovery benchmark's families).
 - :func:`planted_corpus` -- sparse word counts with a planted topic hierarchy over the words and
   Zipf word frequencies (large-vocabulary benchmarks).
 - :func:`balanced_tree` and :func:`tree_twd` -- the ground-truth tree and its TWD with mass on
@@ -28,6 +31,10 @@ __all__ = [
     "brownian_on_tree",
     "planted_counts",
     "planted_corpus",
+    "TREE_SHAPES",
+    "shaped_binary_tree",
+    "planted_hierarchy",
+    "top_clades",
 ]
 
 PRODUCE_WORDS = ["apple", "orange", "banana", "carrot", "beetroot", "kale", "spinach", "lettuce"]
@@ -282,3 +289,122 @@ def planted_corpus(
     X.sum_duplicates()
     X.sort_indices()
     return X, doc_topic, leaf_topic
+
+
+#: Shapes of :func:`shaped_binary_tree`.
+TREE_SHAPES = ("random", "balanced", "deep")
+
+
+def shaped_binary_tree(m: int, shape: str = "random", seed: int = 0) -> np.ndarray:
+    """Parent array of a rooted binary tree with ``m`` leaves (leaves ``0..m-1``, root last).
+
+    ``random``: two active clusters drawn uniformly merge (:func:`random_binary_tree`, the
+    coalescent's shape); ``balanced``: clusters of equal size merge level by level (leaves in a
+    random order); ``deep``: each merge joins the newest cluster with probability 3/4 (long,
+    unbalanced chains: depth about m/4), else two clusters drawn uniformly.
+    """
+    if shape == "random":
+        return random_binary_tree(m, seed)
+    if shape not in TREE_SHAPES:
+        raise ValueError(f"unknown tree shape {shape!r}; choose from {', '.join(TREE_SHAPES)}")
+    rng = np.random.default_rng(seed)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    nxt = m
+    if shape == "balanced":
+        level = list(rng.permutation(m))
+        while len(level) > 1:
+            merged = []
+            for i in range(0, len(level) - 1, 2):
+                parent[level[i]] = parent[level[i + 1]] = nxt
+                merged.append(nxt)
+                nxt += 1
+            if len(level) % 2:
+                merged.append(level[-1])
+            level = merged
+        return parent
+    active = list(rng.permutation(m))
+    newest = active.pop()
+    while active:
+        if rng.random() < 0.75:
+            other = active.pop(int(rng.integers(len(active))))
+            parent[newest] = parent[other] = nxt
+        else:
+            a, b = sorted(rng.choice(len(active), size=2, replace=False), reverse=True) if len(active) > 1 else (0, 0)
+            if len(active) < 2:
+                other = active.pop()
+                parent[newest] = parent[other] = nxt
+            else:
+                na, nb = active.pop(a), active.pop(b)
+                parent[na] = parent[nb] = nxt
+                active.append(newest)
+        newest = nxt
+        nxt += 1
+    return parent
+
+
+def top_clades(parent: np.ndarray, n_clades: int = 4) -> np.ndarray:
+    """Which of the tree's ``n_clades`` top clades each leaf falls in (``-1``: a leaf cut off above them).
+
+    The clades are the subtrees left when the ``n_clades - 1`` highest internal nodes (by creation
+    order: the root, then the merges before it) are removed.
+    """
+    n = parent.shape[0]
+    m = (n + 1) // 2
+    cut_nodes = set(range(n - n_clades + 1, n))
+    label = np.full(n, -1, dtype=np.int64)
+    roots = [v for v in range(n) if v not in cut_nodes and (parent[v] in cut_nodes)]
+    for c, r in enumerate(sorted(roots)):
+        label[r] = c
+    for v in range(n - 1, -1, -1):  # parents after children: walk down from the top
+        if label[v] < 0 and parent[v] >= 0 and v not in cut_nodes:
+            label[v] = label[parent[v]]
+    return label[:m]
+
+
+def planted_hierarchy(
+    n_samples: int,
+    n_features: int,
+    *,
+    shape: str = "random",
+    counts_per_feature: float = 20.0,
+    variance: float = 4.0,
+    n_clades: int = 4,
+    seed: int = 0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Poisson counts whose log-rates are Brownian motion down a planted tree over the features.
+
+    Every sample draws :math:`z` by Brownian motion down the tree (:func:`brownian_on_tree`), every
+    edge with variance ``variance / H`` (``H`` the tree's mean leaf depth in edges, so a leaf's
+    log-rate has variance about ``variance`` whatever the shape): two features co-vary by the
+    length of their shared path from the root. Counts are
+    :math:`\mathrm{Poisson}(c\,m\,\mathrm{softmax}(z)_j)` with ``c = counts_per_feature`` (20:
+    deep bulk-like counts; 0.1-0.2: sparse UMI-like cells, most entries 0). All-zero samples are
+    drawn again.
+
+    Returns
+    -------
+    X : ndarray, shape (n_samples, n_features), float64 integer counts
+    labels : ndarray of int, shape (n_samples,)
+        The top clade (:func:`top_clades`) holding the largest share of the sample's counts.
+    parent : ndarray, shape (2 n_features - 1,)
+        The planted tree.
+    """
+    rng = np.random.default_rng([seed, n_features, n_samples])
+    m = n_features
+    parent = shaped_binary_tree(m, shape, seed)
+    depth = np.zeros(parent.shape[0])
+    for v in range(parent.shape[0] - 2, -1, -1):
+        depth[v] = depth[parent[v]] + 1
+    length = np.full(parent.shape[0], variance / float(depth[:m].mean()))
+    rows: list[np.ndarray] = []
+    while sum(r.shape[0] for r in rows) < n_samples:
+        k = n_samples - sum(r.shape[0] for r in rows)
+        z = brownian_on_tree(parent, length, k, rng)[:, :m]
+        p = np.exp(z - z.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        X = rng.poisson(counts_per_feature * m * p).astype(np.float64)
+        rows.append(X[X.sum(axis=1) > 0])
+    X = np.concatenate(rows)[:n_samples]
+    clade = top_clades(parent, n_clades)
+    mass = np.stack([X[:, clade == c].sum(axis=1) for c in range(n_clades)], axis=1)
+    return X, np.argmax(mass, axis=1), parent
