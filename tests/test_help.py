@@ -18,8 +18,8 @@ import typer
 from conftest import REPO
 
 from hdtwd_cli.cli._app import app
-from hdtwd_cli.cli._help import BEGIN, END, EXAMPLES, ORDER, panel_section
-from hdtwd_cli.cli._manpage import _commands, render_pages
+from hdtwd_cli.cli._help import BEGIN, END, EXAMPLES, ORDER
+from hdtwd_cli.cli._manpage import _commands, panel_section, render_pages
 
 USAGE = (REPO / "docs" / "usage.md").read_text()
 COMMANDS = _commands(typer.main.get_command(app))

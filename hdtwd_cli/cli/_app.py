@@ -16,10 +16,10 @@ from typing import Annotated, Any
 
 import typer
 
+import hdtwd_cli.cli._help as _help
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
-from hdtwd_cli.cli import _help
 from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
 from hdtwd_cli.cli._options import (
     EDGE_WEIGHTS_CHOICE,

@@ -148,19 +148,3 @@ def panels(cmd: Any) -> dict[str, list[str]]:
         if flags:
             out.setdefault(getattr(p, "rich_help_panel", None) or "Options", []).extend(flags)
     return out
-
-
-def panel_section() -> str:
-    """docs/usage.md's list of every command's options, panel by panel, as ``--help`` shows them."""
-    import typer
-
-    from hdtwd_cli.cli._app import app
-    from hdtwd_cli.cli._manpage import _commands
-
-    lines = [BEGIN, ""]
-    for name, cmd in _commands(typer.main.get_command(app)):
-        groups = panels(cmd)
-        ordered = sorted(groups, key=lambda g: ORDER.index(g) if g in ORDER else -1)
-        text = "; ".join(f"{g}: " + ", ".join(f"`{f}`" for f in groups[g]) for g in ordered)
-        lines.append(f"- `hdtwd {name}` -- {text}")
-    return "\n".join(lines + ["", END])

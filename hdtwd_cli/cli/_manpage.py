@@ -17,9 +17,11 @@ import typer
 
 from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._app import app
-from hdtwd_cli.cli._help import EXAMPLES
+from hdtwd_cli.cli._help import BEGIN, END, EXAMPLES
+from hdtwd_cli.cli._help import ORDER as PANEL_ORDER
+from hdtwd_cli.cli._help import panels as _panels
 
-__all__ = ["render_pages", "cli_reference"]
+__all__ = ["render_pages", "cli_reference", "panel_section"]
 
 _DATE = "2026-11-26"
 
@@ -206,11 +208,20 @@ def cli_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+def panel_section() -> str:
+    """docs/usage.md's list of every command's options, panel by panel, as ``--help`` shows them."""
+    lines = [BEGIN, ""]
+    for name, cmd in _commands(typer.main.get_command(app)):
+        groups = _panels(cmd)
+        ordered = sorted(groups, key=lambda g: PANEL_ORDER.index(g) if g in PANEL_ORDER else -1)
+        text = "; ".join(f"{g}: " + ", ".join(f"`{f}`" for f in groups[g]) for g in ordered)
+        lines.append(f"- `hdtwd {name}` -- {text}")
+    return "\n".join(lines + ["", END])
+
+
 def main(argv: list[str]) -> None:
     """Write the pages into ``argv[0]`` (``man``); with ``argv[1]`` (docs/usage.md), rewrite that page's list of
-    the ``--help`` panels (:func:`hdtwd_cli.cli._help.panel_section`) too."""
-    from hdtwd_cli.cli._help import BEGIN, END, panel_section
-
+    the ``--help`` panels (:func:`panel_section`) too."""
     out = Path(argv[0] if argv else "man")
     out.mkdir(parents=True, exist_ok=True)
     for name, text in render_pages().items():

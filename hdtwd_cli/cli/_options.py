@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import hdtwd_cli.cli._help as _help
 from hdtwd_cli._defaults import (
     AUTO_LANDMARKS_ABOVE,
     BANDWIDTHS,
@@ -39,7 +40,6 @@ from hdtwd_cli._defaults import (
     TRANSFORMS,
     WEIGHTINGS,
 )
-from hdtwd_cli.cli import _help
 from hdtwd_cli.errors import HdtwdError, InputError, ParameterError, Terminated
 
 if TYPE_CHECKING:

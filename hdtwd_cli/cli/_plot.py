@@ -12,8 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+import hdtwd_cli.cli._help as _help
 from hdtwd_cli._runtime.progress import Reporter
-from hdtwd_cli.cli import _help
 from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
 from hdtwd_cli.cli._options import INPUT, OUTPUT, command, read_input
 from hdtwd_cli.errors import InputError, ParameterError
