@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Literal, get_args
 
 __all__ = [
+    "LEARNERS",
     "JOINT_SHARE",
     "JOINT_GAMMA",
     "JOINT_ROUNDS",
@@ -43,6 +44,7 @@ BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)
 #: chosen by an ablation across all the data sets (docs/defaults.md).
 PRESETS: dict[str, dict[str, Any]] = {
     "paper": {
+        "learner": "diffusion",
         "eps": 1.0,
         "scales": 7,
         "metric": "cosine",
@@ -60,6 +62,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "denoise": 0,
     },
     "default": {
+        "learner": "diffusion",
         "eps": 1.0,
         "scales": 7,
         "metric": "cosine",
@@ -77,6 +80,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "denoise": "auto",
     },
 }
+#: How the features' tree is learned: ``diffusion`` (the paper's operator, embedding and HD-LCA,
+#: docs/method.md sections 1-3) or ``average`` (average linkage on the correlation distances of the
+#: same features' vectors, section 14).
+LEARNERS = ("diffusion", "average")
 #: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")
 #: Default kernel-scale multiplier c (eps = c * median distance).

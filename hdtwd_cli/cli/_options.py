@@ -34,6 +34,7 @@ from hdtwd_cli._defaults import (
     JOINT_ROUNDS,
     JOINT_SHARE,
     LANDMARK_METHODS,
+    LEARNERS,
     LINKAGES,
     METRICS,
     PRESETS,
@@ -109,6 +110,13 @@ TREE = {
             "--preset",
             default="default",
             help="Named configuration: 'paper' reproduces the paper exactly; explicit options override it.",
+        ),
+        _opt(
+            Choice("Learner", LEARNERS),
+            "--learner",
+            help="How the features' tree is learned: diffusion (the paper's operator, hyperbolic embedding and "
+            "HD-LCA; the kernel, scale, linkage, edge-weight and landmark options) or average (average linkage on "
+            f"the features' correlation distances) [default: {_D['learner']}].",
         ),
         _opt(
             float,

@@ -357,6 +357,7 @@ class DenoisedRows:
         self.columns = columns
         self._stats: tuple[np.ndarray, np.ndarray] | None = None
         self._gram: np.ndarray | None = None
+        self._sums: np.ndarray = np.zeros(0)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -373,6 +374,7 @@ class DenoisedRows:
             out._stats = (self._stats[0][cols], self._stats[1][cols])
         if self._gram is not None and np.all(np.diff(cols) > 0):  # increasing: the upper triangle stays upper
             out._gram = self._gram[np.ix_(cols, cols)]
+            out._sums = self._sums[cols]
         return out
 
     def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
@@ -411,16 +413,19 @@ class DenoisedRows:
         stats = self._stats is None
         nonzero, absmax = np.zeros(m, dtype=np.int64), np.zeros(m)
         G = np.zeros((m, m)) if gram else None
+        sums = np.zeros(m)
         for _, R in self.blocks():
             if stats:
                 nonzero += np.count_nonzero(R > 0, axis=0)
                 np.maximum(absmax, R.max(axis=0), out=absmax)
             if G is not None:
                 gram_upper(R.T, add_to=G)
+                sums += R.sum(axis=0)
         if stats:
             self._stats = (nonzero, absmax)
         if G is not None:
             self._gram = G
+            self._sums = sums
 
     def column_stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Per column: the number of rows where it is positive (its document frequency) and its largest value."""
@@ -428,6 +433,12 @@ class DenoisedRows:
             self.summarise()
         assert self._stats is not None
         return self._stats
+
+    def column_sums(self) -> np.ndarray:
+        """Per column: the sum of its values over the rows (row blocks in order; read in the Gram matrix's pass)."""
+        if self._gram is None:
+            self.summarise(gram=True)
+        return self._sums
 
     def gram_upper(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
         r"""The upper triangle of :math:`(\hat X / s)^\top (\hat X / s)` (``m x m``; a new array).
@@ -463,7 +474,7 @@ class HeldRows(DenoisedRows):
 
     def __init__(self, source: DenoisedRows, rows: np.ndarray) -> None:
         super().__init__(source.values, source.denoiser, source.weights, source.columns)
-        self._stats, self._gram = source._stats, source._gram
+        self._stats, self._gram, self._sums = source._stats, source._gram, source._sums
         rows = np.asarray(rows, dtype=np.int64)
         self._where = np.full(self.shape[0], -1, dtype=np.int64)
         self._where[rows] = np.arange(rows.size)

@@ -24,6 +24,7 @@ import scipy.sparse as sp
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import InputError
+from hdtwd_cli.tree._average import average_linkage_tree
 from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator, operator_from_distances
@@ -480,7 +481,17 @@ def learn_trees(
         need = check_tree_memory(F.shape[0], F.shape[1], F.nnz if sp.issparse(F) else None, params, available, path)  # type: ignore[union-attr]
         rep.note(f"learning the tree needs about {need / 1e9:.2f} GB (estimate; {available / 1e9:.1f} GB available)")
     out = {}
-    if params.edge_weights == "lca":  # the default: the tree needs the HD-LCA values only
+    if params.learner == "average":  # average linkage on the features' correlations (section 14): one tree for every K
+        m = F.shape[1]
+        with rep.stage(f"average linkage on correlations ({m} features)"):
+            tree = average_linkage_tree(F, space.names)
+        del F
+        md = params.as_dict()
+        md.update({"unplaced_features": len(space.unplaced), "n_landmarks": 0})
+        for K in scales:
+            one = dataclasses.replace(tree, metadata={**tree.metadata, **md, "scales": K})
+            out[K] = prepared.finish(one, params)
+    elif params.edge_weights == "lca":  # the diffusion's HD-LCA values only
         op = feature_operator(F, params, rep)
         del F
         place(space, op, rep)

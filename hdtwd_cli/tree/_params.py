@@ -19,6 +19,7 @@ from hdtwd_cli._defaults import (
     DEFAULT_EPS,
     DEFAULT_SCALES,
     EDGE_WEIGHTS,
+    LEARNERS,
     LINKAGES,
     METRICS,
     PRESETS,
@@ -37,6 +38,10 @@ class TreeParams:
     Bare ``TreeParams()`` is the library default (the ``"default"`` preset, chosen by an ablation
     across the data sets: docs/defaults.md); ``TreeParams.from_preset("paper")`` reproduces the paper.
     Every value is checked on construction (:class:`hdtwd_cli.errors.ParameterError` names the field).
+    ``learner`` is how the tree is learned from the features' vectors: ``diffusion`` (the operator,
+    the multi-scale embedding and the HD-LCA tree: every option below about the kernel, the scales,
+    the linkage, the edge weights and the landmarks) or ``average`` (average linkage on their
+    correlation distances, :mod:`._average`; those options do not apply).
     ``transform`` is the element-wise transform of the data before everything (:func:`apply_transform`).
     ``linkage`` is the agglomeration rule on the HD-LCA values (``single`` = the paper's Alg. 1);
     ``bandwidth`` is ``median`` (the paper's eps = c x median) or ``knn`` (self-tuning);
@@ -86,9 +91,11 @@ class TreeParams:
     max_features: int = 20000
     transform: str = "none"
     denoise: int | str = "auto"
+    learner: str = "diffusion"
 
     def __post_init__(self) -> None:
         choices = {
+            "learner": LEARNERS,
             "metric": METRICS,
             "linkage": LINKAGES,
             "bandwidth": BANDWIDTHS,

@@ -1,0 +1,223 @@
+"""Does the learned features' tree recover a planted hierarchy? Every learner on every planted family (RESULTS.md § 15).
+
+Families (features x samples; the planted tree is known):
+
+- ``random`` / ``balanced`` / ``deep``: Poisson counts from Brownian log-rates down a planted binary
+  tree of that shape (:func:`hdtwd_cli.evaluate._synthetic.planted_hierarchy`), at bulk-like depth
+  (20 counts per feature and sample: ``bulk``) or UMI-like depth (0.15: ``umi``, 85-95 % zeros);
+- ``classes``: :func:`~hdtwd_cli.evaluate._synthetic.planted_counts` (4 class profiles plus a Brownian
+  draw per sample on a random tree: the package's older planted set);
+- ``corpus``: :func:`~hdtwd_cli.evaluate._synthetic.planted_corpus` (words under a topic tree 8 x 4 x 4,
+  Zipf frequencies; the planted tree is the topic tree with the words as leaves of their topic);
+- ``produce``: the paper's produce model (Sec. 5.1; 8 words, 100 documents as sample_data/produce.csv);
+- ``toy``: the paper's App. E toy (a balanced tree of 15 nodes, every node a feature: each hangs
+  as a leaf from its node in the planted tree).
+
+Learners: hdtwd's defaults, ``--learner average``, ``--preset paper``; SciPy's average linkage on the
+correlation distances of log1p values and Ward on log1p values (the one-line peers); classify's
+competitor trees on hdtwd's features' space (``--competitors``). Measures
+(:mod:`hdtwd_cli.evaluate._recovery`): rooted-triplet agreement (chance 1/3) and the Spearman
+correlation of leaf-to-leaf path lengths.
+
+Usage::
+
+    python benchmarks/bench_recovery.py run [--families random,balanced,deep,classes,corpus,produce,toy]
+        [--sizes 300,1000,3000] [--depths bulk,umi] [--seeds 1] [--competitors quadtree,mst,...]
+    python benchmarks/bench_recovery.py run --families random --sizes 20000 --depths umi   # the landmark path
+    python benchmarks/bench_recovery.py classify [--sizes 300,1000]    # kNN accuracy on the planted sets
+    python benchmarks/bench_recovery.py markdown
+
+One JSON record per (family, size, depth, seed, learner) in ``~/.cache/hdtwd-bench/recovery/``: a
+record present is not measured again (delete it to re-measure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy.cluster.hierarchy import linkage
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import harness
+
+from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors
+from hdtwd_cli.evaluate._recovery import recovery
+from hdtwd_cli.evaluate._synthetic import (
+    PRODUCE_WORDS,
+    gaussian_tree_samples,
+    planted_corpus,
+    planted_counts,
+    planted_hierarchy,
+    produce_documents,
+)
+from hdtwd_cli.tree._average import tree_from_linkage
+from hdtwd_cli.tree._learn import learn_tree, prepare
+from hdtwd_cli.tree._params import resolve_params
+
+DEPTHS = {"bulk": 20.0, "umi": 0.15}
+LEARNERS = {"defaults": ("default", {}), "average": ("default", {"learner": "average"}), "paper": ("paper", {})}
+PEERS = ("scipy-average", "scipy-ward")
+OUT = harness.work_dir("recovery")
+
+
+def planted_set(family: str, m: int, depth: str, seed: int) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+    """``(X, feature names, planted parent array, planted node names)`` of one family."""
+    if family in ("random", "balanced", "deep"):
+        X, _, parent = planted_hierarchy(min(2 * m, 4000), m, shape=family, counts_per_feature=DEPTHS[depth], seed=seed)
+        names = [f"g{j}" for j in range(m)]
+        return X, names, parent, names + [f"n{j}" for j in range(m - 1)]
+    if family == "classes":
+        X, _, parent = planted_counts(n_samples=2 * m, n_features=m, seed=seed)
+        names = [f"g{j}" for j in range(m)]
+        return X, names, parent, names + [f"n{j}" for j in range(m - 1)]
+    if family == "corpus":
+        X, _, leaf_topic = planted_corpus(n_docs=2 * m, n_words=m, branching=(8, 4, 4), mean_length=100.0, seed=seed)
+        # root (last) -> 8 topics -> 4 -> 4 leaf topics (128) -> words
+        n_leaf, n_mid, n_top = 128, 32, 8
+        first = m
+        leaf_node = first + np.arange(n_leaf)
+        mid_node = first + n_leaf + np.arange(n_mid)
+        top_node = first + n_leaf + n_mid + np.arange(n_top)
+        root = first + n_leaf + n_mid + n_top
+        parent = np.full(root + 1, -1, dtype=np.int64)
+        parent[:m] = leaf_node[leaf_topic]
+        parent[leaf_node] = mid_node[np.arange(n_leaf) // 4]
+        parent[mid_node] = top_node[np.arange(n_mid) // 4]
+        parent[top_node] = root
+        names = [f"w{j}" for j in range(m)]
+        return X.toarray(), names, parent, names + [f"t{j}" for j in range(root + 1 - m)]
+    if family == "produce":
+        X = produce_documents(100, seed)
+        # fruits (0-2) | vegetables: root (3-4), leaf (5-7)
+        parent = np.array([8, 8, 8, 9, 9, 10, 10, 10, 12, 11, 11, 12, -1])
+        return X, list(PRODUCE_WORDS), parent, list(PRODUCE_WORDS) + ["fruits", "roots", "leaves", "veg", "root"]
+    if family == "toy":
+        X, heap = gaussian_tree_samples(1000, seed)
+        k = heap.shape[0]  # every heap node v is a feature, a leaf hung from its node k + v
+        parent = np.concatenate([k + np.arange(k), np.where(heap >= 0, k + heap, -1)])
+        names = [f"v{i}" for i in range(k)]
+        return X, names, parent, names + [f"node{i}" for i in range(k)]
+    raise ValueError(f"unknown family {family!r}")
+
+
+def _scipy_tree(X: np.ndarray, names: list[str], method: str):
+    keep = X.sum(axis=0) > 0
+    L = np.log1p(np.maximum(X[:, keep], 0))
+    Z = linkage(L.T, method="average", metric="correlation") if method == "average" else linkage(L.T, method="ward")
+    return tree_from_linkage(Z, [n for n, k in zip(names, keep) if k])
+
+
+def measure(family: str, m: int, depth: str, seed: int, learner: str) -> dict:
+    X, names, parent, pnames = planted_set(family, m, depth, seed)
+    t0 = time.perf_counter()
+    if learner in LEARNERS:
+        preset, over = LEARNERS[learner]
+        params, _ = resolve_params(preset, **over)
+        tree = learn_tree(X, names, params)
+    elif learner in PEERS:
+        tree = _scipy_tree(X, names, learner.split("-")[1])
+    else:
+        params, _ = resolve_params("default")
+        placed, V = feature_vectors(prepare(X, names, params))
+        tree = BUILDERS[learner](V, placed, seed)
+    wall = time.perf_counter() - t0
+    r = recovery(tree.parent, tree.leaf_names, parent, pnames, learned_length=tree.length, seed=seed)
+    return {
+        "family": family,
+        "features": int(X.shape[1]),
+        "samples": int(X.shape[0]),
+        "depth": depth if family in ("random", "balanced", "deep") else "-",
+        "seed": seed,
+        "learner": learner,
+        "triplets": r.triplets,
+        "spearman": r.spearman,
+        "seconds": wall,
+    }
+
+
+def run(args: argparse.Namespace) -> None:
+    OUT.mkdir(parents=True, exist_ok=True)
+    learners = list(LEARNERS) + list(PEERS) + [c for c in args.competitors.split(",") if c]
+    for family in args.families.split(","):
+        sizes = [int(s) for s in args.sizes.split(",")] if family not in ("produce", "toy") else [0]
+        depths = args.depths.split(",") if family in ("random", "balanced", "deep") else ["-"]
+        for m in sizes:
+            for depth in depths:
+                for seed in (int(s) for s in args.seeds.split(",")):
+                    for learner in learners:
+                        if learner == "paper" and m > 5000:
+                            continue  # the paper's single linkage on the exact operator: m^2 K memory
+                        key = OUT / f"{family}-{m}-{depth}-{seed}-{learner}.json"
+                        if key.exists():
+                            continue
+                        rec = measure(family, m, depth, seed, learner)
+                        key.write_text(json.dumps(rec))
+                        print(json.dumps(rec), flush=True)
+
+
+def markdown(args: argparse.Namespace) -> None:
+    recs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json")) if not p.name.startswith("classify-")]
+    cols = [c for c in list(LEARNERS) + list(PEERS) if any(r["learner"] == c for r in recs)]
+    cols += sorted({r["learner"] for r in recs} - set(cols))
+    rows: dict[tuple, dict[str, list]] = {}
+    for r in recs:
+        rows.setdefault((r["family"], r["features"], r["samples"], r["depth"]), {}).setdefault(r["learner"], []).append(
+            r
+        )
+    print("| family | features x samples | depth | " + " | ".join(cols) + " |")
+    print("|---|---|---|" + "---|" * len(cols))
+    for (fam, m, n, depth), by in sorted(rows.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][3])):
+        cells = []
+        for c in cols:
+            rs = by.get(c, [])
+            cells.append(
+                "-"
+                if not rs
+                else f"{np.mean([r['triplets'] for r in rs]):.2f} / {np.mean([r['spearman'] for r in rs]):.2f}"
+            )
+        print(f"| {fam} | {m:,} x {n:,} | {depth} | " + " | ".join(cells) + " |")
+
+
+def classify(args: argparse.Namespace) -> None:
+    """kNN accuracy (the paper's protocol) on planted sets: hdtwd's defaults, ``--learner average``, the
+    star tree and the baselines on the same splits; the label is the top clade with the most mass."""
+    import hdtwd_cli as hd
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    for family in args.families.split(","):
+        for m in (int(s) for s in args.sizes.split(",")):
+            for depth in args.depths.split(","):
+                key = OUT / f"classify-{family}-{m}-{depth}.json"
+                if key.exists():
+                    continue
+                X, y, _ = planted_hierarchy(2 * m, m, shape=family, counts_per_feature=DEPTHS[depth], seed=2)
+                names = [f"g{j}" for j in range(m)]
+                out = {}
+                for label, params in (("defaults", hd.TreeParams()), ("average", hd.TreeParams(learner="average"))):
+                    rep = hd.classify(X, y.astype(str), feature_names=names, params=params)
+                    out[label] = {k: v["accuracy"] for k, v in rep["methods"].items()}
+                key.write_text(
+                    json.dumps({"family": family, "m": m, "depth": depth, "classes": np.bincount(y).tolist(), **out})
+                )
+                print(key.read_text(), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("part", choices=("run", "markdown", "classify"))
+    ap.add_argument("--families", default="random,balanced,deep,classes,corpus,produce,toy")
+    ap.add_argument("--sizes", default="300,1000,3000")
+    ap.add_argument("--depths", default="bulk,umi")
+    ap.add_argument("--seeds", default="1")
+    ap.add_argument("--competitors", default="quadtree,mst,cluster-tree,treerep")
+    args = ap.parse_args()
+    {"run": run, "markdown": markdown, "classify": classify}[args.part](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+r"""The features' tree by average linkage on their correlation distances (docs/method.md section 14).
+
+The features' vectors :math:`a_j` are the columns of the features' space the diffusion would read
+(section 7: the denoised values for cells, the data columns, the latent SVD space for words, or a
+given embedding). Their correlation distance
+
+.. math:: d(j, j') = 1 - \frac{\langle a_j - \bar a_j, a_{j'} - \bar a_{j'}\rangle}
+          {\lVert a_j - \bar a_j\rVert\,\lVert a_{j'} - \bar a_{j'}\rVert} \in [0, 2]
+
+(``1 - r``, Pearson's ``r`` across the samples) is agglomerated by average linkage (UPGMA: the
+distance between two clusters is the mean of the distances between their members), and every
+internal node sits at half its merge distance, :math:`h(v) = \bar d(A, B)/2`, so an edge's length
+is :math:`h(\mathrm{parent}) - h(\mathrm{child})` and the tree metric is the UPGMA ultrametric
+(average linkage's merge distances never decrease, so every length is >= 0).
+
+Why: on counts generated from a planted feature hierarchy (Brownian log-rates down a tree), the
+HD-LCA tree of the diffusion operator loses the coarse levels as the features grow (the kernel's
+affinities between distant features saturate, and complete linkage on saturated values merges
+them arbitrarily), while average linkage on correlations averages the noise of every pair between
+two clusters (benchmarks/RESULTS.md, "Recovery of a planted hierarchy").
+
+Determinism: the centred Gram matrix comes from the package's fixed-tile Gram products (the same
+bits at any thread count) and the column sums from sums over rows in order; SciPy's average
+linkage (the nearest-neighbour chain) depends only on the values. Memory: the ``m x m`` Gram
+matrix and the condensed distances, ``12 m^2`` bytes (4.8 GB at 20,000 features).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.cluster.hierarchy import linkage as scipy_linkage
+
+from hdtwd_cli.tree._denoise import DenoisedRows
+from hdtwd_cli.tree._diffusion import _column_gram, column_scale
+from hdtwd_cli.tree._tree import Tree
+
+__all__ = ["correlation_distances", "average_linkage_tree", "tree_from_linkage"]
+
+
+def _column_sums(F: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
+    """Column sums of ``F / scale``, over the rows in order (dense and sparse storage: the same bits)."""
+    if isinstance(F, DenoisedRows):
+        return F.column_sums() / scale
+    if sp.issparse(F):
+        F = sp.csr_matrix(F, dtype=np.float64)
+        out = np.zeros(F.shape[1])
+        np.add.at(out, F.indices, F.data / scale[F.indices])
+        return out
+    return (np.asarray(F, dtype=np.float64) / scale).sum(axis=0)
+
+
+def correlation_distances(F: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
+    r"""Condensed correlation distances :math:`1 - r_{jj'}` between the columns of ``F`` (``n x m``), clipped to [0, 2].
+
+    From the Gram matrix of the columns scaled by powers of two (:func:`~._diffusion.column_scale`,
+    exact), centred as :math:`C = G - s s^\top / n` with ``s`` the scaled column sums. A column
+    with no spread (constant over the rows) has no correlation: it is at distance 1 from every other.
+    """
+    n, m = F.shape
+    scale = column_scale(F)
+    G = _column_gram(F, scale)
+    s = _column_sums(F, scale)
+    norm2 = np.diag(G).copy()
+    G -= np.outer(s, s / n)
+    var = np.diag(G).copy()
+    spread = var > 1e-12 * norm2  # beyond the rounding of the centring
+    inv = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
+    G *= inv[:, None]
+    G *= inv[None, :]
+    D = np.subtract(1.0, G, out=G)
+    np.clip(D, 0.0, 2.0, out=D)
+    np.fill_diagonal(D, 0.0)
+    iu = np.triu_indices(m, 1)
+    return D[iu]
+
+
+def tree_from_linkage(Z: np.ndarray, names: list[str]) -> Tree:
+    """The :class:`Tree` of a SciPy linkage matrix: leaves first, merge ``i`` is node ``m + i``, the root last;
+    node heights half the merge distances (made non-decreasing), edges the differences of heights."""
+    m = len(names)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    height = np.zeros(2 * m - 1)
+    for i in range(m - 1):
+        parent[int(Z[i, 0])] = parent[int(Z[i, 1])] = m + i
+        height[m + i] = Z[i, 2] / 2.0
+    height[m:] = np.maximum.accumulate(height[m:])
+    length = np.zeros(2 * m - 1)
+    kids = parent >= 0
+    length[kids] = height[parent[kids]] - height[kids]
+    tree = Tree(parent=parent, length=length, leaf_names=list(names), merge_height=height[m:].copy())
+    tree.validate()
+    return tree
+
+
+def average_linkage_tree(F: np.ndarray | sp.spmatrix | DenoisedRows, names: list[str]) -> Tree:
+    """The UPGMA tree of the columns of ``F`` under the correlation distance (module docstring)."""
+    if F.shape[1] < 2:
+        raise ValueError("at least two features are needed to build a tree")
+    d = correlation_distances(F)
+    Z = scipy_linkage(d, method="average")
+    del d
+    tree = tree_from_linkage(Z, names)
+    tree.metadata.update({"learner": "average", "distance": "correlation"})
+    return tree

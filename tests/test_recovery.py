@@ -1,0 +1,160 @@
+"""Recovering a planted feature hierarchy: the measures themselves, and the learners against them.
+
+The measures (:mod:`hdtwd_cli.evaluate._recovery`) against brute force: lowest common ancestors by
+ancestor sets, rooted triplets by which pair's ancestor is deepest. Then the average-linkage
+learner (``learner="average"``, docs/method.md section 14): its correlation distances against
+SciPy's ``pdist``, the same bits from dense, sparse and denoised storage, its TWD equal to exact OT,
+and a planted tree recovered; every competitor tree measured by the same function.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from conftest import assert_twd_is_exact_ot
+from scipy.cluster.hierarchy import linkage
+from scipy.spatial.distance import pdist
+
+from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors, star_tree
+from hdtwd_cli.evaluate._recovery import LcaIndex, recovery, triplet_agreement
+from hdtwd_cli.evaluate._synthetic import planted_hierarchy, random_binary_tree, shaped_binary_tree
+from hdtwd_cli.tree._average import average_linkage_tree, correlation_distances, tree_from_linkage
+from hdtwd_cli.tree._learn import learn_tree, prepare
+from hdtwd_cli.tree._params import TreeParams
+
+
+def _ancestors(parent: np.ndarray, v: int) -> list[int]:
+    out = [v]
+    while parent[v] >= 0:
+        v = int(parent[v])
+        out.append(v)
+    return out
+
+
+def _brute_lca(parent: np.ndarray, a: int, b: int) -> int:
+    up = set(_ancestors(parent, a))
+    return next(v for v in _ancestors(parent, b) if v in up)
+
+
+@pytest.mark.parametrize("shape", ["random", "balanced", "deep"])
+def test_lca_and_path_lengths_equal_brute_force(shape):
+    parent = shaped_binary_tree(60, shape, seed=3)
+    length = np.random.default_rng(0).random(parent.shape[0])
+    index = LcaIndex(parent, length)
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, parent.shape[0], 300), rng.integers(0, parent.shape[0], 300)
+    want = np.array([_brute_lca(parent, int(x), int(y)) for x, y in zip(a, b)])
+    assert np.array_equal(index.lca(a, b), want)
+
+    def rootdist(v: int) -> float:
+        return float(sum(length[u] for u in _ancestors(parent, v)[:-1]))
+
+    paths = [rootdist(int(x)) + rootdist(int(y)) - 2 * rootdist(int(c)) for x, y, c in zip(a, b, want)]
+    assert np.allclose(index.path_length(a, b), paths)
+
+
+def test_lca_needs_no_recursion_on_a_chain_thousands_deep():
+    m = 5000  # caterpillar: leaf j joins the chain at depth m - j
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    parent[0] = parent[1] = m
+    for i in range(1, m - 1):
+        parent[m + i - 1] = parent[i + 1] = m + i
+    index = LcaIndex(parent)
+    assert index.depth.max() == m - 1
+    assert int(index.lca(np.array([0]), np.array([m - 1]))[0]) == 2 * m - 2
+
+
+def test_triplets_a_tree_itself_one_a_star_a_third_a_random_tree_chance():
+    m = 80
+    parent = random_binary_tree(m, seed=4)
+    names = [f"g{j}" for j in range(m)]
+    pnames = names + [f"n{j}" for j in range(m - 1)]
+    assert recovery(parent, pnames, parent, pnames).triplets == 1.0
+    assert recovery(parent, pnames, parent, pnames).spearman == pytest.approx(1.0)
+    star = star_tree(names)
+    assert recovery(star.parent, star.leaf_names, parent, pnames).triplets == pytest.approx(1 / 3)
+    other = random_binary_tree(m, seed=5)
+    chance = recovery(other, pnames, parent, pnames, n_triples=40000).triplets
+    assert abs(chance - 1 / 3) < 0.05
+    # leaves matched by name, not by position: a renamed copy is the same tree
+    perm = np.random.default_rng(2).permutation(m)
+    renamed = [names[p] for p in perm] + pnames[m:]
+    shuffled = parent.copy()
+    shuffled[:m] = parent[perm]  # node i now carries leaf perm[i]'s name and place
+    assert recovery(shuffled, renamed, parent, pnames).triplets == 1.0
+
+
+def test_triplet_agreement_counts_disagreement():
+    # ((0,1),2) planted; the learned tree says ((0,2),1): every triple of these three disagrees
+    planted = LcaIndex(np.array([3, 3, 4, 4, -1]))
+    learned = LcaIndex(np.array([3, 4, 3, 4, -1]))
+    leaves = np.arange(3)
+    assert triplet_agreement(learned, planted, leaves, leaves, n_triples=50) == 0.0
+
+
+def test_correlation_distances_equal_pdist_and_storage_gives_the_same_bits():
+    X = np.random.default_rng(0).poisson(1.5, size=(70, 25)).astype(np.float64)
+    X[:, 3] = 2.0  # no spread: distance 1 from everything
+    d = correlation_distances(X)
+    ref = pdist(np.delete(X, 3, axis=1).T, "correlation")
+    assert np.allclose(np.delete(_square(d, 25), 3, 0)[:, np.r_[0:3, 4:25]][np.triu_indices(24, 1)], ref, atol=1e-12)
+    assert np.all(_square(d, 25)[3, np.r_[0:3, 4:25]] == 1.0)
+    assert correlation_distances(sp.csr_matrix(X)).tobytes() == d.tobytes()
+    assert correlation_distances(X.astype(np.float32)).tobytes() == d.tobytes()
+
+
+def _square(d: np.ndarray, m: int) -> np.ndarray:
+    D = np.zeros((m, m))
+    D[np.triu_indices(m, 1)] = d
+    return D + D.T
+
+
+def test_average_tree_is_upgma_and_its_twd_is_exact_ot():
+    X = np.random.default_rng(1).poisson(2.0, size=(40, 12)).astype(np.float64)
+    names = [f"g{j}" for j in range(12)]
+    tree = average_linkage_tree(X, names)
+    Z = linkage(pdist(X.T, "correlation"), "average")
+    ref = tree_from_linkage(Z, names)
+    assert np.array_equal(tree.parent, ref.parent)
+    assert np.allclose(tree.merge_height, Z[:, 2] / 2)
+    assert tree.length.min() >= 0
+    assert_twd_is_exact_ot(tree)
+
+
+def test_learner_average_is_one_answer_across_storage_and_threads():
+    X, _, _ = planted_hierarchy(120, 60, counts_per_feature=2.0, seed=3)
+    names = [f"g{j}" for j in range(60)]
+    params = TreeParams(learner="average")
+    a = learn_tree(X, names, params)
+    b = learn_tree(sp.csr_matrix(X), names, params)
+    c = learn_tree(X.astype(np.float32), names, params)
+    for t in (b, c):
+        assert t.parent.tobytes() == a.parent.tobytes() and t.length.tobytes() == a.length.tobytes()
+    assert a.metadata["learner"] == "average"
+
+
+def test_learner_average_recovers_a_planted_hierarchy():
+    """A planted balanced tree of 256 features, sparse UMI-like counts (0.15 a feature and sample, about
+    90 % zeros): rooted triplets >= 0.95 (the diffusion's HD-LCA tree with complete linkage: 0.83)."""
+    X, _, parent = planted_hierarchy(512, 256, shape="balanced", counts_per_feature=0.15, seed=1)
+    names = [f"g{j}" for j in range(256)]
+    pnames = names + [f"n{j}" for j in range(255)]
+    tree = learn_tree(X, names, TreeParams(learner="average"))
+    got = recovery(tree.parent, tree.leaf_names, parent, pnames)
+    assert got.triplets >= 0.95
+    assert got.spearman >= 0.7
+
+
+@pytest.mark.parametrize("builder", sorted(set(BUILDERS) - {"hhc", "ghhc"}))
+def test_every_competitor_tree_is_measured_by_the_same_function(builder):
+    """The recovery of classify's competitor trees (built on hdtwd's features' space): a value in [0, 1];
+    the star tree exactly chance."""
+    X, _, parent = planted_hierarchy(120, 40, shape="random", counts_per_feature=20.0, seed=2)
+    names = [f"g{j}" for j in range(40)]
+    placed, V = feature_vectors(prepare(X, names, TreeParams()))
+    tree = BUILDERS[builder](V, placed, 0)
+    r = recovery(tree.parent, tree.leaf_names, parent, names + [f"n{j}" for j in range(39)], n_triples=3000)
+    assert 0.0 <= r.triplets <= 1.0 and -1.0 <= r.spearman <= 1.0
+    if builder == "star":
+        assert r.triplets == pytest.approx(1 / 3)
