@@ -25,6 +25,7 @@ Usage::
         [--sizes 300,1000,3000] [--depths bulk,umi] [--seeds 1] [--competitors quadtree,mst,...]
     python benchmarks/bench_recovery.py run --families random --sizes 20000 --depths umi   # the landmark path
     python benchmarks/bench_recovery.py classify [--sizes 300,1000]    # kNN accuracy on the planted sets
+    python benchmarks/bench_recovery.py cost [--sizes 4000,20000,40000]   # whole commands, each learner
     python benchmarks/bench_recovery.py markdown
 
 One JSON record per (family, size, depth, seed, learner) in ``~/.cache/hdtwd-bench/recovery/``: a
@@ -200,23 +201,49 @@ def classify(args: argparse.Namespace) -> None:
                 out = {}
                 for label, params in (("defaults", hd.TreeParams()), ("average", hd.TreeParams(learner="average"))):
                     rep = hd.classify(X, y.astype(str), feature_names=names, params=params)
-                    out[label] = {k: v["accuracy"] for k, v in rep["methods"].items()}
+                    out[label] = {k: [v["mean"], v["std"]] for k, v in rep["methods"].items() if "mean" in v}
                 key.write_text(
                     json.dumps({"family": family, "m": m, "depth": depth, "classes": np.bincount(y).tolist(), **out})
                 )
                 print(key.read_text(), flush=True)
 
 
+def cost(args: argparse.Namespace) -> None:
+    """Time and peak memory of whole ``hdtwd distance`` commands (tree learned, 2,000 UMI-like samples) with
+    each learner, alternating, at each feature count (GNU time; ``harness.run_timed_once``)."""
+    import anndata
+    import scipy.sparse as sp
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    for m in (int(s) for s in args.sizes.split(",")):
+        data = OUT / f"cost-{m}.h5ad"
+        if not data.exists():
+            X, _, _ = planted_hierarchy(2000, m, shape="random", counts_per_feature=0.15, seed=1)
+            keep = X.sum(axis=0) > 0
+            names = np.array([f"g{j}" for j in range(m)])[keep]
+            anndata.AnnData(sp.csr_matrix(X[:, keep].astype(np.float32)), var={"gene": names}).write_h5ad(data)
+        for learner in ("diffusion", "average"):
+            key = OUT / f"cost-{m}-{learner}.json"
+            if key.exists():
+                continue
+            cmd = [str(Path(sys.executable).with_name("hdtwd")), "distance", str(data), "--learner", learner]
+            cmd += ["-o", str(OUT / f"cost-{m}-{learner}.npy"), "-q"]
+            rec = harness.run_timed_once(cmd, OUT / f"cost-{m}-{learner}.log")
+            rec.update({"features": m, "learner": learner})
+            key.write_text(json.dumps(rec))
+            print(json.dumps({k: rec[k] for k in ("features", "learner", "wall_s", "max_rss_MB")}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=("run", "markdown", "classify"))
+    ap.add_argument("part", choices=("run", "markdown", "classify", "cost"))
     ap.add_argument("--families", default="random,balanced,deep,classes,corpus,produce,toy")
     ap.add_argument("--sizes", default="300,1000,3000")
     ap.add_argument("--depths", default="bulk,umi")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--competitors", default="quadtree,mst,cluster-tree,treerep")
     args = ap.parse_args()
-    {"run": run, "markdown": markdown, "classify": classify}[args.part](args)
+    {"run": run, "markdown": markdown, "classify": classify, "cost": cost}[args.part](args)
 
 
 if __name__ == "__main__":

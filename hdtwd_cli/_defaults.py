@@ -11,6 +11,7 @@ from typing import Any, Literal, get_args
 
 __all__ = [
     "LEARNERS",
+    "AVERAGE_LEAF_LENGTH",
     "JOINT_SHARE",
     "JOINT_GAMMA",
     "JOINT_ROUNDS",
@@ -84,6 +85,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: docs/method.md sections 1-3) or ``average`` (average linkage on the correlation distances of the
 #: same features' vectors, section 14).
 LEARNERS = ("diffusion", "average")
+#: The automatic leaf term of the average learner, added to the features' space's own (docs/method.md section 14).
+AVERAGE_LEAF_LENGTH = 2.0
 #: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")
 #: Default kernel-scale multiplier c (eps = c * median distance).

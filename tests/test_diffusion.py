@@ -116,9 +116,9 @@ def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
 
 def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     """The Gram kernel takes the CSR's index arrays as they are (no int64 copies), and the sparse
-    ``_column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
+    ``column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
     a diagonal matrix: the same bits as that product's Gram, for real values too."""
-    from hdtwd_cli.tree._diffusion import _column_gram, column_scale
+    from hdtwd_cli.tree._diffusion import column_gram, column_scale
     from hdtwd_cli.tree._kernels import column_gram_csr
 
     rng = np.random.default_rng(8)
@@ -128,12 +128,12 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     assert X.indices.dtype == np.int32 and np.array_equal(column_gram_csr(X), column_gram_csr(wide))
     for scale in (column_scale(X), float(column_scale(X).max())):
         old = column_gram_csr(sp.csr_matrix(X) @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],))))
-        assert np.array_equal(_column_gram(X, scale), old)
-        assert np.array_equal(_column_gram(X.tocsc(), scale), old)  # any sparse format
+        assert np.array_equal(column_gram(X, scale), old)
+        assert np.array_equal(column_gram(X.tocsc(), scale), old)  # any sparse format
         rev = np.concatenate([np.arange(b - 1, a - 1, -1) for a, b in zip(X.indptr[:-1], X.indptr[1:])])
         unsorted = sp.csr_matrix((X.data[rev], X.indices[rev], X.indptr), shape=X.shape)  # each row reversed
         unsorted.has_sorted_indices = False
-        assert not unsorted.has_sorted_indices and np.array_equal(_column_gram(unsorted, scale), old)
+        assert not unsorted.has_sorted_indices and np.array_equal(column_gram(unsorted, scale), old)
 
 
 @pytest.mark.parametrize("parts", [None, 1, 3, 7])

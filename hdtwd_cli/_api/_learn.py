@@ -226,6 +226,12 @@ def embed(
     bits; the file stores the denoiser and the weights the tree applies to samples).
     """
     params = params or TreeParams()
+    if params.learner != "diffusion":
+        raise ParameterError(
+            f"{{arg}} is {params.learner!r}: only the diffusion learner has an embedding to keep (give "
+            "{arg} diffusion; the average learner's tree is kept by learn_tree / distance --save-tree)",
+            "learner",
+        )
     rep = as_reporter(progress)
     Xm = apply_transform(checked_matrix(X), params.transform)
     names = checked_names(feature_names, Xm.shape[1])

@@ -29,10 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.cluster.hierarchy import linkage as scipy_linkage
 
 from hdtwd_cli.tree._denoise import DenoisedRows
-from hdtwd_cli.tree._diffusion import _column_gram, column_scale
+from hdtwd_cli.tree._diffusion import column_gram, column_scale
 from hdtwd_cli.tree._tree import Tree
 
 __all__ = ["correlation_distances", "average_linkage_tree", "tree_from_linkage"]
@@ -59,7 +58,7 @@ def correlation_distances(F: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndar
     """
     n, m = F.shape
     scale = column_scale(F)
-    G = _column_gram(F, scale)
+    G = column_gram(F, scale)
     s = _column_sums(F, scale)
     norm2 = np.diag(G).copy()
     G -= np.outer(s, s / n)
@@ -97,8 +96,10 @@ def average_linkage_tree(F: np.ndarray | sp.spmatrix | DenoisedRows, names: list
     """The UPGMA tree of the columns of ``F`` under the correlation distance (module docstring)."""
     if F.shape[1] < 2:
         raise ValueError("at least two features are needed to build a tree")
+    from scipy.cluster.hierarchy import linkage  # on first use: small inputs never load scipy.cluster
+
     d = correlation_distances(F)
-    Z = scipy_linkage(d, method="average")
+    Z = linkage(d, method="average")
     del d
     tree = tree_from_linkage(Z, names)
     tree.metadata.update({"learner": "average", "distance": "correlation"})

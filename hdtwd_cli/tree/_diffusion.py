@@ -45,6 +45,7 @@ __all__ = [
     "EIGENVALUE_FLOOR",
     "POWER_DTYPE",
     "column_scale",
+    "column_gram",
 ]
 
 
@@ -113,7 +114,7 @@ class DiffusionOperator:
         return diffusion_sqrt_densities(self, t, dtype)
 
 
-def _column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0) -> np.ndarray:
+def column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0) -> np.ndarray:
     """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse,
     :func:`~hdtwd_cli._runtime.blas.gram_upper`'s tiles on every core when dense, streamed over row
     blocks for denoised rows).
@@ -194,9 +195,9 @@ def feature_distances(X: np.ndarray | sp.spmatrix | DenoisedRows, metric: Metric
     """
     colmax = column_scale(X)
     if metric == "cosine":
-        G = _column_gram(X, colmax)
+        G = column_gram(X, colmax)
     else:
-        G = _column_gram(X, float(colmax.max()))
+        G = column_gram(X, float(colmax.max()))
     sq = np.diag(G).copy()
     if metric == "cosine":
         if np.any(sq <= 0):

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._defaults import AVERAGE_LEAF_LENGTH
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import InputError
@@ -102,10 +103,16 @@ def feature_operator(
                 bandwidth=params.bandwidth,  # type: ignore[arg-type]
                 knn=params.knn,
             )
-    rep.info(
-        f"eps = {op.eps:.6g} (c = {params.kernel_eps(bool(nl)):g} x median {op.sigma:.6g}); "
-        f"clipped spectral mass {op.clipped_spectral_mass:.3g}"
-    )
+    c = params.kernel_eps(bool(nl))
+    if params.bandwidth == "knn":
+        kernel = (
+            f"self-tuning kernel exp(-d^2 / (c s_j s_j')), c = {c:g}, s_j = distance to the k-th nearest "
+            f"{'landmark' if nl else 'feature'}, k = {params.knn} (c x median s_j^2 = {op.eps:.6g}; median distance "
+            f"{op.sigma:.6g})"
+        )
+    else:
+        kernel = f"kernel exp(-d^2 / eps), eps = {op.eps:.6g} = c {c:g} x median distance {op.sigma:.6g}"
+    rep.info(f"{kernel}; clipped spectral mass {op.clipped_spectral_mass:.3g}")
     return op
 
 
@@ -282,8 +289,9 @@ def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
     return float(min(1.0, float(np.sum(latent * latent)) / max(nonzero_rows, 1)))
 
 
-def auto_leaf_length(shared: float) -> float:
-    r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon` (docs/method.md section 7).
+def auto_leaf_length(shared: float, learner: str = "diffusion") -> float:
+    r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon` (docs/method.md section 7), plus
+    :data:`~hdtwd_cli._defaults.AVERAGE_LEAF_LENGTH` for the average learner (section 14).
 
     :math:`\varepsilon` is the fraction of the data's energy that the tree's input keeps
     (:attr:`FeatureSpace.shared`): with the latent space, what its ``feature_dims`` dimensions
@@ -294,7 +302,7 @@ def auto_leaf_length(shared: float) -> float:
     lambda = 4.1; BBCSPORT 0.39, 1.5). A tree learned from the data columns themselves (cells)
     sees all of it: :math:`\varepsilon = 1`, lambda = 0.
     """
-    return (1.0 - shared) / max(shared, 1e-3)
+    return (1.0 - shared) / max(shared, 1e-3) + (AVERAGE_LEAF_LENGTH if learner == "average" else 0.0)
 
 
 def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
@@ -307,7 +315,7 @@ def finish_tree(tree: Tree, space: FeatureSpace, params: TreeParams) -> Tree:
     """
     h = mean_leaf_depth(tree)
     w = space.weights
-    lam = auto_leaf_length(space.shared) if params.leaf_length is None else float(params.leaf_length)
+    lam = auto_leaf_length(space.shared, params.learner) if params.leaf_length is None else float(params.leaf_length)
     tree = attach_at_root(tree, space.unplaced, h, None if w is None else np.array([w[n] for n in space.unplaced]))
     tree = lengthen_leaves(tree, lam * h)
     if w is not None:
