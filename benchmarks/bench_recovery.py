@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> None:
 
 
 def markdown(args: argparse.Namespace) -> None:
-    recs = [json.loads(p.read_text()) for p in sorted(OUT.glob("*.json")) if not p.name.startswith("classify-")]
+    recs = [
+        json.loads(p.read_text()) for p in sorted(OUT.glob("*.json")) if not p.name.startswith(("classify-", "cost-"))
+    ]
     cols = [c for c in list(LEARNERS) + list(PEERS) if any(r["learner"] == c for r in recs)]
     cols += sorted({r["learner"] for r in recs} - set(cols))
     rows: dict[tuple, dict[str, list]] = {}
@@ -182,6 +184,27 @@ def markdown(args: argparse.Namespace) -> None:
                 else f"{np.mean([r['triplets'] for r in rs]):.2f} / {np.mean([r['spearman'] for r in rs]):.2f}"
             )
         print(f"| {fam} | {m:,} x {n:,} | {depth} | " + " | ".join(cells) + " |")
+    runs = [json.loads(p.read_text()) for p in sorted(OUT.glob("classify-*.json"))]
+    if runs:
+        print("\n| planted set | diffusion (defaults) | average | star | best baseline | new - star | new - best |")
+        print("|---|---|---|---|---|---|---|")
+    for r in runs:
+        d, a = r["defaults"], r["average"]
+        name, best = max(((k, v[0]) for k, v in d.items() if k not in ("hdtwd", "star")), key=lambda kv: kv[1])
+        print(
+            f"| {r['family']} {r['m']:,} x {2 * r['m']:,} {r['depth']} | {d['hdtwd'][0]:.1f} ± {d['hdtwd'][1]:.1f} | "
+            f"{a['hdtwd'][0]:.1f} ± {a['hdtwd'][1]:.1f} | {d['star'][0]:.1f} | {name} {best:.1f} | "
+            f"{a['hdtwd'][0] - d['star'][0]:+.1f} | {a['hdtwd'][0] - best:+.1f} |"
+        )
+    costs = [json.loads(p.read_text()) for p in sorted(OUT.glob("cost-*-*.json"))]
+    if costs:
+        print("\n| features | learner | wall s | peak MB | other load (cores) |")
+        print("|---|---|---|---|---|")
+    for c in sorted(costs, key=lambda c: (c["features"], c["learner"])):
+        print(
+            f"| {c['features']:,} | {c['learner']} | {c['wall_s']:.1f} | {c['max_rss_MB']:.0f} | "
+            f"{c.get('background_cores', float('nan')):.2f} |"
+        )
 
 
 def classify(args: argparse.Namespace) -> None:

@@ -37,7 +37,7 @@ def tree_memory_bytes(
     operator (:func:`_hd_lca.hd_lca_products`). ``available``: complete linkage's square matrix is
     counted where it will be used (at most half of ``available``; otherwise the chain runs on the
     condensed values in place, with the same merges, and needs nothing more).
-    ``learner="average"``: the ``m x m`` Gram matrix, the condensed distances and SciPy's copy.
+    ``learner="average"``: the ``m x m`` Gram matrix with the condensed distances, then those and SciPy's copy.
     Exact path: the ``m x m`` distance, kernel and eigenvector matrices (4 of them); then either
     ``psi`` of ``(K+1) m^2`` values, or per scale the eigenvectors, ``W``, the densities and their
     float32 square root next to the condensed product; then 3 condensed ``m^2/2`` vectors (values,
@@ -50,8 +50,8 @@ def tree_memory_bytes(
     """
     K1 = params.scales + 1
     pairs = m * (m - 1) // 2
-    if params.learner == "average":  # the m x m Gram matrix, its upper triangle, SciPy's copy of it
-        return {"diffusion": 8 * m * m + 8 * pairs, "embedding": 0, "tree": 8 * m * m + 16 * pairs}
+    if params.learner == "average":  # the Gram matrix beside the condensed distances; then those beside SciPy's copy
+        return {"diffusion": 8 * m * m + 8 * pairs, "embedding": 0, "tree": 16 * pairs}
     nl = effective_landmarks(params.landmarks, m)
     store = params.edge_weights != "lca" if store_embedding is None else store_embedding
     fits = available is None or square_fits(m, available)

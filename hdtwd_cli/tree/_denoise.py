@@ -436,22 +436,29 @@ class DenoisedRows:
 
     def column_sums(self) -> np.ndarray:
         """Per column: the sum of its values over the rows (row blocks in order; read in the Gram matrix's pass)."""
-        if self._gram is None:
+        if self._sums.size != self.shape[1]:
             self.summarise(gram=True)
         return self._sums
 
-    def gram_upper(self, scale: np.ndarray | float = 1.0) -> np.ndarray:
+    def gram_upper(self, scale: np.ndarray | float = 1.0, *, release: bool = False) -> np.ndarray:
         r"""The upper triangle of :math:`(\hat X / s)^\top (\hat X / s)` (``m x m``; a new array).
 
         :math:`\hat X^\top \hat X` from :meth:`summarise` (summed over row blocks in order), each
         entry then divided by :math:`s_i s_j`: exact for the powers of two that
         :func:`~hdtwd_cli.tree._diffusion.column_scale` gives, so the same bits as scaling the rows first.
+        ``release``: the kept matrix itself is scaled in place, handed over and forgotten (one ``m x m``
+        array instead of three, for a caller that reads it once).
         """
         if self._gram is None:
             self.summarise(gram=True)
         assert self._gram is not None
         inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (self.shape[1],))
-        return self._gram * inv[:, None] * inv[None, :]
+        G = self._gram if release else self._gram.copy()
+        if release:
+            self._gram = None
+        G *= inv[:, None]
+        G *= inv[None, :]
+        return G
 
     def held(self, rows: np.ndarray) -> DenoisedRows:
         """These rows with those of ``rows`` computed once and kept (:class:`HeldRows`): the same values, faster

@@ -114,16 +114,18 @@ class DiffusionOperator:
         return diffusion_sqrt_densities(self, t, dtype)
 
 
-def column_gram(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0) -> np.ndarray:
+def column_gram(
+    X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray | float = 1.0, *, release: bool = False
+) -> np.ndarray:
     """Dense m x m Gram matrix of the columns of ``X / scale`` (:func:`_kernels.column_gram_csr` when X is sparse,
     :func:`~hdtwd_cli._runtime.blas.gram_upper`'s tiles on every core when dense, streamed over row
-    blocks for denoised rows).
+    blocks for denoised rows; ``release``: their kept Gram matrix is handed over, :meth:`DenoisedRows.gram_upper`).
 
     Dividing by a per-column (cosine) or global (euclidean) scale first keeps huge counts from
     overflowing the products; the distances are unchanged (cosine) or rescaled back (euclidean).
     """
     if isinstance(X, DenoisedRows):
-        return _mirror_upper(X.gram_upper(scale))
+        return _mirror_upper(X.gram_upper(scale, release=release))
     if sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_gram_csr
 
