@@ -481,8 +481,11 @@ COMPILING = "hdtwd: compiling the numba kernels once, about 10 s; later runs loa
 
 
 def _announce_compilation() -> None:
-    sys.stderr.write(COMPILING + "\n")
-    sys.stderr.flush()
+    """The first-run line, for a person at a terminal (as the progress bars): a pipeline's or a script's
+    stderr keeps its one line per error."""
+    if sys.stderr.isatty():
+        sys.stderr.write(COMPILING + "\n")
+        sys.stderr.flush()
 
 
 def _warn_to_stderr(
