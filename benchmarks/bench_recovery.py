@@ -26,6 +26,7 @@ Usage::
     python benchmarks/bench_recovery.py run --families random --sizes 20000 --depths umi   # the landmark path
     python benchmarks/bench_recovery.py classify [--sizes 300,1000]    # kNN accuracy on the planted sets
     python benchmarks/bench_recovery.py cost [--sizes 4000,20000,40000]   # whole commands, each learner
+    python benchmarks/bench_recovery.py joint [--sizes 200,400]   # the joint hierarchies' SAMPLES' tree
     python benchmarks/bench_recovery.py markdown
 
 One JSON record per (family, size, depth, seed, learner) in ``~/.cache/hdtwd-bench/recovery/``: a
@@ -163,7 +164,9 @@ def run(args: argparse.Namespace) -> None:
 
 def markdown(args: argparse.Namespace) -> None:
     recs = [
-        json.loads(p.read_text()) for p in sorted(OUT.glob("*.json")) if not p.name.startswith(("classify-", "cost-"))
+        json.loads(p.read_text())
+        for p in sorted(OUT.glob("*.json"))
+        if not p.name.startswith(("classify-", "cost-", "joint-"))
     ]
     cols = [c for c in list(LEARNERS) + list(PEERS) if any(r["learner"] == c for r in recs)]
     cols += sorted({r["learner"] for r in recs} - set(cols))
@@ -196,6 +199,15 @@ def markdown(args: argparse.Namespace) -> None:
             f"{a['hdtwd'][0]:.1f} ± {a['hdtwd'][1]:.1f} | {d['star'][0]:.1f} | {name} {best:.1f} | "
             f"{a['hdtwd'][0] - d['star'][0]:+.1f} | {a['hdtwd'][0] - best:+.1f} |"
         )
+    joints = [json.loads(p.read_text()) for p in sorted(OUT.glob("joint-*.json"))]
+    if joints:
+        print(
+            "\n| planted samples | samples x features | depth | joint (diffusion) | joint (average) | SciPy average |"
+        )
+        print("|---|---|---|---|---|---|")
+    for j in joints:
+        cells = " | ".join(f"{j[k][0]:.2f} / {j[k][1]:.2f}" for k in ("diffusion", "average", "scipy-average"))
+        print(f"| {j['shape']} | {j['samples']:,} x 1,000 | {j['depth']} | {cells} |")
     costs = [json.loads(p.read_text()) for p in sorted(OUT.glob("cost-*-*.json"))]
     if costs:
         print("\n| features | learner | wall s | peak MB | other load (cores) |")
@@ -257,16 +269,49 @@ def cost(args: argparse.Namespace) -> None:
             print(json.dumps({k: rec[k] for k in ("features", "learner", "wall_s", "max_rss_MB")}), flush=True)
 
 
+def joint(args: argparse.Namespace) -> None:
+    """The joint hierarchies' samples' tree (``hd.learn_joint``, both learners) against planted SAMPLES: the rows
+    are the leaves of a planted tree (``planted_hierarchy`` transposed: n samples x 1,000 features whose log-rates
+    are Brownian down the samples' tree), beside SciPy's average linkage on the samples' log1p correlations."""
+    import hdtwd_cli as hd
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    for n in (int(s) for s in args.sizes.split(",")):
+        for shape in args.families.split(","):
+            for depth in args.depths.split(","):
+                key = OUT / f"joint-{shape}-{n}-{depth}.json"
+                if key.exists():
+                    continue
+                Xt, _, parent = planted_hierarchy(1000, n, shape=shape, counts_per_feature=DEPTHS[depth], seed=1)
+                X = Xt.T.copy()  # n samples (the planted tree's leaves) x 1,000 features
+                keep = X.sum(axis=1) > 0
+                names = [f"s{i}" for i in range(n)]
+                pnames = names + [f"n{i}" for i in range(n - 1)]
+                X, kept = X[keep], [nm for nm, k in zip(names, keep) if k]
+                rec = {"shape": shape, "samples": int(X.shape[0]), "depth": depth}
+                for label, params in (("diffusion", hd.TreeParams()), ("average", hd.TreeParams(learner="average"))):
+                    J = hd.learn_joint(X, sample_names=kept, params=params, with_distances=False)
+                    t = J.samples_tree
+                    r = recovery(t.parent, t.leaf_names, parent, pnames, learned_length=t.length)
+                    rec[label] = [r.triplets, r.spearman]
+                L = np.log1p(X)
+                Z = linkage(L, method="average", metric="correlation")
+                r = recovery(tree_from_linkage(Z, kept).parent, kept, parent, pnames)
+                rec["scipy-average"] = [r.triplets, r.spearman]
+                key.write_text(json.dumps(rec))
+                print(json.dumps(rec), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("part", choices=("run", "markdown", "classify", "cost"))
+    ap.add_argument("part", choices=("run", "markdown", "classify", "cost", "joint"))
     ap.add_argument("--families", default="random,balanced,deep,classes,corpus,produce,toy")
     ap.add_argument("--sizes", default="300,1000,3000")
     ap.add_argument("--depths", default="bulk,umi")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--competitors", default="quadtree,mst,cluster-tree,treerep")
     args = ap.parse_args()
-    {"run": run, "markdown": markdown, "classify": classify, "cost": cost}[args.part](args)
+    {"run": run, "markdown": markdown, "classify": classify, "cost": cost, "joint": joint}[args.part](args)
 
 
 if __name__ == "__main__":
