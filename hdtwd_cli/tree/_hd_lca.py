@@ -519,7 +519,7 @@ def lca_height_weights(heights: np.ndarray, children: np.ndarray, merge_log_a: n
     height = np.empty(2 * m - 1, dtype=np.float64)
     height[:m] = float(np.mean(np.log(heights)))
     height[m:] = np.maximum.accumulate(np.maximum(merge_log_a, height[0]))
-    parent = _parents(children)
+    parent = linkage_parents(children)
     w = np.zeros(2 * m - 1, dtype=np.float64)
     w[:-1] = height[parent[:-1]] - height[:-1]
     return np.maximum(w, 0.0)
@@ -611,7 +611,7 @@ def lca_tree(
     return _binary_tree(children, lca_height_weights(heights, children, merge_log_a), leaf_names, merge_log_a)
 
 
-def _parents(children: np.ndarray) -> np.ndarray:
+def linkage_parents(children: np.ndarray) -> np.ndarray:
     """Parent of every node of the linkage ``children`` (merge ``s`` creates node ``m + s``); -1 for the root."""
     m = children.shape[0] + 1
     parent = np.full(2 * m - 1, -1, dtype=np.int64)
@@ -621,4 +621,5 @@ def _parents(children: np.ndarray) -> np.ndarray:
 
 
 def _binary_tree(children: np.ndarray, length: np.ndarray, leaf_names: Sequence[str], merge_log_a: np.ndarray) -> Tree:
-    return Tree(parent=_parents(children), length=length, leaf_names=list(leaf_names), merge_height=np.exp(merge_log_a))
+    parent = linkage_parents(children)
+    return Tree(parent=parent, length=length, leaf_names=list(leaf_names), merge_height=np.exp(merge_log_a))
