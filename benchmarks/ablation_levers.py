@@ -58,12 +58,8 @@ from hdtwd_cli.tree._features import idf_weights
 from hdtwd_cli.tree._learn import feature_operator, feature_space, learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import root_distances
-from hdtwd_cli.twd._distance import (
-    align_to_tree,
-    normalize_rows,
-    query_distances,
-    subtree_masses,
-)
+from hdtwd_cli.twd._distance import query_distances, subtree_masses
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 ROWS = (
     "defaults",

@@ -41,10 +41,11 @@ from datasets import cache_dir
 
 import hdtwd_cli as hd
 from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, stratified_splits
-from hdtwd_cli.joint._alternate import JointParams, learn_joint
+from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree, query_distances
+from hdtwd_cli.twd._distance import query_distances
+from hdtwd_cli.twd._histograms import align_to_tree
 
 OUT = cache_dir() / "bench-joint"
 
@@ -91,7 +92,7 @@ def grid_cell(spec: str, variant: str, splits: int) -> dict[str, Any] | None:
         base.append(knn_accuracy(D0, y[tr], y[te], DEFAULT_K))
         t0 = time.perf_counter()
         jp = JointParams(algorithm="alternating" if share >= 1 else "filtered", share=min(share, 1.0), gamma=gamma)
-        J = learn_joint(
+        J = alternate_hierarchies(
             X[tr], names, [f"s{i}" for i in tr], params, jp, prepared=prepare(X[tr], names, params), trace=True
         )
         T = J.features_tree

@@ -224,7 +224,7 @@ def learned_tree(key: str, X: np.ndarray, names: list[str]):
 
 def load_part(name: str, small: int | None, seed: int = 0):
     """(X aligned to the tree's leaves (dense or CSR, float64 counts), tree, info, rows of the full set)."""
-    from hdtwd_cli.twd._distance import align_to_tree
+    from hdtwd_cli.twd._histograms import align_to_tree
 
     if name in ("zeisel", "cbmc"):
         ds = datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts")

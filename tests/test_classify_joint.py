@@ -21,10 +21,11 @@ from hdtwd_cli.evaluate._joint import joint_hierarchy
 from hdtwd_cli.evaluate._methods import METHODS, of_family
 from hdtwd_cli.evaluate._protocol import stratified_splits
 from hdtwd_cli.evaluate._synthetic import planted_counts
-from hdtwd_cli.joint._alternate import JointParams, learn_joint
+from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree, query_distances
+from hdtwd_cli.twd._distance import query_distances
+from hdtwd_cli.twd._histograms import align_to_tree
 
 JOINT = ["joint", "joint-alt", "joint-transductive"]
 KS = [1, 3, 5]
@@ -79,7 +80,7 @@ def test_inductive_distances_are_those_of_the_final_features_tree(data, monkeypa
     params = TreeParams()
     for s, (train, test) in enumerate(stratified_splits(y, 2, 0.3, seed=0)):
         for j, joint in enumerate([JointParams(), JointParams(algorithm="alternating")]):
-            J = learn_joint(X[train], names, [f"s{i}" for i in train], params, joint)
+            J = alternate_hierarchies(X[train], names, [f"s{i}" for i in train], params, joint)
             T = J.features_tree
             assert (T.haar_keep is not None) == (joint.algorithm == "filtered")
             D = query_distances(T, align_to_tree(X[train], names, T), align_to_tree(X[test], names, T))

@@ -24,7 +24,8 @@ from hdtwd_cli.evaluate._exact_ot import exact_ot as ot_distances
 from hdtwd_cli.evaluate._protocol import stratified_splits
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 
 def _vectors(seed: int, m: int = 14, d: int = 3) -> np.ndarray:

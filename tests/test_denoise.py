@@ -23,7 +23,8 @@ from hdtwd_cli.tree._features import idf_weights
 from hdtwd_cli.tree._learn import extend_tree, learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 
 def _counts(seed: int = 0, n: int = 50, m: int = 14):

@@ -8,7 +8,8 @@ from conftest import exact_ot, path_metric
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import normalize_rows
 from hdtwd_cli.twd._kernels import l1_distances as pairwise_l1
 
 
@@ -285,7 +286,8 @@ def test_compiled_tree_vectors_equal_the_numpy_reference():
     """TreeVectors (compiled per-row pass) == tree_embedding (column passes) on the kept columns, bit for bit."""
     import scipy.sparse as sp
 
-    from hdtwd_cli.twd._distance import TreeVectors, normalize_rows, tree_embedding
+    from hdtwd_cli.twd._distance import TreeVectors, tree_embedding
+    from hdtwd_cli.twd._histograms import normalize_rows
 
     for seed in range(5):
         X, tree = random_case(seed)

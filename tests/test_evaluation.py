@@ -201,7 +201,8 @@ def test_star_is_weighted_l1_between_the_denoised_idf_histograms():
     from hdtwd_cli.evaluate._competitors import competitor_trees
     from hdtwd_cli.evaluate._protocol import evaluate, knn_accuracy
     from hdtwd_cli.tree._learn import prepare
-    from hdtwd_cli.twd._distance import align_to_tree, query_distances
+    from hdtwd_cli.twd._distance import query_distances
+    from hdtwd_cli.twd._histograms import align_to_tree
 
     X, y, names = _counts(n=80, m=20)
     params = TreeParams().replace(denoise=4)
@@ -222,7 +223,8 @@ def test_without_denoising_star_is_the_tfidf_l1_baseline():
     from hdtwd_cli.evaluate._baselines import baseline_distances
     from hdtwd_cli.evaluate._competitors import competitor_trees
     from hdtwd_cli.tree._learn import prepare
-    from hdtwd_cli.twd._distance import align_to_tree, query_distances
+    from hdtwd_cli.twd._distance import query_distances
+    from hdtwd_cli.twd._histograms import align_to_tree
 
     X, y, names = _counts()
     params = TreeParams().replace(denoise=0)

@@ -17,7 +17,8 @@ from hdtwd_cli.tree._features import idf_weights, latent_feature_space
 from hdtwd_cli.tree._learn import extend_tree, learn_tree
 from hdtwd_cli.tree._params import TreeParams, resolve_params
 from hdtwd_cli.tree._tree import attach_at_root, lengthen_leaves, mean_leaf_depth
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 
 def tiny_corpus(seed: int = 0, n: int = 60):

@@ -12,10 +12,11 @@ import scipy.sparse as sp
 import hdtwd_cli as hd
 from hdtwd_cli.evaluate._synthetic import planted_counts
 from hdtwd_cli.joint import _informed
-from hdtwd_cli.joint._alternate import JointParams, cluster_change, learn_joint
+from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies, cluster_change
+from hdtwd_cli.tree._haar import haar_basis
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, cut, leaf_order, root_distances
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 
 @pytest.fixture(scope="module")
@@ -87,10 +88,23 @@ def test_the_filter_changes_the_histograms_and_algorithm_1_has_none(planted, res
 
 
 def test_every_route_gives_the_same_bytes(planted, result, tmp_path):
-    """learn_joint's distances, the standard route on its tree, the tree written and read back."""
+    """learn_joint's distances: the TWD of the Haar-filtered histograms computed by hand (an independent
+    route), and the same bytes from the tree written and read back."""
     X, _, names = planted
     T = result.features_tree
-    assert hd.distances(X, T, feature_names=names).tobytes() == result.distances.tobytes()
+    bare = dataclasses.replace(T, haar_keep=None)
+    H = np.asarray(normalize_rows(align_to_tree(X, names, bare)))
+    B = haar_basis(T).matrix().toarray()[:, T.haar_keep]
+    F = np.maximum(H @ B @ B.T, 0.0)
+    F /= F.sum(axis=1, keepdims=True)
+    Y = np.zeros((F.shape[0], T.parent.shape[0]))  # subtree masses scaled by the edge lengths, leaf by leaf up
+    for leaf in range(T.n_leaves):
+        v = leaf
+        while T.parent[v] >= 0:
+            Y[:, v] += F[:, leaf] * T.length[v]
+            v = int(T.parent[v])
+    by_hand = np.abs(Y[:, None, :] - Y[None, :, :]).sum(axis=2)
+    np.testing.assert_allclose(result.distances, by_hand, rtol=1e-9, atol=1e-12)
     T.write(str(tmp_path / "t.h5"))
     back = Tree.read(str(tmp_path / "t.h5"))
     assert np.array_equal(back.haar_keep, T.haar_keep)
@@ -140,9 +154,13 @@ def test_the_samples_tree_recovers_the_planted_classes(planted, result):
 def test_the_rounds_stop_by_the_rule_or_the_cap(planted):
     X, _, names = planted
     p = TreeParams()
-    loose = learn_joint(X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.99, max_rounds=5))
+    loose = alternate_hierarchies(
+        X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.99, max_rounds=5)
+    )
     assert loose.converged and len(loose.rounds) == 2  # round 1 has no previous distances: moved = 1
-    capped = learn_joint(X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.0, max_rounds=2))
+    capped = alternate_hierarchies(
+        X, names, [f"s{i}" for i in range(X.shape[0])], p, JointParams(tol=0.0, max_rounds=2)
+    )
     assert len(capped.rounds) <= 2
     assert capped.converged == (capped.rounds[-1].moved == 0.0)
     assert capped.rounds[0].moved == 1.0 and all(0.0 <= r.change <= 1.0 for r in capped.rounds)

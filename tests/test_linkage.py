@@ -17,7 +17,8 @@ from hdtwd_cli.evaluate._synthetic import planted_counts
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams, resolve_params
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import normalize_rows
 
 
 @pytest.mark.parametrize("weights", EDGE_WEIGHTS)

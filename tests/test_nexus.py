@@ -15,7 +15,8 @@ from conftest import caterpillar, run_hdtwd
 from hdtwd_cli import learn_tree
 from hdtwd_cli.io._nexus import read_nexus, write_nexus
 from hdtwd_cli.tree._tree import Tree, root_distances, subtree_sums
-from hdtwd_cli.twd._distance import align_to_tree, mean_histogram, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import align_to_tree, mean_histogram
 
 
 def _data(seed: int = 0, n: int = 40, m: int = 12):

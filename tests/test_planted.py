@@ -97,7 +97,7 @@ def test_random_tree_is_a_weaker_control_and_column_order_is_irrelevant():
     # permuting the columns (with their names) gives the same distances
     perm = np.random.default_rng(0).permutation(m)
     tree_p = learn_tree(X[:, perm], [names[j] for j in perm], TreeParams.from_preset("paper"))
-    from hdtwd_cli.twd._distance import align_to_tree
+    from hdtwd_cli.twd._histograms import align_to_tree
 
     Dp = tree_wasserstein(tree_p, align_to_tree(X, names, tree_p))
     assert np.allclose(Dp, tree_wasserstein(tree, X), rtol=1e-8)

@@ -11,7 +11,8 @@ from hdtwd_cli.evaluate._synthetic import random_binary_tree
 from hdtwd_cli.tree._learn import learn_tree
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, tree_wasserstein
+from hdtwd_cli.twd._distance import tree_wasserstein
+from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

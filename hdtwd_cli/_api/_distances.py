@@ -30,12 +30,11 @@ from hdtwd_cli.tree._params import TreeParams, apply_transform
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._distance import (
     TreeVectors,
-    align_to_tree,
-    check_histograms,
     dense_output_bytes,
     tree_distance_blocks,
     tree_distances,
 )
+from hdtwd_cli.twd._histograms import check_histograms, tree_histograms
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -227,12 +226,12 @@ def distance_vectors(
         R = checked_matrix(reference, "reference")
         rnames = checked_names(reference_feature_names, R.shape[1], "reference_feature_names")
     T, tf, record, Xt = tree_for(Xm, names, tree, params, feature_embedding, unseen, transform, rnames or (), rep)
-    Xt = align_to_tree(Xt, names, T)
+    Xt = tree_histograms(Xt, names, T, normalised=False)
     record = {"hdtwd_version": __version__, **record, "dtype": dtype}
     if R is None:
         base = data_errors(lambda: TreeVectors(T, Xt, dtype))
         return DistanceVectors(T, base, None, dtype, record, rep)
-    Rt = align_to_tree(apply_transform(R, tf), rnames, T)  # type: ignore[arg-type]
+    Rt = tree_histograms(apply_transform(R, tf), rnames, T, normalised=False)  # type: ignore[arg-type]
     base = data_errors(lambda: TreeVectors(T, Rt, dtype, extra=Xt))
     data_errors(lambda: check_histograms(Xt))
     return DistanceVectors(T, base, Xt, dtype, record, rep)

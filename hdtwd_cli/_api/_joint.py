@@ -8,11 +8,10 @@ from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_
 from hdtwd_cli._api._distances import distances
 from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli._runtime.progress import Reporter
-from hdtwd_cli.joint._alternate import JointHierarchy, JointParams
-from hdtwd_cli.joint._alternate import learn_joint as _learn_joint
+from hdtwd_cli.joint._alternate import JointHierarchy, JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams, apply_transform
-from hdtwd_cli.twd._distance import check_histograms
+from hdtwd_cli.twd._histograms import check_histograms
 
 
 def learn_joint(
@@ -86,7 +85,7 @@ def learn_joint(
     have = available_memory() if check_memory else None
     prepared = data_errors(lambda: prepare(Xm, names, params, reporter=rep, available=have))
     result: JointHierarchy = data_errors(
-        lambda: _learn_joint(Xm, names, samples, params, joint, prepared=prepared, reporter=rep)
+        lambda: alternate_hierarchies(Xm, names, samples, params, joint, prepared=prepared, reporter=rep)
     )
     if with_distances:
         result.distances = distances(X, result.features_tree, feature_names=names)

@@ -30,9 +30,7 @@ from hdtwd_cli.tree._learn import (
 )
 from hdtwd_cli.tree._params import TreeParams, apply_transform
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import (
-    check_histograms,
-)
+from hdtwd_cli.twd._histograms import check_histograms
 
 
 def learn_tree(

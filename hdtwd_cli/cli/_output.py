@@ -170,7 +170,7 @@ def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
     """The samples' mean histogram on the tree's leaves where ``path`` is a Nexus file (else None)."""
     from hdtwd_cli.io._nexus import NEXUS_SUFFIXES
     from hdtwd_cli.tree._params import apply_transform
-    from hdtwd_cli.twd._distance import mean_histogram
+    from hdtwd_cli.twd._histograms import mean_histogram
 
     if Path(path).suffix.lower() not in NEXUS_SUFFIXES:
         return None

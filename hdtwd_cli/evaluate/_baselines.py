@@ -13,7 +13,8 @@ import scipy.sparse as sp
 
 from hdtwd_cli.tree._denoise import is_count_data, log_cp10k, principal_axes
 from hdtwd_cli.tree._features import idf_weights, weight_features
-from hdtwd_cli.twd._distance import SPARSE_KERNEL_DENSITY, normalize_rows
+from hdtwd_cli.twd._distance import SPARSE_KERNEL_DENSITY
+from hdtwd_cli.twd._histograms import normalize_rows
 from hdtwd_cli.twd._kernels import l1_distances, l1_distances_sparse
 
 __all__ = ["PCA_COMPONENTS", "SCALE_CLIP", "scaled_features", "pca_representation", "baseline_distances"]
@@ -101,7 +102,7 @@ def _gram_and_norms(
     return _dense(A @ B.T), norms(A), norms(B)
 
 
-def _euclidean(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> np.ndarray:
+def _euclidean_cross(A: np.ndarray | sp.spmatrix, B: np.ndarray | sp.spmatrix) -> np.ndarray:
     G, na, nb = _gram_and_norms(A, B)
     return np.sqrt(np.maximum(na[:, None] ** 2 + nb[None, :] ** 2 - 2 * G, 0))
 
@@ -116,7 +117,7 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
     :func:`pca_representation`.
     """
     if name == "pca":
-        return _euclidean(*pca_representation(X_test, X_train))
+        return _euclidean_cross(*pca_representation(X_test, X_train))
     if name.startswith("tfidf-"):
         u = idf_weights(X_train)
         X_test, X_train = weight_features(X_test, u), weight_features(X_train, u)
@@ -128,7 +129,7 @@ def baseline_distances(name: str, X_test: np.ndarray | sp.spmatrix, X_train: np.
     if name == "l1":
         return l1_distances_sparse(A, B) if sparse else l1_distances(A, B)
     if name == "euclidean":
-        return _euclidean(A, B)
+        return _euclidean_cross(A, B)
     if name == "cosine":
         G, na, nb = _gram_and_norms(A, B)
         return 1.0 - G / np.outer(na, nb)

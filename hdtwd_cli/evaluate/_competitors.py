@@ -112,6 +112,8 @@ def quadtree(F: np.ndarray, names: Sequence[str], seed: int = 0, max_depth: int 
     m, d = F.shape
     if m < 1 or len(names) != m:
         raise ValueError("one vector per feature name is needed")
+    if not np.all(np.isfinite(F)):
+        raise ValueError("the feature vectors must be finite")
     lo = F.min(axis=0) if m else np.zeros(d)
     delta = float(np.max(F.max(axis=0) - lo)) if m else 0.0
     shifted = F - lo + np.random.default_rng(seed).uniform(0.0, delta, size=d) if delta > 0 else np.zeros_like(F)
@@ -206,7 +208,7 @@ def mst_tree(F: np.ndarray, names: Sequence[str]) -> Tree:
     child = np.flatnonzero(pred >= 0)
     parent[site[root]] = -1
     parent[site[child]] = site[pred[child]]
-    w = np.asarray(T[child, pred[child]]).ravel()
+    w = D[child, pred[child]]  # the spanning tree's edges are entries of D
     length[site[child]] = np.where(w <= tiny, 0.0, w)  # identical vectors: the lifted edge is 0 again
     tree = Tree(parent=parent, length=length, leaf_names=list(names), metadata={"method": "mst", "root": names[root]})
     tree.validate()
@@ -371,6 +373,6 @@ def competitor_trees(
 def reference_tree(prepared: Prepared, params: TreeParams) -> Tree:
     """The star tree (:func:`star_tree`) of ``prepared``'s placed features, finished as every tree of these
     rows is: every column a leaf, the same map (denoiser, weights). ``classify``'s ``star``; its leaves'
-    histograms (:func:`hdtwd_cli.twd._distance.align_to_tree`) are the ones exact OT and the fitted trees
+    histograms (:func:`hdtwd_cli.twd._histograms.tree_histograms`) are the ones exact OT and the fitted trees
     compare."""
     return prepared.finish(star_tree(prepared.space.names), params.replace(leaf_length=0.0))

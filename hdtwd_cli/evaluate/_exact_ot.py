@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from hdtwd_cli._defaults import OT_BUDGET
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows
+from hdtwd_cli.twd._histograms import normalize_rows, tree_histograms
 
 __all__ = [
     "OT_BUDGET",
@@ -92,19 +92,19 @@ def ground_of(placed: list[str], V: np.ndarray, leaf_names: list[str]) -> np.nda
 def histograms(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> sp.csr_matrix:
     r"""The rows of ``X`` (columns ``names``) as the histograms the TWD on ``tree`` compares, sparse.
 
-    :func:`~hdtwd_cli.twd._distance.align_to_tree` applies the tree's map (denoiser, feature
-    weights; :meth:`~hdtwd_cli.tree._learn.Prepared.finish`), then every row is normalised to mass 1;
+    :func:`~hdtwd_cli.twd._histograms.tree_histograms` (the tree's map: denoiser, feature weights,
+    :meth:`~hdtwd_cli.tree._learn.Prepared.finish`; every row normalised to mass 1), stored sparse;
     columns in the order of ``tree.leaf_names``, zeros not stored. Every row is computed alone: the
     same bits for any subset of rows.
     """
-    H = sp.csr_matrix(normalize_rows(align_to_tree(X, names, tree)), dtype=np.float64)
+    H = sp.csr_matrix(tree_histograms(X, names, tree), dtype=np.float64)
     H.eliminate_zeros()
     return H
 
 
 def supports(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> np.ndarray:
     """The support size of each row's histogram (:func:`histograms`), by row block: never all the rows at once."""
-    A = align_to_tree(X, names, tree)
+    A = tree_histograms(X, names, tree, normalised=False)
     if isinstance(A, DenoisedRows):
         out = np.zeros(A.shape[0], dtype=np.int64)
         for i0, R in A.blocks():

@@ -41,7 +41,8 @@ from hdtwd_cli.tree._denoise import is_count_data
 from hdtwd_cli.tree._learn import Prepared, learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import align_to_tree, check_histograms, query_distances
+from hdtwd_cli.twd._distance import query_distances
+from hdtwd_cli.twd._histograms import check_histograms, tree_histograms
 
 __all__ = [
     "DEFAULT_K",
@@ -252,9 +253,7 @@ def _hdtwd_accuracies(
     trees = learn_trees(X[train], names, params, list(scales), embedding=embedding, prepared=prepared)
     out = {}
     for K, tree in trees.items():
-        Xtr = align_to_tree(X[train], names, tree)
-        Xte = align_to_tree(X[test], names, tree)
-        D = query_distances(tree, Xtr, Xte)
+        D = _tree_query(tree, X, names, train, test)
         out[K] = knn_accuracy(D, y[train], y[test], ks)
     return out
 
@@ -377,10 +376,18 @@ class _Split:
         return self._fit
 
 
+def _tree_query(
+    tree: Tree, X: np.ndarray | sp.spmatrix, names: list[str], train: np.ndarray, test: np.ndarray
+) -> np.ndarray:
+    """The TWD on ``tree`` between the test rows and the training rows (test x train)."""
+    on = [tree_histograms(X[rows], names, tree, normalised=False) for rows in (train, test)]
+    return query_distances(tree, on[0], on[1])
+
+
 def _tree_distances(trees: list[Tree], run: _Split, test: np.ndarray) -> np.ndarray:
     """The mean TWD (test x train) over ``trees`` (one tree: its TWD)."""
     X, names, train = run.X, run.names, run.train
-    total = sum(query_distances(t, align_to_tree(X[train], names, t), align_to_tree(X[test], names, t)) for t in trees)
+    total = sum(_tree_query(t, X, names, train, test) for t in trees)
     return total / len(trees)  # type: ignore[return-value]
 
 

@@ -98,7 +98,7 @@ class _Zone(NamedTuple):
     between: float = 0.0
 
 
-def _euclidean(F: np.ndarray) -> DistFn:
+def _euclidean_fn(F: np.ndarray) -> DistFn:
     """Exact Euclidean distances between rows of ``F`` (differences, not the Gram trick: identical
     rows are at distance exactly 0)."""
 
@@ -303,4 +303,4 @@ def treerep_tree(F: np.ndarray, names: Sequence[str], seed: int = 0) -> Tree:
     F = np.asarray(F, dtype=np.float64)
     if F.ndim != 2 or not np.all(np.isfinite(F)):
         raise ValueError("the feature vectors must be a finite m x d array")
-    return _treerep(_euclidean(F), F.shape[0], names, seed)
+    return _treerep(_euclidean_fn(F), F.shape[0], names, seed)

@@ -102,8 +102,10 @@ def ultrafit_tree(F: np.ndarray, names: Sequence[str], steps: int = ULTRAFIT_STE
     from scipy.spatial.distance import pdist, squareform
 
     m = F.shape[0]
-    if m < 2:
-        raise ValueError("an ultrametric tree needs at least 2 features")
+    if m < 1 or len(names) != m:
+        raise ValueError("one vector per feature name is needed")
+    if m == 1:  # one leaf, the root: no distance to fit
+        return Tree(parent=np.array([-1]), length=np.zeros(1), leaf_names=list(names), metadata={"method": "ultrafit"})
     d = pdist(np.asarray(F, dtype=np.float64))
     W = squareform(d)
     best: tuple[float, np.ndarray, np.ndarray] | None = None

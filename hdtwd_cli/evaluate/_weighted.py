@@ -50,7 +50,8 @@ from hdtwd_cli.evaluate._methods import METHODS, of_family
 from hdtwd_cli.tree._learn import Prepared
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import align_to_tree, normalize_rows, subtree_masses
+from hdtwd_cli.twd._distance import subtree_masses
+from hdtwd_cli.twd._histograms import tree_histograms
 
 __all__ = [
     "FIT_PAIRS",
@@ -428,7 +429,6 @@ def fitted_trees(
     i, j = fit.pairs[:, 0], fit.pairs[:, 1]
     fitted = []
     for t in trees:
-        A = normalize_rows(align_to_tree(X[i], names, t))
-        B = normalize_rows(align_to_tree(X[j], names, t))
+        A, B = tree_histograms(X[i], names, t), tree_histograms(X[j], names, t)
         fitted.append((fit_ultrametric_heights if spec.fit == "heights" else fit_edge_weights)(t, A, B, fit.costs))
     return fitted, int(fit.pairs.shape[0])

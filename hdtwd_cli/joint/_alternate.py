@@ -34,13 +34,12 @@ from hdtwd_cli._defaults import JOINT_GAMMA, JOINT_ROUNDS, JOINT_SHARE, JOINT_TO
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.joint._informed import filtered, in_leaf_order, items_tree
-from hdtwd_cli.tree._haar import haar_basis, kept_coefficients
 from hdtwd_cli.tree._learn import Prepared, learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree, cut, leaf_order
-from hdtwd_cli.twd._distance import align_to_tree, haar_filtered, normalize_rows
+from hdtwd_cli.twd._histograms import haar_selection, tree_histograms
 
-__all__ = ["ALGORITHMS", "JointParams", "JointRound", "JointHierarchy", "learn_joint", "cluster_change"]
+__all__ = ["ALGORITHMS", "JointParams", "JointRound", "JointHierarchy", "alternate_hierarchies", "cluster_change"]
 
 #: ``filtered``: Algorithm 2 (alternation with Haar filtering); ``alternating``: Algorithm 1.
 ALGORITHMS = ("filtered", "alternating")
@@ -106,7 +105,7 @@ class JointRound:
 
 @dataclass
 class JointHierarchy:
-    """What :func:`learn_joint` returns.
+    """What :func:`alternate_hierarchies` returns.
 
     Attributes
     ----------
@@ -166,18 +165,18 @@ def cluster_change(old: Tree, new: Tree) -> float:
 
 def _histograms(X: np.ndarray | sp.spmatrix, names: list[str], tree: Tree) -> np.ndarray:
     """The samples' histograms on ``tree``'s leaves as every route makes them, dense."""
-    H = normalize_rows(align_to_tree(X, names, dataclasses.replace(tree, haar_keep=None)))
+    H = tree_histograms(X, names, tree, haar=False)
     return sp.csr_matrix(H).toarray() if sp.issparse(H) else np.asarray(H)
 
 
 def _with_filter(T: Tree, X: np.ndarray | sp.spmatrix, names: list[str], share: float) -> Tree:
     """``T`` with the filter the output carries: the Haar vectors that ``share`` of the rows' coefficients need."""
     if share < 1.0:
-        T.haar_keep = kept_coefficients(haar_basis(T).analysis(_histograms(X, names, T)), share)
+        _, T.haar_keep = haar_selection(T, _histograms(X, names, T), share)
     return T
 
 
-def learn_joint(
+def alternate_hierarchies(
     X: np.ndarray | sp.spmatrix,
     feature_names: list[str],
     sample_names: list[str],
@@ -240,8 +239,7 @@ def learn_joint(
             break
     H_out = _histograms(X, feature_names, T)  # once: the filter's scores and the output's histograms
     if share < 1.0:
-        T.haar_keep = kept_coefficients(haar_basis(T).analysis(H_out), share)
-        H_out = haar_filtered(T, H_out)
+        H_out, T.haar_keep = haar_selection(T, H_out, share)
     with rep.stage("the samples' tree of the output distances"):
         samples, _ = items_tree(H_out, sample_names, T, params, joint.gamma, "samples")
     record = {**joint.as_dict(), "joint_rounds": len(rounds), "joint_converged": converged}

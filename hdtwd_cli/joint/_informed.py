@@ -23,12 +23,12 @@ import numpy as np
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.errors import InputError
 from hdtwd_cli.tree._diffusion import kernel_scale
-from hdtwd_cli.tree._haar import haar_basis, kept_coefficients
 from hdtwd_cli.tree._landmarks import effective_landmarks
 from hdtwd_cli.tree._learn import tree_from_distances
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._distance import TreeVectors, haar_filtered, tree_distances
+from hdtwd_cli.twd._distance import TreeVectors, tree_distances
+from hdtwd_cli.twd._histograms import haar_selection
 
 __all__ = ["SNOWFLAKE_THETA", "snowflake", "informed_distances", "items_tree", "filtered", "in_leaf_order"]
 
@@ -43,7 +43,7 @@ def snowflake(d: np.ndarray, theta: float = SNOWFLAKE_THETA) -> np.ndarray:
     return r - theta * np.log1p(r / theta)
 
 
-def _euclidean(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def _euclidean_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """Euclidean distances between the rows of ``A`` and ``B`` (one BLAS thread: the same bits anywhere)."""
     with serial_blas():
         G = A @ B.T
@@ -76,7 +76,7 @@ def informed_distances(H: np.ndarray, tree: Tree, gamma: float, landmarks: np.nd
         ref = H[landmarks]
         W = tree_distances(TreeVectors(bare, ref, extra=H), H)
     if gamma > 0:
-        Z = snowflake(_euclidean(H, ref))
+        Z = snowflake(_euclidean_rows(H, ref))
         mz = float(np.median(Z))
         if mz > 0:
             W += (gamma * float(np.median(W)) / mz) * Z
@@ -111,6 +111,5 @@ def filtered(H: np.ndarray, tree: Tree, share: float) -> tuple[np.ndarray, np.nd
     r"""Rows of ``H`` (leaf order) filtered in the Haar basis of ``tree``, keeping the vectors that carry
     ``share`` of the coefficients' mass over these rows (:func:`hdtwd_cli.tree._haar.kept_coefficients`);
     the projection is clipped and normalised as every route does it
-    (:func:`hdtwd_cli.twd._distance.haar_filtered`). Returns the rows and the kept vectors."""
-    keep = kept_coefficients(haar_basis(tree).analysis(H), share)
-    return haar_filtered(dataclasses.replace(tree, haar_keep=keep), H), keep
+    (:func:`hdtwd_cli.twd._histograms.haar_selection`). Returns the rows and the kept vectors."""
+    return haar_selection(tree, H, share)

@@ -128,7 +128,7 @@ def tree(
     deepest internal node, and the axis label says so. Readable whatever the tree's size: the
     work is linear in its nodes, with no recursion.
     """
-    from hdtwd_cli.twd._distance import mean_histogram
+    from hdtwd_cli.twd._histograms import mean_histogram
 
     mass = np.full(tr.n_leaves, 1.0 / tr.n_leaves) if X is None else mean_histogram(tr, X, feature_names)
     total = float(mass.sum()) or 1.0

@@ -454,7 +454,7 @@ def quantised_tree_vectors_csr(
 ):  # pragma: no cover - compiled
     """``min(rint(float32(y) * factor), top_q)`` as uint16 of the tree vectors ``y`` of CSR ``rows``.
 
-    Bit for bit ``quantise(tree_vectors(...), top)`` with ``factor = float32(top_q / top)``
+    Bit for bit ``quantise(fill_tree_vectors(...), top)`` with ``factor = float32(top_q / top)``
     (the float32 product, rounded half to even), without the float64 and float32 matrices.
     """
     n_nodes = parent.shape[0]
@@ -468,7 +468,7 @@ def quantised_tree_vectors_csr(
                 out[r, k] = np.uint16(q if q < top_q else top_q)
 
 
-def tree_vectors(
+def fill_tree_vectors(
     x, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray, rows: np.ndarray | None = None
 ) -> None:
     """``out[r, cols[v]] = scale[v] * (mass of row rows[r] of x below node v)`` for dense or CSR ``x``
@@ -480,7 +480,7 @@ def tree_vectors(
     picked = np.arange(x.shape[0], dtype=np.int64) if rows is None else np.asarray(rows, dtype=np.int64)
     if small_tree_work(picked.shape[0], parent):
         xs = x[picked]
-        _small.tree_vectors(xs.toarray() if sp.issparse(xs) else np.asarray(xs), parent, cols, scale, out)
+        _small.fill_tree_vectors(xs.toarray() if sp.issparse(xs) else np.asarray(xs), parent, cols, scale, out)
     elif sp.issparse(x):
         tree_vectors_csr(x.indptr, x.indices, x.data, picked, parent, cols, scale, out)
     else:

@@ -59,7 +59,7 @@ def l1_distances(A: np.ndarray, B: np.ndarray | None, dtype: np.dtype, tk: int) 
     return D.astype(dtype, copy=False)
 
 
-def tree_vectors(x: np.ndarray, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:
+def fill_tree_vectors(x: np.ndarray, parent: np.ndarray, cols: np.ndarray, scale: np.ndarray, out: np.ndarray) -> None:
     """``_kernels.tree_vectors_dense`` / ``tree_vectors_csr`` (give ``x`` dense): masses added child to
     parent in node order."""
     n, L = x.shape
