@@ -59,3 +59,16 @@ def test_vectors_that_do_not_fit_the_names_are_a_value_error(method):
         BUILDERS[method](np.ones((3, 2)), ["a", "b"], 0)
     with pytest.raises(ValueError):
         BUILDERS[method](np.array([[1.0, np.nan], [0.0, 1.0], [1.0, 1.0]]), ["a", "b", "c"], 0)
+
+
+def test_every_tree_is_named_once_in_the_registry_and_the_docs_table_is_the_registry():
+    from pathlib import Path
+
+    from hdtwd_cli.evaluate._methods import BUILDER_SOURCES, METHODS, TABLE_BEGIN, TABLE_END, methods_table
+
+    sources = [m.shape.source for m in METHODS.values() if m.shape is not None and m.shape.source is not None]
+    assert len(sources) == len(set(sources)) == len(BUILDER_SOURCES) == len(BUILDERS)
+    assert {m.shape.builder for m in METHODS.values() if m.shape is not None} == set(BUILDERS)
+    page = (Path(__file__).resolve().parents[1] / "docs" / "classify.md").read_text()
+    table = TABLE_BEGIN + page.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0] + TABLE_END
+    assert table == methods_table(), "run: python -m hdtwd_cli.evaluate._methods docs/classify.md"

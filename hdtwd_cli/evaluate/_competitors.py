@@ -27,17 +27,15 @@ section 12). Which tree a method builds, and from which seed, is its :class:`~._
 
 from __future__ import annotations
 
+import importlib
+import inspect
 from collections.abc import Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli.evaluate._ghhc import ghhc_tree
-from hdtwd_cli.evaluate._hyperbolic_hc import hhc_tree
-from hdtwd_cli.evaluate._methods import METHODS, Shape
-from hdtwd_cli.evaluate._treerep import treerep_tree
-from hdtwd_cli.evaluate._ultrametric import ultrafit_tree
+from hdtwd_cli.evaluate._methods import BUILDER_SOURCES, METHODS, Shape
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._learn import Prepared
 from hdtwd_cli.tree._params import TreeParams
@@ -293,16 +291,24 @@ def star_tree(names: Sequence[str]) -> Tree:
     return tree
 
 
-#: The tree builders of :attr:`Shape.builder <._methods.Shape>`: ``(unit vectors, names, seed) -> Tree``.
+def _builder(source: str) -> Callable[[np.ndarray, list[str], int], Tree]:
+    """The builder ``"module:function"`` (:attr:`Shape.source <._methods.Shape>`) as ``(vectors, names, seed)
+    -> Tree``: ``function(names)`` where its first parameter is the names (it reads no vectors), else
+    ``function(vectors, names, seed)``, without ``seed`` where it takes none (it draws nothing)."""
+    module, name = source.split(":")
+    f = getattr(importlib.import_module(module), name)
+    params = list(inspect.signature(f).parameters)
+    if params[0] == "names":
+        return lambda V, names, seed: f(names)
+    if "seed" in params:
+        return lambda V, names, seed: f(V, names, seed=seed)
+    return lambda V, names, seed: f(V, names)
+
+
+#: The tree builders of :attr:`Shape.builder <._methods.Shape>`: ``(unit vectors, names, seed) -> Tree``, one per
+#: entry of :data:`._methods.BUILDER_SOURCES` (the registry names each builder once).
 BUILDERS: dict[str, Callable[[np.ndarray, list[str], int], Tree]] = {
-    "quadtree": lambda V, names, seed: quadtree(V, names, seed),
-    "mst": lambda V, names, seed: mst_tree(V, names),
-    "cluster-tree": lambda V, names, seed: cluster_tree(V, names, seed),
-    "ultrafit": lambda V, names, seed: ultrafit_tree(V, names),
-    "treerep": lambda V, names, seed: treerep_tree(V, names, seed),
-    "hhc": lambda V, names, seed: hhc_tree(V, names, seed),
-    "ghhc": lambda V, names, seed: ghhc_tree(V, names, seed),
-    "star": lambda V, names, seed: star_tree(names),
+    key: _builder(source) for key, source in BUILDER_SOURCES.items()
 }
 
 

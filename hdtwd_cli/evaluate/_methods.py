@@ -3,8 +3,10 @@ r"""The methods ``classify`` compares: one registry that validation, the help, t
 Each :class:`Method` names its family (how :func:`._protocol.evaluate` scores it), what it compares
 (the report's ``params.on``), whether it needs POT, whether ``classify`` runs it by default, and for
 the tree families the shape it builds (:class:`Shape`, built by :func:`._competitors.shape_trees`).
-A method of an existing family is one entry here; a new family is an entry of :data:`FAMILIES` and
-its scoring route in :mod:`._protocol`.
+A method of an existing family is one entry here; a new competitor tree is its module and one entry
+whose :class:`Shape` names the builder (:attr:`Shape.source`): the builders (:data:`BUILDER_SOURCES`), the
+contract test of every tree and docs/classify.md's table (:func:`methods_table`) follow from it. A new
+family is an entry of :data:`FAMILIES` and :data:`FAMILY_DOCS` and its scoring route in :mod:`._protocol`.
 
 What the TWD methods compare
     ``hdtwd``, ``star``, the competitors' trees (fitted or not), ``flowtree`` and ``ot`` all compare
@@ -39,6 +41,9 @@ __all__ = [
     "method_names",
     "methods_help",
     "BASELINES",
+    "BUILDER_SOURCES",
+    "FAMILY_DOCS",
+    "methods_table",
     "TREE_METHODS",
     "FITTED_METHODS",
 ]
@@ -51,8 +56,13 @@ class Shape:
     Attributes
     ----------
     builder : str
-        A key of :data:`._competitors.BUILDERS` (``quadtree``, ``mst``, ``cluster-tree``, ``ultrafit``,
-        ``treerep``, ``hhc``, ``ghhc``, ``star``).
+        The tree's name (a key of :data:`BUILDER_SOURCES` and of :data:`._competitors.BUILDERS`).
+    source : str, optional
+        ``"module:function"`` of the builder, on the entry that introduces it (one per builder):
+        ``function(vectors, names, seed)`` (or without ``seed`` where it draws nothing, or
+        ``function(names)`` where it reads no vectors) returns the tree. A new competitor tree is its
+        module and one :class:`Method` entry whose shape gives its source; the contract every tree
+        keeps is checked for each (tests/test_tree_contract.py).
     count : int
         Trees averaged (the sliced methods: the mean of the TWDs on ``count`` trees).
     seed : str
@@ -64,6 +74,7 @@ class Shape:
     builder: str
     count: int = 1
     seed: str = "none"
+    source: str | None = None
 
 
 @dataclass(frozen=True)
@@ -137,7 +148,7 @@ METHODS: dict[str, Method] = {
             "star",
             f"the TWD on the star tree (equal edges from the root: weighted L1), {_HIST}",
             default="always",
-            shape=Shape("star"),
+            shape=Shape("star", source="hdtwd_cli.evaluate._competitors:star_tree"),
         ),
         Method("cosine", "baseline", "row-normalised histograms", default="always"),
         Method("euclidean", "baseline", "row-normalised histograms", default="always"),
@@ -155,14 +166,19 @@ METHODS: dict[str, Method] = {
             "quadtree",
             "tree",
             f"Indyk & Thaper's randomly shifted quadtree of {_UNIT} (cell diameters as edges)",
-            shape=Shape("quadtree", seed="split"),
+            shape=Shape("quadtree", seed="split", source="hdtwd_cli.evaluate._competitors:quadtree"),
         ),
-        Method("mst", "tree", f"Euclidean minimum spanning tree of {_UNIT}", shape=Shape("mst")),
+        Method(
+            "mst",
+            "tree",
+            f"Euclidean minimum spanning tree of {_UNIT}",
+            shape=Shape("mst", source="hdtwd_cli.evaluate._competitors:mst_tree"),
+        ),
         Method(
             "cluster-tree",
             "tree",
             f"hierarchical k-means tree (Le et al. 2019) of {_UNIT}, one fixed seed",
-            shape=Shape("cluster-tree", seed="fixed"),
+            shape=Shape("cluster-tree", seed="fixed", source="hdtwd_cli.evaluate._competitors:cluster_tree"),
         ),
         *(
             Method(
@@ -177,25 +193,25 @@ METHODS: dict[str, Method] = {
             "ultrafit",
             "tree",
             f"the ultrametric closest to {_UNIT}' Euclidean distances (Chierchia & Perret 2019)",
-            shape=Shape("ultrafit"),
+            shape=Shape("ultrafit", source="hdtwd_cli.evaluate._ultrametric:ultrafit_tree"),
         ),
         Method(
             "treerep",
             "tree",
             f"TreeRep's tree (Steiner nodes) of {_UNIT}' distances (Sonthalia & Gilbert 2020)",
-            shape=Shape("treerep", seed="split"),
+            shape=Shape("treerep", seed="split", source="hdtwd_cli.evaluate._treerep:treerep_tree"),
         ),
         Method(
             "hhc",
             "tree",
             f"hyperbolic hierarchical clustering of {_UNIT}' cosine similarities (Chami et al. 2020)",
-            shape=Shape("hhc", seed="split"),
+            shape=Shape("hhc", seed="split", source="hdtwd_cli.evaluate._hyperbolic_hc:hhc_tree"),
         ),
         Method(
             "ghhc",
             "tree",
             f"gradient-based hyperbolic hierarchical clustering of {_UNIT} (Monath et al. 2019)",
-            shape=Shape("ghhc", seed="split"),
+            shape=Shape("ghhc", seed="split", source="hdtwd_cli.evaluate._ghhc:ghhc_tree"),
         ),
         Method(
             "wqtwd",
@@ -289,6 +305,11 @@ def method_names() -> tuple[str, ...]:
     return tuple(METHODS)
 
 
+#: Each tree builder's ``"module:function"`` (:attr:`Shape.source`), from the entry that introduces it.
+BUILDER_SOURCES: dict[str, str] = {
+    m.shape.builder: m.shape.source for m in METHODS.values() if m.shape is not None and m.shape.source is not None
+}
+
 #: The baselines, the competitors' trees, the trees fitted to exact OT (registry order).
 BASELINES = of_family("baseline")
 TREE_METHODS = of_family("tree")
@@ -303,3 +324,50 @@ def methods_help() -> str:
         shown = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
         groups.append(f"{shown}: {what}")
     return f"Comma-separated subset of {','.join(METHODS)} ({'; '.join(groups)})"
+
+
+#: What each family compares, for docs/classify.md's table (:func:`methods_table`).
+FAMILY_DOCS: dict[str, str] = {
+    "hdtwd": "the TWD on the tree learned from the training rows",
+    "star": (
+        "the TWD on the star tree (every leaf on one edge of length 1 from the root): the weighted L1 "
+        "distance between the SAME histograms as hdtwd's, without a hierarchy"
+    ),
+    "baseline": "the samples' values as they are (table below)",
+    "tree": "the TWD on the paper's competitor trees of the same features",
+    "fitted": (
+        "competitor trees whose edge weights (an ultrametric's heights) are fitted to exact transport on "
+        "sampled training pairs (the report's `params` give the pairs and the fit's `rho` per split); needs "
+        "POT"
+    ),
+    "flow": "the quadtree's flow costed in the ground metric, on `ot`'s test rows",
+    "ot": (
+        "exact optimal transport, the Euclidean distance between the features' unit vectors as ground cost "
+        "(WMD; GMD with `--feature-embedding` gene vectors); needs POT"
+    ),
+    "joint": (
+        "the TWD on the final features' tree of the joint hierarchies of samples and features (Lin, Coifman, "
+        "Mishne & Talmon 2025; `hd.learn_joint`): Algorithm 2 (Haar filtering) and Algorithm 1 learned from "
+        "the training rows, and Algorithm 2 learned from all the rows (the paper's transductive variant); not"
+        " run by default"
+    ),
+}
+#: The markers around the generated table in docs/classify.md.
+TABLE_BEGIN = "<!-- the methods by family: generated by `python -m hdtwd_cli.evaluate._methods docs/classify.md` -->"
+TABLE_END = "<!-- end of the generated table -->"
+
+
+def methods_table() -> str:
+    """docs/classify.md's table of the methods by family, from the registry (a new method appears by itself)."""
+    lines = [TABLE_BEGIN, "", "| family | methods | what it compares |", "|---|---|---|"]
+    lines += [f"| {f} | `{', '.join(of_family(f))}` | {FAMILY_DOCS[f]} |" for f in FAMILIES]
+    return "\n".join([*lines, "", TABLE_END])
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+    from pathlib import Path
+
+    page = Path(sys.argv[1])
+    head, rest = page.read_text().split(TABLE_BEGIN, 1)
+    page.write_text(head + methods_table() + rest.split(TABLE_END, 1)[1])
