@@ -66,7 +66,8 @@ def test_classify_with_test_rows_made_of_unseen_words_completes(tmp_path):
     out = tmp_path / "r.json"
     run_hdtwd("classify", csv, "--labels", lab, "--splits", "2", "--k", "1,3", "--json", out, "-q")
     rep = json.loads(out.read_text())
-    assert set(rep["methods"]) == {"hdtwd", "star", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine"}
+    # the defaults for counts whose features co-occur by mass (the private words hold little of it): pca too
+    assert set(rep["methods"]) == {"hdtwd", "star", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca"}
 
 
 def test_every_column_is_a_leaf_and_unplaced_features_hang_from_the_root():
@@ -223,22 +224,53 @@ def test_svd_feature_space_falls_back_to_the_data_when_too_small():
 
 def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur():
     from hdtwd_cli.evaluate._synthetic import planted_corpus
-    from hdtwd_cli.tree._features import never_cooccur_fraction
+    from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 
     docs, _, _ = planted_corpus(300, 2000, branching=(4, 4), mean_length=30.0, level_weights=(0.6, 0.2, 0.2), seed=0)
     cells, _, _ = planted_counts(300, 200, 4, seed=0)
-    B = (docs.toarray()[:, :300] != 0).astype(int)
-    keep = B.sum(0) > 0
-    G = B[:, keep].T @ B[:, keep]
-    exact = 1 - (np.count_nonzero(G) - keep.sum()) / (keep.sum() * (keep.sum() - 1))
-    assert never_cooccur_fraction(docs[:, :300]) == pytest.approx(exact)  # all 300 columns: exact
-    assert never_cooccur_fraction(docs[:, :300].toarray()) == pytest.approx(exact)
+    # by hand, pair by pair: the pairs that never meet, each weighted by the two columns' shares of the mass
+    A = docs.toarray()[:, :300]
+    A = A[:, A.sum(0) > 0]
+    B = (A != 0).astype(int)
+    w = A.sum(0) / A.sum()
+    never = num = 0.0
+    for j in range(A.shape[1]):
+        for k in range(A.shape[1]):
+            if j != k:
+                num += w[j] * w[k]
+                never += w[j] * w[k] * (not np.any(B[:, j] & B[:, k]))
+    exact = never / num
+    assert never_cooccur_fraction(docs[:, :300]) == pytest.approx(exact, rel=1e-12)  # all 300 columns: exact
+    assert never_cooccur_fraction(docs[:, :300].toarray()) == pytest.approx(exact, rel=1e-12)
     params = resolve_params("default", feature_dims=20)[0]
     assert params.feature_space == "auto"
     t_docs = learn_tree(docs, [f"w{j}" for j in range(2000)], params)
     t_cells = learn_tree(cells, [f"g{j}" for j in range(200)], params)
-    assert t_docs.metadata["never_cooccur"] > 0.5 and t_docs.metadata["feature_source"] == "svd"
-    assert t_cells.metadata["never_cooccur"] < 0.5 and t_cells.metadata["feature_source"] == "data"
+    assert t_docs.metadata["never_cooccur"] > NEVER_COOCCUR_LIMIT and t_docs.metadata["feature_source"] == "svd"
+    assert t_cells.metadata["never_cooccur"] < NEVER_COOCCUR_LIMIT and t_cells.metadata["feature_source"] == "data"
+
+
+def test_rarely_detected_genes_do_not_make_cells_look_like_words():
+    """An all-genes UMI matrix: most genes in a handful of cells, so most PAIRS of genes never meet (as in
+    words), but those genes hold little of the counts: the rule reads cells, denoises and keeps the data space."""
+    from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
+    from hdtwd_cli.tree._values import denoise_rank
+
+    rng = np.random.default_rng(0)
+    n, m = 400, 3000
+    base = np.exp(rng.normal(0.0, 2.6, m))
+    programs = base[None, :] * np.exp(rng.normal(0.0, 0.8, (4, m)))
+    programs /= programs.sum(axis=1, keepdims=True)
+    X = sp.csr_matrix(rng.poisson(programs[rng.integers(4, size=n)] * 2500.0).astype(np.float32))
+    df = np.bincount(X.indices, minlength=m)
+    assert np.mean(df < 0.01 * n) > 0.3  # a long tail of rarely detected genes
+    B = (X[:, df > 0] != 0).astype(np.float64)
+    G = (B.T @ B).toarray()
+    unweighted = 1 - (np.count_nonzero(G) - G.shape[0]) / (G.shape[0] * (G.shape[0] - 1))
+    assert unweighted > 0.3  # counted pair by pair, many pairs never meet
+    assert never_cooccur_fraction(X) < NEVER_COOCCUR_LIMIT / 10
+    rank, why = denoise_rank(X, TreeParams())
+    assert rank == 50 and "raw counts whose features co-occur" in why
 
 
 def _write_embeddings(tmp_path, vectors, names):

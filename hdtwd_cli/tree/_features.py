@@ -14,9 +14,11 @@ Feature weights (``weighting="idf"``)
 Choice of the space (``feature_space="auto"``, the default)
     The diffusion needs features with graded distances. Two data columns that never share a
     sample are at cosine distance exactly 1 from each other, whatever their meaning; when more
-    than half of the pairs of features never co-occur (:func:`never_cooccur_fraction`: word
-    counts, where the median column distance is exactly 1) the latent space is used, otherwise
-    the data columns (cells over measured genes, whose columns co-occur in most pairs).
+    than :data:`NEVER_COOCCUR_LIMIT` of the pairs of features, weighted by their mass, never
+    co-occur (:func:`never_cooccur_fraction`: word counts, where frequent words too rarely share a
+    document) the latent space is used, otherwise the data columns (cells over measured genes,
+    whose columns co-occur: the genes that never meet are the rarely detected ones, which carry
+    almost none of the mass).
 
 Latent feature space (``feature_space="svd"``)
     Rows of :math:`X \odot u` scaled to unit Euclidean norm, :math:`M`; its rank-``r`` truncated SVD
@@ -50,8 +52,11 @@ __all__ = [
 ]
 
 Weighting = Literal["none", "idf"]
-#: ``auto`` takes the latent space when more than this fraction of feature pairs never co-occur.
-NEVER_COOCCUR_LIMIT = 0.5
+#: ``auto`` takes the latent space (and ``denoise="auto"`` does not denoise) when more than this share of the
+#: pairs of features, weighted by their mass (:func:`never_cooccur_fraction`), never co-occur: every cell set
+#: we have is at most 0.0003 (all genes, rare ones included), sample_data/corpus.npz 0.023, the real corpora
+#: 0.23-0.46 (docs/method.md section 7).
+NEVER_COOCCUR_LIMIT = 0.1
 #: Features sampled to estimate that fraction.
 COOCCUR_SAMPLE = 1000
 #: Extra random directions of the randomized SVD and its power iterations (Halko et al. 2011).
@@ -160,13 +165,21 @@ def latent_feature_space(
 def never_cooccur_fraction(
     X: np.ndarray | sp.spmatrix, sample: int = COOCCUR_SAMPLE, seed: int = 0, df: np.ndarray | None = None
 ) -> float:
-    r"""Fraction of pairs of (non-zero) feature columns that share no sample: their cosine distance is 1.
+    r"""Share of the pairs of (non-zero) feature columns that share no sample, each pair weighted by its mass.
 
-    Estimated on ``sample`` columns drawn with ``numpy.random.default_rng(seed)`` (all columns when
-    there are fewer), from the co-occurrence counts :math:`B^\top B` of the 0/1 presence matrix
-    ``B`` (:func:`_kernels.column_gram_csr` for sparse data, a float32 BLAS product otherwise;
-    counts below :math:`2^{24}` are exact either way). ``df``: :func:`document_frequency` of ``X``
-    when the caller has it.
+    With :math:`w_j` column ``j``'s share of the values' total and :math:`N_{jk} = 1` when columns ``j``
+    and ``k`` are never non-zero in the same sample,
+
+    .. math:: \nu = \frac{\sum_{j \ne k} w_j w_k N_{jk}}{\sum_{j \ne k} w_j w_k}.
+
+    Weighted so that what is measured is the data's mass, not the count of rarely detected features:
+    an all-genes matrix has thousands of genes seen in a handful of cells, whose pairs never meet
+    (half of all pairs on 20,000 genes) while they hold almost none of the counts; words that never
+    share a document are frequent ones too. Estimated on ``sample`` columns drawn with
+    ``numpy.random.default_rng(seed)`` (all columns when there are fewer), from the co-occurrence counts
+    :math:`B^\top B` of the 0/1 presence matrix ``B`` (:func:`_kernels.column_gram_csr` for sparse
+    data, a float32 BLAS product otherwise; counts below :math:`2^{24}` are exact either way). ``df``:
+    :func:`document_frequency` of ``X`` when the caller has it.
     """
     df = document_frequency(X) if df is None else df
     cols = np.flatnonzero(df > 0)
@@ -174,13 +187,22 @@ def never_cooccur_fraction(
         return 0.0
     if cols.size > sample:
         cols = np.sort(np.random.default_rng(seed).choice(cols, size=sample, replace=False))
-    s = cols.size
     if sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_gram_csr, column_presence_csr
 
-        B = column_presence_csr(X, cols)
-        together = int(np.count_nonzero(column_gram_csr(B))) - s  # the diagonal (df > 0) is non-zero
+        met = column_gram_csr(column_presence_csr(X, cols)) != 0
+        C = canonical_csr(X)
+        mass = np.bincount(C.indices, weights=np.abs(C.data), minlength=C.shape[1])[cols]
     else:
-        B = (np.asarray(X)[:, cols] != 0).astype(np.float32)
-        together = int(np.count_nonzero(B.T @ B)) - s
-    return float(1.0 - together / (s * (s - 1)))
+        A = np.asarray(X)[:, cols]
+        B = (A != 0).astype(np.float32)
+        met = (B.T @ B) != 0
+        mass = np.abs(A).sum(axis=0, dtype=np.float64)
+    w = mass / mass.sum()
+    # NumPy's own sums, not BLAS products: the same bits at any thread count
+    own = float((w * w).sum())  # the diagonal: every column meets itself
+    pairs = 1.0 - own  # sum over j != k of w_j w_k, with sum w = 1
+    if not pairs > 0:
+        return 0.0
+    together = float((w * np.where(met, w[None, :], 0.0).sum(axis=1)).sum()) - own
+    return float(min(1.0, max(0.0, 1.0 - together / pairs)))

@@ -541,7 +541,7 @@ def learn_trees(
             tree.metadata.update(_tree_metadata(op, params.replace(scales=K), len(space.unplaced)))
             out[K] = prepared.finish(tree, params)
     md = out[max(scales)].metadata
-    never = f"; {space.never_cooccur:.0%} of feature pairs never co-occur" if space.never_cooccur >= 0 else ""
+    never = f"; {space.never_cooccur:.0%} of feature pairs (by mass) never co-occur" if space.never_cooccur >= 0 else ""
     rep.info(
         f"features' space: {space.source} ({len(space.names)} placed, {len(space.unplaced)} at the root{never}); "
         f"leaf term lambda = {md['leaf_length']:.3g} ({md['leaf_length_rule']}, latent energy share "

@@ -54,7 +54,7 @@ class TreeParams:
     feature counts: landmarks").
     ``feature_space`` is the features' ambient space for the initial distance: ``data`` (the data
     columns), ``svd`` (``feature_dims`` latent dimensions, :mod:`._features`) or ``auto`` (``svd``
-    when most pairs of features never co-occur, :func:`_features.never_cooccur_fraction`); a
+    when the features rarely co-occur, :func:`_features.never_cooccur_fraction`); a
     feature embedding given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
     edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`_learn.auto_leaf_length`;

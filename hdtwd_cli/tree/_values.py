@@ -62,10 +62,10 @@ def auto_rank(n: int, m: int, form: ValueForm, never_cooccur: float, limit: floa
     if not rank:
         return 0, what
     if never_cooccur > limit:
-        return 0, f"{what}, but {never_cooccur:.0%} of feature pairs never co-occur"
+        return 0, f"{what}, but {never_cooccur:.0%} of feature pairs (by mass) never co-occur"
     if min(n, m) < 2 * rank:
         return 0, f"{what}, but fewer than {2 * rank} samples or features"
-    return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs never do)"
+    return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs by mass never do)"
 
 
 def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, str]:
