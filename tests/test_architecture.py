@@ -163,8 +163,34 @@ def test_the_public_surface_is_the_top_level_and_pl_only():
     import hdtwd_cli.tree
     import hdtwd_cli.twd
 
+    exported = {"hdtwd_cli.evaluate": {"methods_help"}}  # the command line's help, at start-up
     for sub in (hdtwd_cli.tree, hdtwd_cli.twd, hdtwd_cli.knn, hdtwd_cli.evaluate):
-        assert not [n for n in vars(sub) if not n.startswith("_")], sub.__name__
+        names = {n for n in vars(sub) if not n.startswith("_")}
+        # a subpackage's own modules appear as attributes once imported
+        names -= {n for n in names if f"{sub.__name__}.{n}" in {_module_name(p) for p in PACKAGE.rglob("*.py")}}
+        assert names == exported.get(sub.__name__, set()), sub.__name__
+
+
+def test_the_command_line_reaches_other_layers_only_through_their_interfaces():
+    """cli/ imports the public API (and ``pl``), ``errors``, the io and API layers' package interfaces (their
+    ``__init__``), the registry's help and the base layer -- never another layer's private module."""
+    base = ("hdtwd_cli._version", "hdtwd_cli._defaults", "hdtwd_cli._runtime", "hdtwd_cli.errors")
+    allowed = {"hdtwd_cli", "hdtwd_cli.io", "hdtwd_cli._api", "hdtwd_cli.evaluate", "hdtwd_cli.pl"}
+    found = []
+    for path in (PACKAGE / "cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("hdtwd_cli"):
+                mod = node.module
+                if mod.startswith("hdtwd_cli.cli") or mod.startswith(base) or mod in allowed:
+                    continue
+                found.append(f"{path.name}: {mod}")
+            elif isinstance(node, ast.Import):
+                found += [
+                    f"{path.name}: {a.name}"
+                    for a in node.names
+                    if a.name.startswith("hdtwd_cli.") and not a.name.startswith("hdtwd_cli.cli")
+                ]
+    assert not found, found
 
 
 def test_no_module_imports_another_modules_private_name():

@@ -36,14 +36,17 @@ from hdtwd_cli._api._distances import (
     VECTORS_MAX_BYTES,
     DistanceVectors,
     KnnGraph,
+    check_k,
     distance_vectors,
     distances,
     knn_graph,
+    mean_tree_histogram,
     tree_vectors,
 )
 from hdtwd_cli._api._joint import learn_joint
 from hdtwd_cli._api._learn import FeatureEmbedding, decode_tree, embed, learn_tree
-from hdtwd_cli._api._scanpy import neighbors, sample_hierarchy, write_graph
+from hdtwd_cli._api._scanpy import feature_mask, neighbors, sample_hierarchy, write_graph
+from hdtwd_cli.knn._dask import connect, write_zarr
 
 __all__ = [
     "learn_tree",
@@ -63,4 +66,10 @@ __all__ = [
     "FeatureEmbedding",
     "decode_tree",
     "VECTORS_MAX_BYTES",
+    # for the command line (its one way to the layers below)
+    "check_k",
+    "connect",
+    "feature_mask",
+    "mean_tree_histogram",
+    "write_zarr",
 ]

@@ -34,7 +34,7 @@ from hdtwd_cli.twd._distance import (
     tree_distance_blocks,
     tree_distances,
 )
-from hdtwd_cli.twd._histograms import check_histograms, tree_histograms
+from hdtwd_cli.twd._histograms import check_histograms, mean_histogram, tree_histograms
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -44,6 +44,12 @@ if TYPE_CHECKING:  # pragma: no cover
 VECTORS_MAX_BYTES = 10**9
 #: Share of the available memory a distance matrix held in memory may take.
 OUTPUT_SHARE = 0.8
+
+
+def mean_tree_histogram(tree: Tree, X: Matrix, feature_names: Sequence[str]) -> np.ndarray:
+    """The samples' mean histogram on ``tree``'s leaves, the tree's transform and map applied (what a Nexus tree
+    file annotates its leaves with; :func:`hdtwd_cli.twd._histograms.mean_histogram`)."""
+    return mean_histogram(tree, apply_transform(X, str(tree.metadata.get("transform", "none"))), list(feature_names))
 
 
 def check_k(n_neighbors: int, n: int) -> None:

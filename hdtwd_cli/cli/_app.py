@@ -38,7 +38,7 @@ from hdtwd_cli.cli._options import (
     tree_params,
 )
 from hdtwd_cli.errors import OutputError, ParameterError, Terminated
-from hdtwd_cli.evaluate._methods import methods_help
+from hdtwd_cli.evaluate import methods_help
 
 app = typer.Typer(
     name="hdtwd",
@@ -264,11 +264,10 @@ def distance(
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree).
 
     --joint learns the features' tree together with a tree of the samples (the joint hierarchies)."""
-    from hdtwd_cli._api import distance_vectors
+    from hdtwd_cli._api import connect, distance_vectors
     from hdtwd_cli.cli._mask import apply_mask
     from hdtwd_cli.cli._output import DistanceOutputs
     from hdtwd_cli.io import read_matrix
-    from hdtwd_cli.knn._dask import connect
 
     rep = Reporter(o.quiet, o.verbose)
     set_threads(o.threads)
@@ -315,9 +314,8 @@ def _given_tree(tree: Path | None, joint: Any, md: Any, params: Any, knn: int | 
     (``joint``: its :class:`JointParams`), :func:`hdtwd_cli.learn_joint`'s features' tree, whose Haar filter the
     standard route applies (its distances, bit for bit: every output, the kNN graph included, is computed
     from it); else ``None`` (learned by :func:`hdtwd_cli.distance_vectors`)."""
-    from hdtwd_cli._api import learn_joint
-    from hdtwd_cli._api._distances import check_k
-    from hdtwd_cli.tree._tree import Tree
+    from hdtwd_cli import Tree
+    from hdtwd_cli._api import check_k, learn_joint
 
     if joint is None:
         return (None if tree is None else Tree.read(str(tree))), None

@@ -87,7 +87,7 @@ def apply_mask(md: Any, column: str | None, path: str) -> str | None:
         if column is not None:
             raise InputError(f"--mask-var {column}: the AnnData's {'obs' if transposed else 'var'} has no such column")
         return None
-    from hdtwd_cli._api._scanpy import feature_mask
+    from hdtwd_cli._api import feature_mask
 
     keep = feature_mask(md.feature_names, found[1], found[0], label=name)
     md.options["mask_var"] = name

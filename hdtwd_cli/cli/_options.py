@@ -44,9 +44,8 @@ from hdtwd_cli._defaults import (
 from hdtwd_cli.errors import HdtwdError, InputError, ParameterError, Terminated
 
 if TYPE_CHECKING:
+    from hdtwd_cli import JointParams, TreeParams
     from hdtwd_cli._runtime.progress import Reporter
-    from hdtwd_cli.joint._alternate import JointParams
-    from hdtwd_cli.tree._params import TreeParams
 
 __all__ = [
     "command",
@@ -401,7 +400,7 @@ def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | No
         if learned_only:
             raise ParameterError(f"{', '.join(learned_only)} only apply when the tree is learned (no {{arg}})", "tree")
         return None
-    from hdtwd_cli.tree._params import TreeParams
+    from hdtwd_cli import TreeParams
 
     return TreeParams.from_preset(_value(o.preset), seed=o.seed, **given)
 
@@ -419,7 +418,7 @@ def joint_params(o: SimpleNamespace, tree: Path | None, reference: Path | None, 
     for name, value in {**clash, "unseen": None if unseen == "error" else unseen}.items():
         if value is not None:
             raise ParameterError("learns both trees from DATA: not with {b}", "joint", b=name)
-    from hdtwd_cli.joint._alternate import JointParams
+    from hdtwd_cli import JointParams
 
     chosen = {"algorithm": _value(o.joint_algorithm), "share": o.joint_share, "gamma": o.joint_gamma}
     chosen["max_rounds"] = o.joint_rounds
@@ -428,7 +427,7 @@ def joint_params(o: SimpleNamespace, tree: Path | None, reference: Path | None, 
 
 def feature_vectors(o: SimpleNamespace) -> Any:
     """``--feature-embedding`` read (``None`` when not given)."""
-    from hdtwd_cli.io._vectors import read_feature_embedding
+    from hdtwd_cli.io import read_feature_embedding
 
     path = getattr(o, "feature_embedding", None)
     return None if path is None else read_feature_embedding(str(path))

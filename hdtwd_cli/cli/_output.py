@@ -18,9 +18,14 @@ from typing import Any
 import scipy.sparse as sp
 
 from hdtwd_cli.errors import HdtwdWarning, OutputError, ParameterError
-from hdtwd_cli.io import atomic_path
-from hdtwd_cli.io._hdf5 import write_distances_blocked
-from hdtwd_cli.io._output import TREE_SUFFIXES, distance_suffix, write_distances, write_npy_in_place
+from hdtwd_cli.io import (
+    TREE_SUFFIXES,
+    atomic_path,
+    distance_suffix,
+    write_distances,
+    write_distances_blocked,
+    write_npy_in_place,
+)
 
 KNN_SUFFIXES = (".npz", ".h5ad")
 #: Tree files that keep everything (feature weights, denoiser, Haar filter).
@@ -121,7 +126,7 @@ class DistanceOutputs:
         """Write the learned tree's files, the samples' tree ``samples`` (``--joint``) and the result of
         ``dv`` (a :class:`hdtwd_cli._api.DistanceVectors`) for the input ``md`` (and the reference ``ref``);
         returns :func:`write_result`'s summary."""
-        from hdtwd_cli.io._output import stores_metadata
+        from hdtwd_cli.io import stores_metadata
 
         # the input's fingerprint (a hash of all values: a pass over the input) only where it is stored
         trees = (self.save_tree, self.newick, self.samples_tree)
@@ -168,13 +173,12 @@ def kept_elsewhere(*paths: Path | str | None) -> Iterator[None]:
 
 def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
     """The samples' mean histogram on the tree's leaves where ``path`` is a Nexus file (else None)."""
-    from hdtwd_cli.io._nexus import NEXUS_SUFFIXES
-    from hdtwd_cli.tree._params import apply_transform
-    from hdtwd_cli.twd._histograms import mean_histogram
+    from hdtwd_cli._api import mean_tree_histogram
+    from hdtwd_cli.io import NEXUS_SUFFIXES
 
     if Path(path).suffix.lower() not in NEXUS_SUFFIXES:
         return None
-    return mean_histogram(tree, apply_transform(X, str(tree.metadata.get("transform", "none"))), names)
+    return mean_tree_histogram(tree, X, names)
 
 
 def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
@@ -222,7 +226,7 @@ def write_result(
         return f"wrote {path}: {knn} neighbours per sample (the sample itself included)"
     rows, cols = dv.shape
     if zarr_out:
-        from hdtwd_cli.knn._dask import write_zarr
+        from hdtwd_cli._api import write_zarr
 
         with reporter.stage(f"tree-Wasserstein distances ({rows} x {cols}, Zarr)", rows) as adv:
             write_zarr(path, dv, row_names, col_names, meta, client, adv)

@@ -73,7 +73,7 @@ def plot_tree(
     o: Any = None,
 ) -> None:
     """Dendrogram of the feature tree's heaviest clades, edge lengths to scale."""
-    from hdtwd_cli.tree._tree import Tree
+    from hdtwd_cli import Tree
 
     rep = Reporter(o.quiet, o.verbose)
     pl = check_picture(output, [tree, data])

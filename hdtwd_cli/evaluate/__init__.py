@@ -13,4 +13,11 @@
 - ``_flowtree`` -- the quadtree's tree-optimal flow costed in the ground metric (Flowtree)
 - ``_exact_ot`` -- exact optimal transport (WMD / GMD), the oracle the TWD is checked against
 - ``_synthetic`` -- data with a planted feature hierarchy (tests, examples, benchmarks)
+
+Its one exported name is ``methods_help`` (``--methods``' help, read by the command line at start-up: the
+registry holds data only, no NumPy).
 """
+
+from hdtwd_cli.evaluate._methods import methods_help
+
+__all__ = ["methods_help"]

@@ -15,10 +15,21 @@ the attributes of :class:`TreeLike`; readers return plain records (:class:`TreeR
 """
 
 from hdtwd_cli.io._atomic import atomic_path, check_output_path
-from hdtwd_cli.io._hdf5 import read_embedding, write_embedding
+from hdtwd_cli.io._hdf5 import read_embedding, write_distances_blocked, write_embedding
 from hdtwd_cli.io._matrix import MatrixData, fingerprint, read_labels, read_matrix, read_stdin_matrix
-from hdtwd_cli.io._output import read_tree_file, write_distances, write_newick_file, write_tree_file
+from hdtwd_cli.io._nexus import NEXUS_SUFFIXES
+from hdtwd_cli.io._output import (
+    TREE_SUFFIXES,
+    distance_suffix,
+    read_tree_file,
+    stores_metadata,
+    write_distances,
+    write_newick_file,
+    write_npy_in_place,
+    write_tree_file,
+)
 from hdtwd_cli.io._records import DenoiserRecord, EmbeddingRecord, TreeLike, TreeRecord
+from hdtwd_cli.io._vectors import read_feature_embedding
 
 __all__ = [
     "atomic_path",
@@ -38,4 +49,11 @@ __all__ = [
     "EmbeddingRecord",
     "TreeLike",
     "TreeRecord",
+    "NEXUS_SUFFIXES",
+    "TREE_SUFFIXES",
+    "distance_suffix",
+    "read_feature_embedding",
+    "stores_metadata",
+    "write_distances_blocked",
+    "write_npy_in_place",
 ]
