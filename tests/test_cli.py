@@ -268,3 +268,13 @@ def test_dense_npy_run_on_a_given_tree_loads_no_hdf5_or_rich(tmp_path):
         assert r.returncode == 0, r.stderr
     assert r.stderr == "['numba']", r.stderr
     np.testing.assert_array_equal(np.load(out), distances(X, Tree.read(str(tmp_path / "T.nwk"))))
+
+
+@pytest.mark.parametrize("value", ["0", "1", "1.5", "-0.2"])
+def test_test_size_has_one_bound_and_one_line(value):
+    """--test-size is checked once, by the API's bound (0 < test_size < 1), whatever the value."""
+    r = run_hdtwd(
+        "classify", SAMPLE / "produce.csv", "--labels", SAMPLE / "produce_labels.txt", "--test-size", value, check=False
+    )
+    assert r.returncode == 2
+    assert r.stderr.decode() == "hdtwd: error: --test-size must be between 0 and 1\n"

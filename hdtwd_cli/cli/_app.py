@@ -35,6 +35,7 @@ from hdtwd_cli.cli._options import (
     joint_params,
     read_input,
     set_threads,
+    stopped,
     tree_params,
 )
 from hdtwd_cli.errors import OutputError, ParameterError, Terminated
@@ -361,7 +362,7 @@ def classify(
     ],
     splits: Annotated[int, _in(_help.EVALUATION, "--splits", help="Number of random train/test splits.", min=1)] = 5,
     test_size: Annotated[
-        float, _in(_help.EVALUATION, "--test-size", help="Fraction of samples in each test set.", min=0.0, max=1.0)
+        float, _in(_help.EVALUATION, "--test-size", help="Fraction of samples in each test set, in (0, 1).")
     ] = 0.3,
     k: Annotated[str, _in(_help.EVALUATION, "--k", help="Comma-separated k of the kNN classifier.")] = ",".join(
         map(str, DEFAULT_K)
@@ -606,12 +607,8 @@ def main() -> None:
     _install_signal_handlers()
     try:
         rc = app(standalone_mode=False)
-    except KeyboardInterrupt:
-        sys.stderr.write("hdtwd: interrupted; no output written\n")
-        _exit(130)
-    except Terminated as e:
-        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
-        _exit(e.exit_code)
+    except (KeyboardInterrupt, Terminated) as e:
+        _exit(stopped(e))
     except Exception as e:  # typer's bundled click raises its usage errors here
         if not (hasattr(e, "exit_code") and hasattr(e, "format_message")):
             raise

@@ -52,6 +52,7 @@ __all__ = [
     "flag",
     "tree_params",
     "joint_params",
+    "stopped",
     "read_input",
     "feature_vectors",
     "set_threads",
@@ -518,12 +519,8 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_p
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         raise typer.Exit(141) from None
-    except KeyboardInterrupt:
-        sys.stderr.write("hdtwd: interrupted; no output written\n")
-        raise typer.Exit(130) from None
-    except Terminated as e:
-        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
-        raise typer.Exit(e.exit_code) from None
+    except (KeyboardInterrupt, Terminated) as e:
+        raise typer.Exit(stopped(e)) from None
     except MemoryError:
         sys.stderr.write("hdtwd: error: out of memory; try fewer features or a smaller --scales\n")
         raise typer.Exit(4) from None
@@ -534,6 +531,16 @@ def _run(fn: Callable[..., Any], kwargs: dict[str, Any], verbose: int, default_p
             traceback.print_exc()
         sys.stderr.write(f"hdtwd: internal error: {type(e).__name__}: {e} (run with -v for the traceback)\n")
         raise typer.Exit(1) from None
+
+
+def stopped(e: KeyboardInterrupt | Terminated) -> int:
+    """Write the one line of an interrupt (Ctrl-C: exit 130) or a termination signal (SIGTERM 143, SIGHUP
+    129) and return the exit code: inside a command and around the whole application alike."""
+    if isinstance(e, Terminated):
+        sys.stderr.write(f"hdtwd: terminated ({e}); no output written\n")
+        return e.exit_code
+    sys.stderr.write("hdtwd: interrupted; no output written\n")
+    return 130
 
 
 def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:

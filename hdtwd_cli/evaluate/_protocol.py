@@ -76,9 +76,7 @@ def stratified_splits(
     """
     y = np.asarray(labels)
     n = y.shape[0]
-    if not 0 < test_size < 1:
-        raise ValueError("test_size must be between 0 and 1")
-    n_test = int(round(test_size * n))
+    n_test = int(round(test_size * n))  # test_size is checked at the door (hd.classify: 0 < test_size < 1)
     if n_test < 1 or n_test >= n:
         raise ValueError(f"a test fraction of {test_size} leaves no train or no test rows of {n}")
     classes, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
