@@ -17,7 +17,7 @@ What the TWD methods compare
 
 The joint hierarchies (not run by default)
     ``joint`` and ``joint-alt`` learn a samples' and a features' tree of the training rows
-    (:func:`hdtwd_cli.joint._alternate.learn_joint`, Algorithms 2 and 1) and compare the same
+    (:func:`hdtwd_cli.joint._alternate.alternate_hierarchies`, Algorithms 2 and 1) and compare the same
     histograms on the final features' tree, ``joint`` filtered in its Haar basis (the vectors the
     training rows keep: no test row shapes a tree). ``joint-transductive`` learns them from every row,
     test rows included (their labels unseen), as the paper's transductive variant.
