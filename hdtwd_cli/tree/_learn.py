@@ -116,15 +116,22 @@ def feature_operator(
     return op
 
 
+def _placed(names: list[str], op: DiffusionOperator | LandmarkOperator) -> tuple[list[str], list[str]]:
+    """``names`` split into the items the operator placed and those it could not
+    (:attr:`LandmarkOperator.unplaced`: affinity to every landmark underflows), each in order."""
+    lost = getattr(op, "unplaced", None)
+    if lost is None or not len(lost):
+        return list(names), []
+    drop = set(int(j) for j in lost)
+    return [n for j, n in enumerate(names) if j not in drop], [n for j, n in enumerate(names) if j in drop]
+
+
 def place(space: FeatureSpace, op: DiffusionOperator | LandmarkOperator, reporter: Reporter | None = None) -> None:
     """Move the features the operator could not place (:attr:`LandmarkOperator.unplaced`) to
     ``space.unplaced``, in place: they hang from the root like every unplaced feature."""
-    lost = getattr(op, "unplaced", None)
-    if lost is None or not len(lost):
+    space.names, moved = _placed(space.names, op)
+    if not moved:
         return
-    drop = set(int(j) for j in lost)
-    moved = [n for j, n in enumerate(space.names) if j in drop]
-    space.names = [n for j, n in enumerate(space.names) if j not in drop]
     space.unplaced = space.unplaced + moved
     (reporter or Reporter(quiet=True)).note(
         f"{len(moved)} feature(s) far from every landmark (affinity below {MIN_AFFINITY:g}) hang from the root "
@@ -503,21 +510,12 @@ def learn_trees(
         op = feature_operator(F, params, rep)
         del F
         place(space, op, rep)
-        exact, m, K1 = not isinstance(op, LandmarkOperator), op.n_features, max(scales) + 1
         meta = {K: _tree_metadata(op, params.replace(scales=K), len(space.unplaced)) for K in scales}
-        with rep.stage(f"HD-LCA values ({m} x {m}, {K1} scales, row blocks)", K1 * (m - 1)) as rows:
-            # one complete-linkage tree through landmarks: the product straight into the square
-            # matrix the chain works on (no condensed copy; 8 m^2 bytes instead of 12 m^2)
-            square = not exact and params.linkage == "complete" and len(set(scales)) == 1 and square_linkage_fits(m)
-            products, neg = hd_lca_products(op, scales, progress=rows, square=square)
+        trees = hd_lca_trees(op, space.names, params, scales, rep)
         del op
-        rep.info(f"negative density mass per scale: {np.array2string(neg, precision=3)}")
-        for K in sorted(set(scales), reverse=True):  # the largest K's product is the running one: last
-            with rep.stage(f"{params.linkage} linkage ({m} features)"):
-                tree = lca_tree(products.pop(K), scale_heights(K), space.names, params.linkage, tie_ranks=exact)
-            tree.metadata.update(meta[K])
-            out[K] = prepared.finish(tree, params)
-        out = {K: out[K] for K in scales}
+        for K in scales:
+            trees[K].metadata.update(meta[K])
+            out[K] = prepared.finish(trees[K], params)
     else:
         op, emb = embed(F, params.replace(scales=max(scales)), rep)
         del F
@@ -653,19 +651,34 @@ def tree_from_distances(
             params.knn,
         )
     del D
-    K = params.scales
-    lost = getattr(op, "unplaced", None)
-    placed = list(names)
-    if lost is not None and len(lost):
-        drop = set(int(j) for j in lost)
-        placed = [n for j, n in enumerate(names) if j not in drop]
-    m = op.n_features
-    with rep.stage(f"HD-LCA values ({m} x {m}, {K + 1} scales)", (K + 1) * (m - 1)) as rows:
-        products, _ = hd_lca_products(op, [K], progress=rows)
-    exact = landmarks is None
+    placed, lost = _placed(list(names), op)
+    tree = hd_lca_trees(op, placed, params, [params.scales], rep)[params.scales]
     del op
-    tree = lca_tree(products.pop(K), scale_heights(K), placed, params.linkage, tie_ranks=exact)
-    if len(placed) < len(names):
-        kept = set(placed)
-        tree = attach_at_root(tree, [n for n in names if n not in kept], mean_leaf_depth(tree))
-    return tree
+    return attach_at_root(tree, lost, mean_leaf_depth(tree)) if lost else tree
+
+
+def hd_lca_trees(
+    op: DiffusionOperator | LandmarkOperator,
+    names: list[str],
+    params: TreeParams,
+    scales: list[int] | tuple[int, ...],
+    reporter: Reporter | None = None,
+) -> dict[int, Tree]:
+    r"""The binary tree of the operator's placed items for each ``K`` of ``scales`` (Alg. 1): the HD-LCA
+    values of scales 0..K (one pass for every K, :func:`hd_lca_products`), then ``params.linkage`` on them,
+    with the heights of :func:`scale_heights`. ``names``: one per placed item, in the operator's order.
+    The one composition of this stage: :func:`learn_trees` (the features) and :func:`tree_from_distances`
+    (items given by distances) call it."""
+    rep = reporter or Reporter(quiet=True)
+    exact, m, K1 = not isinstance(op, LandmarkOperator), op.n_features, max(scales) + 1
+    with rep.stage(f"HD-LCA values ({m} x {m}, {K1} scales, row blocks)", K1 * (m - 1)) as rows:
+        # one complete-linkage tree through landmarks: the product straight into the square
+        # matrix the chain works on (no condensed copy; 8 m^2 bytes instead of 12 m^2)
+        square = not exact and params.linkage == "complete" and len(set(scales)) == 1 and square_linkage_fits(m)
+        products, neg = hd_lca_products(op, scales, progress=rows, square=square)
+    rep.info(f"negative density mass per scale: {np.array2string(neg, precision=3)}")
+    out = {}
+    for K in sorted(set(scales), reverse=True):  # the largest K's product is the running one: last
+        with rep.stage(f"{params.linkage} linkage ({m} features)"):
+            out[K] = lca_tree(products.pop(K), scale_heights(K), names, params.linkage, tie_ranks=exact)
+    return {K: out[K] for K in scales}
