@@ -143,7 +143,7 @@ def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[st
     (:data:`hdtwd_cli.evaluate._methods.METHODS`), or the default for the data, in registry order: the
     methods whose ``default`` is ``always`` (hdtwd, star, cosine, euclidean, l1); ``counts`` (tf-idf L1
     and cosine) when every value is a whole number; ``cooccur`` (PCA, scanpy's representation) unless
-    most pairs of features never share a sample, the property that picks the features' space
+    the features rarely share a sample (pairs weighted by mass), the property that picks the features' space
     (:func:`hdtwd_cli.tree._features.never_cooccur_fraction`): cells' UMI counts get PCA beside tf-idf,
     documents' word counts only tf-idf. A method that needs POT is refused here when POT is missing."""
     if methods:

@@ -29,7 +29,6 @@ from hdtwd_cli.evaluate._exact_ot import (
     exact_ot,
     ground_of,
     histograms,
-    require_pot,
     scored_rows,
     supports,
 )
@@ -473,11 +472,7 @@ def evaluate(
     for ``ot`` and ``flowtree``, too few pairs for the fitted trees) is returned with ``status``
     ``skipped: <reason>``; the others run.
     """
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
-    if any(METHODS[m].needs_pot for m in methods):
-        require_pot()
+    # the methods are checked at the door (hd.classify: classify_methods, names and POT)
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)
     check_histograms(X)  # every row needs a histogram: fail here, before any tree is learned
