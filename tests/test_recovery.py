@@ -158,3 +158,38 @@ def test_every_competitor_tree_is_measured_by_the_same_function(builder):
     assert 0.0 <= r.triplets <= 1.0 and -1.0 <= r.spearman <= 1.0
     if builder == "star":
         assert r.triplets == pytest.approx(1 / 3)
+
+
+def test_trees_from_given_distances_under_the_average_learner_are_upgma():
+    """The joint layer's trees from distances (``tree_from_distances``) under ``learner="average"``: SciPy's
+    UPGMA merges (the same cophenetic distances), and no landmark path (UPGMA reads all pairs)."""
+    from scipy.cluster.hierarchy import cophenet
+    from scipy.spatial.distance import squareform
+
+    from hdtwd_cli.tree._learn import tree_from_distances
+
+    P = np.random.default_rng(4).normal(size=(40, 3))
+    D = squareform(pdist(P))
+    names = [f"s{i}" for i in range(40)]
+    tree = tree_from_distances(D.copy(), names, TreeParams(learner="average"))
+    tree.validate()
+    heights = np.zeros(tree.n_nodes)
+    heights[tree.n_leaves :] = tree.merge_height
+    lca = LcaIndex(tree.parent)
+    i, j = np.triu_indices(40, 1)
+    ours = 2 * heights[lca.lca(i, j)]  # node heights are half the merge distances
+    np.testing.assert_allclose(ours, cophenet(linkage(pdist(P), method="average")), rtol=1e-12)
+    with pytest.raises(ValueError, match="all pairs"):
+        tree_from_distances(D[:, :5].copy(), names, TreeParams(learner="average"), landmarks=np.arange(5))
+
+
+def test_the_joint_samples_tree_under_the_average_learner_recovers_planted_samples():
+    import hdtwd_cli as hd
+
+    Xt, _, parent = planted_hierarchy(600, 120, shape="balanced", counts_per_feature=20.0, seed=1)
+    X = Xt.T.copy()  # 120 samples, the leaves of a planted balanced tree, x 600 features
+    names = [f"s{i}" for i in range(120)]
+    J = hd.learn_joint(X, sample_names=names, params=hd.TreeParams(learner="average"), with_distances=False)
+    t = J.samples_tree
+    r = recovery(t.parent, t.leaf_names, parent, names + [f"n{i}" for i in range(119)], learned_length=t.length)
+    assert r.triplets >= 0.95

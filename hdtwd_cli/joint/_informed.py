@@ -93,7 +93,7 @@ def items_tree(
     names the items): the kernel's scale, their median, would be 0.
     """
     n = H.shape[0]
-    nl = effective_landmarks(None, n)
+    nl = effective_landmarks(None, n) if params.learner != "average" else 0  # UPGMA reads all pairs
     landmarks = None
     if nl:
         landmarks = np.sort(np.random.default_rng([params.seed, n]).choice(n, size=nl, replace=False))

@@ -36,7 +36,7 @@ from hdtwd_cli.tree._diffusion import column_gram, column_scale
 from hdtwd_cli.tree._hd_lca import linkage_parents
 from hdtwd_cli.tree._tree import Tree
 
-__all__ = ["correlation_distances", "average_linkage_tree", "tree_from_linkage"]
+__all__ = ["correlation_distances", "average_linkage_from_distances", "average_linkage_tree", "tree_from_linkage"]
 
 
 def _column_sums(F: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
@@ -91,6 +91,20 @@ def tree_from_linkage(Z: np.ndarray, names: list[str]) -> Tree:
     length[kids] = height[parent[kids]] - height[kids]
     tree = Tree(parent=parent, length=length, leaf_names=list(names), merge_height=height[m:].copy())
     tree.validate()
+    return tree
+
+
+def average_linkage_from_distances(D: np.ndarray, names: list[str]) -> Tree:
+    """The UPGMA tree of items given by their ``m x m`` symmetric distances ``D`` (zero diagonal): the joint
+    hierarchies' trees from informed distances under the average learner (docs/method.md section 14)."""
+    from scipy.cluster.hierarchy import linkage
+    from scipy.spatial.distance import squareform
+
+    if D.shape[0] < 2:
+        raise ValueError("at least two items are needed to build a tree")
+    Z = linkage(squareform(D, checks=False), method="average")
+    tree = tree_from_linkage(Z, names)
+    tree.metadata.update({"learner": "average", "distance": "given"})
     return tree
 
 

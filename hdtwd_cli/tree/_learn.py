@@ -25,7 +25,7 @@ from hdtwd_cli._defaults import AVERAGE_LEAF_LENGTH
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import InputError
-from hdtwd_cli.tree._average import average_linkage_tree
+from hdtwd_cli.tree._average import average_linkage_from_distances, average_linkage_tree
 from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser
 from hdtwd_cli.tree._diffusion import DiffusionOperator, diffusion_operator, operator_from_distances
@@ -629,7 +629,8 @@ def tree_from_distances(
     names : list of str
         One leaf name per item (row of ``D``), in row order: leaf ``i`` is item ``i``.
     params : TreeParams
-        ``eps``, ``bandwidth``, ``knn``, ``scales``, ``linkage`` are read.
+        ``learner``; for the diffusion ``eps``, ``bandwidth``, ``knn``, ``scales``, ``linkage`` are read (the
+        average learner: UPGMA on ``D``, all pairs only).
 
     Returns
     -------
@@ -639,6 +640,10 @@ def tree_from_distances(
         mean leaf depth).
     """
     rep = reporter or Reporter(quiet=True)
+    if params.learner == "average":  # UPGMA on the given distances (docs/method.md section 14): all pairs
+        if landmarks is not None:
+            raise ValueError("the average learner reads all pairs of distances, not distances to landmarks")
+        return average_linkage_from_distances(D, list(names))
     op: DiffusionOperator | LandmarkOperator
     if landmarks is None:
         op = operator_from_distances(D, params.eps, bandwidth=params.bandwidth, knn=params.knn)  # type: ignore[arg-type]
