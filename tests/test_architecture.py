@@ -163,7 +163,7 @@ def test_the_public_surface_is_the_top_level_and_pl_only():
     import hdtwd_cli.tree
     import hdtwd_cli.twd
 
-    exported = {"hdtwd_cli.evaluate": {"methods_help"}}  # the command line's help, at start-up
+    exported = {"hdtwd_cli.evaluate": {"methods_help", "with_methods_table"}}  # the command line's texts
     for sub in (hdtwd_cli.tree, hdtwd_cli.twd, hdtwd_cli.knn, hdtwd_cli.evaluate):
         names = {n for n in vars(sub) if not n.startswith("_")}
         # a subpackage's own modules appear as attributes once imported

@@ -193,3 +193,25 @@ def test_the_joint_samples_tree_under_the_average_learner_recovers_planted_sampl
     t = J.samples_tree
     r = recovery(t.parent, t.leaf_names, parent, names + [f"n{i}" for i in range(119)], learned_length=t.length)
     assert r.triplets >= 0.95
+
+
+def test_classify_average_is_the_average_learners_hdtwd_on_the_same_splits():
+    """classify's ``average`` method (the other learner from the split's same prepared stage) scores what
+    ``hdtwd`` scores under ``TreeParams(learner="average")``: one answer by two routes."""
+    import hdtwd_cli as hd
+
+    X, y, _ = planted_hierarchy(160, 60, shape="random", counts_per_feature=0.5, seed=3)
+    names = [f"g{j}" for j in range(60)]
+    both = hd.classify(X, y.astype(str), feature_names=names, methods=["hdtwd", "average"], splits=2, k=[1, 3])
+    alone = hd.classify(
+        X,
+        y.astype(str),
+        feature_names=names,
+        methods=["hdtwd"],
+        splits=2,
+        k=[1, 3],
+        params=hd.TreeParams(learner="average"),
+    )
+    assert both["methods"]["average"]["per_split"] == alone["methods"]["hdtwd"]["per_split"]
+    assert both["methods"]["average"]["params"]["learner"] == "average"
+    assert both["methods"]["average"]["per_split"] != both["methods"]["hdtwd"]["per_split"]  # the learner matters here

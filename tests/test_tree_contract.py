@@ -71,4 +71,4 @@ def test_every_tree_is_named_once_in_the_registry_and_the_docs_table_is_the_regi
     assert {m.shape.builder for m in METHODS.values() if m.shape is not None} == set(BUILDERS)
     page = (Path(__file__).resolve().parents[1] / "docs" / "classify.md").read_text()
     table = TABLE_BEGIN + page.split(TABLE_BEGIN, 1)[1].split(TABLE_END, 1)[0] + TABLE_END
-    assert table == methods_table(), "run: python -m hdtwd_cli.evaluate._methods docs/classify.md"
+    assert table == methods_table(), "run: python -m hdtwd_cli.cli._manpage man docs/usage.md docs/classify.md"

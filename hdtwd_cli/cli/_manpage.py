@@ -221,7 +221,8 @@ def panel_section() -> str:
 
 def main(argv: list[str]) -> None:
     """Write the pages into ``argv[0]`` (``man``); with ``argv[1]`` (docs/usage.md), rewrite that page's list of
-    the ``--help`` panels (:func:`panel_section`) too."""
+    the ``--help`` panels (:func:`panel_section`) too; with ``argv[2]`` (docs/classify.md), its table of
+    classify's methods (:func:`hdtwd_cli.evaluate._methods.methods_table`)."""
     out = Path(argv[0] if argv else "man")
     out.mkdir(parents=True, exist_ok=True)
     for name, text in render_pages().items():
@@ -230,6 +231,11 @@ def main(argv: list[str]) -> None:
         page = Path(argv[1])
         head, rest = page.read_text().split(BEGIN, 1)
         page.write_text(head + panel_section() + rest.split(END, 1)[1])
+    if len(argv) > 2:  # docs/classify.md's table of classify's methods, from the registry
+        from hdtwd_cli.evaluate import with_methods_table
+
+        page = Path(argv[2])
+        page.write_text(with_methods_table(page.read_text()))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,10 +14,11 @@
 - ``_exact_ot`` -- exact optimal transport (WMD / GMD), the oracle the TWD is checked against
 - ``_synthetic`` -- data with a planted feature hierarchy (tests, examples, benchmarks)
 
-Its one exported name is ``methods_help`` (``--methods``' help, read by the command line at start-up: the
-registry holds data only, no NumPy).
+Its exported names are the registry's texts for the command line: ``methods_help`` (``--methods``' help,
+read at start-up: the registry holds data only, no NumPy) and ``with_methods_table`` (docs/classify.md's
+table, for the manual pages' generator).
 """
 
-from hdtwd_cli.evaluate._methods import methods_help
+from hdtwd_cli.evaluate._methods import methods_help, with_methods_table
 
-__all__ = ["methods_help"]
+__all__ = ["methods_help", "with_methods_table"]

@@ -398,6 +398,10 @@ def _scored(name: str, run: _Split, notes: dict[str, list]) -> tuple[np.ndarray,
     X, names, train, test, s = run.X, run.names, run.train, run.test, run.index
     if spec.family == "baseline":
         return baseline_distances(name, X[test], X[train]), test
+    if spec.family == "learner":  # hdtwd's other learner, from the same prepared stage: the same histograms
+        params = run.base.replace(learner=spec.learner)
+        tree = learn_trees(X[train], names, params, [params.scales], prepared=run.prepared)[params.scales]
+        return _tree_distances([tree], run, test), test
     if spec.family in ("star", "tree"):  # a tree of the same features, the same histograms
         star = spec.shape is not None and spec.shape.builder == "star"
         trees = competitor_trees(name, run.prepared, run.base, split=s, vectors=None if star else run.vectors)
@@ -572,6 +576,8 @@ def _params(
         )
     elif spec.family in ("tree", "fitted", "flow"):
         out["seed"] = base.seed
+    elif spec.family == "learner":
+        out.update({"learner": spec.learner, "leaf_length": base.leaf_length})
     elif spec.family == "joint":
         grid = len(eps_grid) * len(scales_grid) > 1
         point = base if grid else base.replace(eps=eps_grid[0], scales=scales_grid[0])
