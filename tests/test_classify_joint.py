@@ -132,5 +132,5 @@ def test_cli_help_lists_the_joint_methods():
     res = CliRunner().invoke(app, ["classify", "--help"], env={"COLUMNS": "1000"})  # each help on one line
     assert res.exit_code == 0, res.output
     flat = re.sub(r"[\s│]", "", res.output)
-    assert ",ot,joint,joint-alt,joint-transductive(" in flat
+    assert ",ot,joint,joint-alt,joint-transductive,average(" in flat
     assert "joint...joint-transductive:theTWDonthefeatures'treeofjointhierarchies" in flat
