@@ -242,6 +242,9 @@ def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur
     exact = never / num
     assert never_cooccur_fraction(docs[:, :300]) == pytest.approx(exact, rel=1e-12)  # all 300 columns: exact
     assert never_cooccur_fraction(docs[:, :300].toarray()) == pytest.approx(exact, rel=1e-12)
+    # the same bits whatever the storage: dense, CSR, CSC, float32 (a value the tree's metadata records)
+    shares = {never_cooccur_fraction(v) for v in (docs, docs.toarray(), sp.csc_matrix(docs), docs.astype(np.float32))}
+    assert len(shares) == 1
     params = resolve_params("default", feature_dims=20)[0]
     assert params.feature_space == "auto"
     t_docs = learn_tree(docs, [f"w{j}" for j in range(2000)], params)

@@ -215,3 +215,15 @@ def test_classify_average_is_the_average_learners_hdtwd_on_the_same_splits():
     assert both["methods"]["average"]["per_split"] == alone["methods"]["hdtwd"]["per_split"]
     assert both["methods"]["average"]["params"]["learner"] == "average"
     assert both["methods"]["average"]["per_split"] != both["methods"]["hdtwd"]["per_split"]  # the learner matters here
+
+
+def test_the_joint_hierarchies_under_the_average_learner_refuse_what_would_not_fit(monkeypatch):
+    """All pairs of informed distances, refused before any work when they would not fit (exit 4 on the CLI)."""
+    import hdtwd_cli as hd
+    import hdtwd_cli._api._joint as api_joint
+
+    X, _, _ = planted_hierarchy(200, 30, shape="balanced", counts_per_feature=20.0, seed=1)
+    monkeypatch.setattr(api_joint, "available_memory", lambda: 24 * 200 * 200 - 1)
+    with pytest.raises(hd.ResourceError, match="learner"):
+        hd.learn_joint(X, params=hd.TreeParams(learner="average"))
+    hd.learn_joint(X, params=hd.TreeParams(learner="average"), check_memory=False)  # the same data, unchecked: runs

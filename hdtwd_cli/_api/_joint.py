@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors
 from hdtwd_cli._api._distances import distances
-from hdtwd_cli._runtime.memory import available_memory
+from hdtwd_cli._runtime.memory import available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
+from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.joint._alternate import JointHierarchy, JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams, apply_transform
@@ -83,6 +84,18 @@ def learn_joint(
     data_errors(lambda: check_histograms(Xm))
     rep = as_reporter(progress)
     have = available_memory() if check_memory else None
+    if params.learner == "average" and have is not None:
+        # UPGMA reads all pairs: the informed distances of the larger axis, their copy, the condensed pairs
+        # and SciPy's copy of them (no landmark items, as the diffusion learner has)
+        big = max(Xm.shape)
+        need = 24 * big * big
+        if need > have:
+            raise ResourceError(
+                f"the joint hierarchies under the average learner need all pairs of {big} items' informed "
+                f"distances (about {human_bytes(need)}; {human_bytes(have)} available): give {{a}} diffusion, "
+                "whose trees go through landmark items",
+                a="learner",
+            )
     prepared = data_errors(lambda: prepare(Xm, names, params, reporter=rep, available=have))
     result: JointHierarchy = data_errors(
         lambda: alternate_hierarchies(Xm, names, samples, params, joint, prepared=prepared, reporter=rep)

@@ -191,13 +191,15 @@ def never_cooccur_fraction(
         from hdtwd_cli.tree._kernels import column_gram_csr, column_presence_csr
 
         met = column_gram_csr(column_presence_csr(X, cols)) != 0
-        C = canonical_csr(X)
-        mass = np.bincount(C.indices, weights=np.abs(C.data), minlength=C.shape[1])[cols]
+        S = sp.csr_matrix(X)[:, cols]  # the sampled columns only: never a copy of the whole matrix
     else:
         A = np.asarray(X)[:, cols]
         B = (A != 0).astype(np.float32)
         met = (B.T @ B) != 0
-        mass = np.abs(A).sum(axis=0, dtype=np.float64)
+        S = sp.csr_matrix(A)
+    # the columns' masses summed in one order (rows in turn) for dense and sparse storage alike: the same bits
+    S.sum_duplicates()
+    mass = np.bincount(S.indices, weights=np.abs(S.data).astype(np.float64), minlength=cols.size)
     w = mass / mass.sum()
     # NumPy's own sums, not BLAS products: the same bits at any thread count
     own = float((w * w).sum())  # the diagonal: every column meets itself
