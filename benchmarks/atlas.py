@@ -2,6 +2,8 @@
 
 - :data:`WD`: the cache folder of the scale records and the synthetic cells (``scale-issue13``);
 - :func:`synth`: UMI-like synthetic cells from a planted hierarchy of types (``SYNTH_<n>.npz``);
+- :func:`synth_genes`: the same kind of cells over all genes, with a realistic long tail of rarely
+  detected genes (``GENES_<n>_<m>.npz``);
 - :func:`recall`: the mean share of one neighbour list found in the other, row by row;
 - :func:`exact_rows`, :func:`sampled_exact`: the exact neighbours of sampled rows by brute force
   (the reference of every recall figure at 10^5 / 10^6 cells; cached in ``recall-issue28``);
@@ -23,7 +25,7 @@ import scipy.sparse as sp
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 
-__all__ = ["EXACT_DIR", "WD", "exact_rows", "recall", "sampled_exact", "synth", "vm_hwm_mb"]
+__all__ = ["EXACT_DIR", "WD", "exact_rows", "recall", "sampled_exact", "synth", "synth_genes", "vm_hwm_mb"]
 
 #: The scale benchmarks' records and the synthetic cells (``SYNTH_<n>.npz``).
 WD = harness.work_dir("scale-issue13")
@@ -61,6 +63,52 @@ def synth(n: int, m: int = 2000, seed: int = 0, folder: Path | None = None) -> P
         del counts
     X = sp.vstack(blocks, format="csr")
     del blocks
+    sp.save_npz(p, X, compressed=False)
+    np.save(p.with_name(p.stem + "_types.npy"), cell_type)
+    return p
+
+
+def synth_genes(n: int, m: int, seed: int = 0, folder: Path | None = None) -> Path:
+    """``GENES_<n>_<m>.npz`` in ``folder`` (default :data:`WD`): UMI counts of ``n`` cells over ``m`` genes
+    with the detection rates of an all-genes matrix.
+
+    Genes' baseline expression is log-normal (sigma 1.8), so a long tail of genes is seen in a handful of
+    cells (about 30 % of the genes in under 1 % of the cells, as in 10x data, where :func:`synth`'s
+    Dirichlet programs detect almost every gene); 10 lineages x 10 cell types multiply the baseline by
+    log-normal factors on 10 % of the genes each (sigma 1.5), and every cell draws a log-normal number
+    of UMIs (median 2,750). The UMIs are sampled gene by gene from the cumulative program, in blocks of
+    cells, so the matrix is never dense. The cell types go to ``GENES_<n>_<m>_types.npy`` beside it.
+    """
+    wd = WD if folder is None else folder
+    p = wd / f"GENES_{n}_{m}.npz"
+    if p.exists():
+        return p
+    rng = np.random.default_rng(seed)
+    base = rng.lognormal(0.0, 1.8, size=m)
+    lineage = np.exp(rng.normal(0.0, 1.5, size=(10, m)) * (rng.random((10, m)) < 0.1))
+    programs = np.empty((100, m))
+    for t in range(100):
+        own = np.exp(rng.normal(0.0, 1.5, size=m) * (rng.random(m) < 0.1))
+        w = base * lineage[t // 10] * own
+        programs[t] = w / w.sum()
+    cum = np.cumsum(programs, axis=1)
+    cum[:, -1] = 1.0
+    cell_type = rng.integers(0, 100, size=n)
+    umis = np.maximum(200, rng.lognormal(np.log(2750.0), 0.4, size=n)).astype(np.int64)
+    blocks = []
+    for s0 in range(0, n, 5000):
+        e = min(s0 + 5000, n)
+        rows = np.repeat(np.arange(e - s0), umis[s0:e])
+        genes = np.empty(rows.size, dtype=np.int64)
+        at = 0
+        for i in range(s0, e):
+            u = int(umis[i])
+            genes[at : at + u] = np.searchsorted(cum[cell_type[i]], rng.random(u), side="right")
+            at += u
+        block = sp.csr_matrix((np.ones(rows.size), (rows, genes)), shape=(e - s0, m))
+        block.sum_duplicates()
+        blocks.append(block)
+    X = sp.vstack(blocks, format="csr")
     sp.save_npz(p, X, compressed=False)
     np.save(p.with_name(p.stem + "_types.npy"), cell_type)
     return p

@@ -15,7 +15,7 @@ from _faults import KILL_FILES, killable_cluster
 from conftest import SAMPLE, run_hdtwd
 
 import hdtwd_cli as hd
-from hdtwd_cli.knn._search import AUTO_NNDESCENT_ABOVE, choose_method
+from hdtwd_cli.knn._choose import AUTO_NNDESCENT_ABOVE, choose_method
 
 distributed = pytest.importorskip("distributed")
 zarr = pytest.importorskip("zarr")

@@ -20,12 +20,12 @@ from hdtwd_cli.errors import (
     ParameterError,
     ResourceError,
 )
+from hdtwd_cli.knn._choose import method_for, search_neighbors
 from hdtwd_cli.knn._graph import (
     knn_distance_matrix,
     umap_connectivities,
     with_self,
 )
-from hdtwd_cli.knn._search import choose_method, search_neighbors
 from hdtwd_cli.tree._params import TreeParams, apply_transform
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._distance import (
@@ -187,7 +187,7 @@ class DistanceVectors:
         if self.queries is not None:
             raise ParameterError("a kNN graph is of one set of samples: give no {arg}", "reference")
         check_k(n_neighbors, self.base.n)
-        chosen = choose_method(method, self.base.n)
+        chosen = method_for(method, self.base)
         with self.progress.stage(
             f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})", self.base.n
         ) as adv:
@@ -360,7 +360,8 @@ def knn_graph(
     ``method``: ``exact``, ``nndescent`` (NN-descent candidates re-ranked by the exact TWD: the
     distances are exact, the neighbour set approximate), ``pynndescent`` (pynndescent's candidates,
     the same re-ranking; needs the package and the tree vectors in memory) or ``auto`` (NN-descent above
-    :data:`hdtwd_cli.knn._search.AUTO_NNDESCENT_ABOVE` samples); ``seed`` makes NN-descent
+    :data:`hdtwd_cli.knn._choose.AUTO_NNDESCENT_ABOVE` samples, and for denoised samples whose exact
+    search would cost more than :data:`hdtwd_cli.knn._choose.AUTO_EXACT_WORK`); ``seed`` makes NN-descent
     deterministic; ``client`` (a ``dask.distributed.Client``) runs the exact search on a cluster.
     """
     return distance_vectors(

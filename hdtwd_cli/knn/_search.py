@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,33 +37,17 @@ from hdtwd_cli.tree._kernels import nearest_centres
 from hdtwd_cli.twd._distance import (
     TreeVectors,
     merge_candidates,
-    nearest_neighbors,
     smallest_k,
 )
 from hdtwd_cli.twd._kernels import l1_distances, l1_gather
 
 __all__ = [
-    "KNN_METHODS",
-    "AUTO_NNDESCENT_ABOVE",
     "CANDIDATE_FACTOR",
-    "choose_method",
     "approximate_neighbors",
-    "search_neighbors",
     "rerank",
     "locality_order",
 ]
 
-KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
-#: The search backends: ``exact`` (all pairs, in blocks), ``nndescent`` (hdtwd's own NN-descent on
-#: byte-coded tree vectors, partitioned when large: :mod:`._nndescent`), ``pynndescent`` (the
-#: library scanpy uses, whole data in memory: :mod:`._pynndescent`), and ``auto``. The approximate
-#: backends only propose candidates; the exact TWD re-ranks them, so every distance is exact.
-KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
-#: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
-#: operations, growing as n^2; hdtwd's NN-descent grows as about n log n and, cached by numba,
-#: starts without compiling (pynndescent compiles in every process). Below 20,000 samples the exact
-#: search is about as fast and has no recall to lose (benchmarks/RESULTS.md, "Approximate neighbours").
-AUTO_NNDESCENT_ABOVE = 20_000
 #: Candidates per sample from NN-descent, as a multiple of the neighbours wanted (then re-ranked).
 #: Recall is bought where many samples are nearly equidistant (a cell type of 10,000 multinomial
 #: draws): for k = 14, 32 candidates per sample, joined 3 x 32 per row
@@ -103,16 +87,6 @@ _RERANK_BYTES = 1 << 28
 #: twice, by the re-ranking) when they take at most this fraction of the available memory
 #: (:meth:`~hdtwd_cli.twd._distance.TreeVectors.holding`; the same results either way).
 HOLD_FRACTION = 0.25
-
-
-def choose_method(method: str, n: int) -> str:
-    """The backend to run: ``method`` itself, or for ``auto`` ``exact`` or ``nndescent`` by the number of
-    samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
-    if method not in KNN_METHODS:
-        raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
-    if method == "auto":
-        method = "nndescent" if n > AUTO_NNDESCENT_ABOVE else "exact"
-    return method
 
 
 def _rows_per_block(tv: TreeVectors) -> int:
@@ -196,34 +170,45 @@ def rerank(
         from hdtwd_cli.knn._dask import Shipped
 
         remote = Shipped(client, tv)
-    return _rerank(tv, candidates, k, progress, remote)
+    return rerank_shipped(tv, candidates, k, progress, remote)
 
 
-def _rerank(
+def rerank_shipped(
     tv: TreeVectors,
     candidates: np.ndarray,
     k: int,
     progress: Callable[[int], None] | None,
     remote: Any,
     steps: int | None = None,
+    probe: SampledExact | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rerank` with the cluster's data already shipped; ``progress`` gets ``steps`` (default n) in all."""
+    """:func:`rerank` with the cluster's data already shipped (``remote``: a
+    :class:`~hdtwd_cli.knn._dask.Shipped`, or None); ``progress`` gets ``steps`` (default n) in all.
+
+    ``probe``: its sampled samples' exact neighbours are found in the same pass (every sample's vector
+    is computed there as a row to re-rank; :func:`rerank_probed_rows`), at the cost of the kernel alone.
+    """
     n = candidates.shape[0]
     order = locality_order(candidates)
     chunks = [order[i0 : i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
+    args: list[tuple] = [(rows, candidates[rows], k) for rows in chunks]
+    if probe is not None:
+        args = [(*a, probe.rows, probe.vectors) for a in args]
     parts = _map(
         remote,
-        rerank_rows,
+        rerank_rows if probe is None else rerank_probed_rows,
         tv,
-        [(rows, candidates[rows], k) for rows in chunks],
+        args,
         "rerank",
         progress,
         _shares(n if steps is None else steps, [rows.size for rows in chunks]),
     )
     out_i = np.empty((n, k), dtype=np.int64)
     out_d = np.empty((n, k))
-    for rows, (idx, dist) in zip(chunks, parts):
-        out_i[rows], out_d[rows] = idx, dist
+    for rows, part in zip(chunks, parts):
+        out_i[rows], out_d[rows] = part[0], part[1]
+        if probe is not None:
+            probe.fold(part[2], part[3])
     return out_i, out_d
 
 
@@ -235,6 +220,34 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
     twice instead of ``c`` times. Distances come from
     :func:`hdtwd_cli.twd._kernels.l1_gather`, bit for bit the exact kernel's.
     """
+    return _rerank_blocks(tv, rows, candidates, k, None)
+
+
+def rerank_probed_rows(
+    tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: int, probe_rows: np.ndarray, probe_vectors: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`rerank_rows`, and the ``k`` nearest of the samples ``probe_rows`` (their vectors ``probe_vectors``)
+    among ``rows``, by exact TWD: ``(indices, distances, probe distances, probe indices)``."""
+    probe_d = np.full((probe_rows.size, k), np.inf)
+    probe_i = np.full((probe_rows.size, k), -1, dtype=np.int64)
+
+    def visit(samples: np.ndarray, A: np.ndarray) -> None:
+        D = l1_distances(probe_vectors, A).astype(np.float64, copy=False)
+        D[probe_rows[:, None] == samples[None, :]] = np.inf  # not one's own neighbour
+        merge_candidates(probe_d, probe_i, np.arange(probe_rows.size), D, samples)
+
+    out_i, out_d = _rerank_blocks(tv, rows, candidates, k, visit)
+    return out_i, out_d, probe_d, probe_i
+
+
+def _rerank_blocks(
+    tv: TreeVectors,
+    rows: np.ndarray,
+    candidates: np.ndarray,
+    k: int,
+    visit: Callable[[np.ndarray, np.ndarray], None] | None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rerank_rows`; ``visit(samples, A)`` sees each block's own rows and their vectors."""
     m = rows.size
     out_d = np.empty((m, k))
     out_i = np.empty((m, k), dtype=np.int64)
@@ -250,6 +263,8 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
                 break
             r = r[: r.size // 2]
         A = tv.of_rows(rows[r])
+        if visit is not None:
+            visit(rows[r], A)
         B = tv.of_rows(uniq)
         D = np.empty(cand.shape)
         l1_gather(A, B, np.ascontiguousarray(local.reshape(cand.shape), dtype=np.int64), D)
@@ -489,6 +504,13 @@ class SampledExact:
         D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
         merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
 
+    def fold(self, distances: np.ndarray, indices: np.ndarray) -> None:
+        """Fold in the sampled samples' nearest found elsewhere (``-1``: none), by (distance, index)."""
+        ok = indices >= 0
+        cd = np.concatenate([self.distances, np.where(ok, distances, np.inf)], axis=1)
+        ci = np.concatenate([self.indices, indices], axis=1)
+        self.distances, self.indices = smallest_k(cd, ci, self.distances.shape[1])
+
     def scan(self, tv: TreeVectors) -> SampledExact:
         """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
         for i0, Y in _blocks(tv):
@@ -499,7 +521,7 @@ class SampledExact:
         """Share of the sampled samples' ``k`` found neighbours (their exact TWDs, all samples'
         ``distances``) that are at most as far as their exact ``k``-th nearest: recall@k, ties
         counted as found."""
-        kth = self.distances[:, -1:]
+        kth = self.distances.max(axis=1, keepdims=True)  # the k-th nearest (the k are in no order)
         return float(np.mean(distances[self.rows] <= kth * (1.0 + 1e-12)))
 
 
@@ -576,35 +598,3 @@ def partitions(
         for s0 in [*range(0, members.size - max_rows, stride), members.size - max_rows]:
             groups.append(np.sort(members[s0 : s0 + max_rows]))
     return groups
-
-
-def search_neighbors(
-    tv: TreeVectors,
-    k: int,
-    method: str = "exact",
-    seed: int = 0,
-    progress: Callable[[int], None] | None = None,
-    client: Any = None,
-    note: Callable[[str], None] | None = None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
-    workers if given (a ``dask.distributed.Client``; the same bits as here); ``note``: see
-    :func:`approximate_neighbors`."""
-    chosen = choose_method(method, tv.n)
-    if chosen == "nndescent":
-        return approximate_neighbors(tv, k, seed, progress, client, note)
-    if chosen == "pynndescent":
-        from hdtwd_cli.knn._pynndescent import pynndescent_candidates
-
-        if not 1 <= k < tv.n:
-            raise ParameterError(f"must be between 1 and n - 1 = {tv.n - 1}", "k")
-        clock = time.perf_counter()
-        candidates = pynndescent_candidates(tv, min(tv.n - 1, int(np.ceil(CANDIDATE_FACTOR * k))), seed)
-        if note is not None:
-            note(f"pynndescent candidates: {time.perf_counter() - clock:.1f} s")
-        return rerank(tv, candidates, k, progress, client)
-    if client is not None:
-        from hdtwd_cli.knn._dask import nearest_neighbors_dask
-
-        return nearest_neighbors_dask(client, tv, k, progress=progress)
-    return nearest_neighbors(tv, k, 2048, progress)
