@@ -72,17 +72,13 @@ def coordinate_neighbors(
     distances : ndarray of float64, shape (n, k)
         Exact TWDs, ordered by (distance, index).
     """
-    assert isinstance(tv.x, DenoisedRows)
+    rows = tv.x
+    assert isinstance(rows, DenoisedRows)
     say = note if note is not None else (lambda message: None)
     n = tv.n
     c = min(n - 1, int(np.ceil(COORDINATE_CANDIDATE_FACTOR * k)))
     clock = time.perf_counter()
-    held = tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
-    if held is not tv:
-        say(f"denoised rows held in memory for the re-ranking: {time.perf_counter() - clock:.1f} s")
-        tv = held
-    clock = time.perf_counter()
-    Z = tv.x.coordinates()
+    Z = rows.coordinates()
     Z -= Z.min(axis=0) if n else 0.0  # the byte code reads non-negative columns; L1 is shift-invariant
     Q, code = encode_floats(Z)
     candidates = nn_descent(Q, code, c, seed)
@@ -93,6 +89,11 @@ def coordinate_neighbors(
         f"NN-descent on {Z.shape[1]} principal coordinates, lists of {c}, {first_width(c)} then {join_width(c)} "
         f"joined per row: {time.perf_counter() - clock:.1f} s"
     )
+    clock = time.perf_counter()
+    held = tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
+    if held is not tv:
+        say(f"denoised rows held in memory for the re-ranking: {time.perf_counter() - clock:.1f} s")
+        tv = held
     clock = time.perf_counter()
     remote = None
     if client is not None:
