@@ -176,7 +176,7 @@ class DistanceVectors:
                 )
         return self.base.rows() if store else None
 
-    def knn(self, n_neighbors: int, method: str = "exact", seed: int = 0, client: Any = None) -> KnnGraph:
+    def knn(self, n_neighbors: int, method: str = "auto", seed: int = 0, client: Any = None) -> KnnGraph:
         """The kNN graph without an n x n matrix (vectors computed per row block: memory O(n k)).
 
         ``method``: ``exact``, ``nndescent`` (hdtwd's NN-descent: approximate candidates, exact
@@ -349,7 +349,7 @@ def knn_graph(
     params: TreeParams | None = None,
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
     unseen: Unseen = "error",
-    method: str = "exact",
+    method: str = "auto",
     seed: int = 0,
     client: Any = None,
     progress: Reporter | bool | None = None,

@@ -137,7 +137,7 @@ def neighbors(
     store_vectors: bool | None = None,
     feature_embedding: tuple[np.ndarray, Sequence[str]] | None = None,
     unseen: Unseen = "error",
-    method: str = "exact",
+    method: str = "auto",
     seed: int = 0,
     client: Any = None,
     progress: Reporter | bool | None = None,

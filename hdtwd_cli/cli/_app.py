@@ -235,9 +235,11 @@ def distance(
             help="With --knn: exact search, nndescent (hdtwd's NN-descent candidates re-ranked by the exact "
             "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
             "or cluster), pynndescent (pynndescent's candidates, the same re-ranking; needs pynndescent "
-            "and the tree vectors in memory), or auto (nndescent above 20,000 samples).",
+            "and the tree vectors in memory), or auto: nndescent above 20,000 samples, or for denoised samples "
+            "whose exact search would be costly (many genes), exact otherwise [default: auto].",
+            show_default=False,
         ),
-    ] = "exact",
+    ] = None,
     scheduler: Annotated[
         str | None,
         _in(
@@ -276,7 +278,7 @@ def distance(
         output,
         output_format and output_format.value,
         knn,
-        knn_method.value,
+        knn_method and knn_method.value,
         key_added,
         store_vectors,
         scheduler,

@@ -75,7 +75,7 @@ class DistanceOutputs:
     output: Path
     fmt: str | None
     knn: int | None
-    knn_method: str
+    knn_method: str | None
     key_added: str | None
     store_vectors: bool | None
     scheduler: str | None
@@ -155,7 +155,7 @@ class DistanceOutputs:
             adata=adata,
             store_vectors=self.store_vectors,
             reporter=reporter,
-            knn_method=self.knn_method,
+            knn_method=self.knn_method or "auto",
             seed=seed,
             client=client,
         )
@@ -181,9 +181,10 @@ def tree_mass(tree: Any, X: Any, names: list[str], path: str) -> Any:
     return mean_tree_histogram(tree, X, names)
 
 
-def check_result_options(path: str, knn: int | None, knn_method: str, scheduler: str | None) -> None:
-    """Refuse, before any work, the combinations :func:`write_result` cannot honour."""
-    if knn is None and knn_method != "exact":
+def check_result_options(path: str, knn: int | None, knn_method: str | None, scheduler: str | None) -> None:
+    """Refuse, before any work, the combinations :func:`write_result` cannot honour (``knn_method``: None
+    when not given)."""
+    if knn is None and knn_method is not None:
         raise ParameterError("applies to the kNN graph ({b})", "knn_method", b="n_neighbors")
     if scheduler and not (_is_zarr(path) or knn is not None):
         raise ParameterError(
@@ -207,7 +208,7 @@ def write_result(
     adata: Any = None,
     store_vectors: bool | None = None,
     reporter: Any = None,
-    knn_method: str = "exact",
+    knn_method: str = "auto",
     seed: int = 0,
     client: Any = None,
 ) -> str:
