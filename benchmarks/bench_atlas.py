@@ -20,7 +20,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
 default (M genes with a realistic tail of rarely detected genes, ``atlas.synth_genes``: the landmark
 operator above 5,000, denoising as its rule says, the search ``auto``), each stage's time from ``-v``,
 scanpy's recipe on the same file (the ratio), then recall@14 of 500 sampled rows against their exact
-neighbours on the saved tree.
+neighbours on the saved tree. ``genes-finish N M``: the same after the command, from its record.
 """
 
 from __future__ import annotations
@@ -107,6 +107,8 @@ def projection_single(n: int) -> list[str]:
 
 SCANPY_RECIPE = """
 import sys, time, anndata, scanpy as sc, scipy.sparse as sp
+if not hasattr(sp.csr_array, "getnnz"):  # scanpy 1.11 reads the graph with getnnz, gone from SciPy 1.17's arrays
+    sp.csr_array.getnnz = lambda self, axis=None: self._getnnz(axis=axis)
 a = anndata.AnnData(sp.load_npz(sys.argv[1]).tocsr().astype("float32"))
 sc.pp.normalize_total(a, target_sum=1e4)
 sc.pp.log1p(a)
@@ -128,11 +130,12 @@ def stage_times(log_text: str) -> dict[str, float]:
     return out
 
 
-def all_genes(n: int, m: int, sampled: int = 500) -> dict[str, Any]:
+def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dict[str, Any]:
     """``hdtwd distance`` with the defaults on ``n`` cells x ``m`` genes (:func:`atlas.synth_genes`, a realistic
     tail of rare genes), ``--knn 15``: time, peak memory, each stage's time, whether and why it denoised,
     recall@14 of ``sampled`` rows on the saved tree; scanpy's recipe (normalize_total, log1p, 2,000 HVGs,
-    50 PCs, ``sc.pp.neighbors``) on the same file in the same run, and the ratio (see the module docstring)."""
+    50 PCs, ``sc.pp.neighbors``) on the same file in the same run, and the ratio (see the module docstring).
+    ``reuse``: take the command's figures from the record of an earlier run (``genes-finish``)."""
     from atlas import exact_rows
 
     import hdtwd_cli as hd
@@ -141,11 +144,16 @@ def all_genes(n: int, m: int, sampled: int = 500) -> dict[str, Any]:
     tag = f"{n}_{m}"
     g, t = WD / f"atlas_genes_G{tag}.npz", WD / f"atlas_genes_T{tag}.h5"
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "-v"]
-    out: dict[str, Any] = {"n": n, "genes": m, "machine": harness.machine_line(), "commit": harness.git_commit()}
-    out["date"] = harness.utc_stamp()
     log = WD / f"atlas_genes_{tag}.log"
-    out.update(harness.run_timed_once([*cmd, "--save-tree", str(t), "-o", str(g)], log))
-    out["stages"] = stage_times(log.read_text())
+    record = WD / f"atlas_genes_{tag}_command.json"
+    if reuse:
+        out = json.loads(record.read_text())
+    else:
+        out = {"n": n, "genes": m, "machine": harness.machine_line(), "commit": harness.git_commit()}
+        out["date"] = harness.utc_stamp()
+        out.update(harness.run_timed_once([*cmd, "--save-tree", str(t), "-o", str(g)], log))
+        out["stages"] = stage_times(log.read_text())
+        record.write_text(json.dumps(out, indent=1, default=str))
     recipe = WD / "scanpy_recipe.py"
     recipe.write_text(SCANPY_RECIPE)
     out["scanpy"] = harness.run_timed_once(
@@ -166,7 +174,7 @@ def all_genes(n: int, m: int, sampled: int = 500) -> dict[str, Any]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=("single", "dask", "project", "project-single", "genes"))
+    ap.add_argument("part", choices=("single", "dask", "project", "project-single", "genes", "genes-finish"))
     ap.add_argument("n", type=int, help="cells (SYNTH_N.npz)")
     ap.add_argument(
         "extra",
@@ -190,8 +198,8 @@ def main() -> None:
         print("\n".join(projection(d, float(args.extra))))
         return
     part, n = args.part, args.n
-    if part == "genes":
-        print(json.dumps(all_genes(n, int(args.extra or 20000)), indent=1))
+    if part in ("genes", "genes-finish"):
+        print(json.dumps(all_genes(n, int(args.extra or 20000), reuse=part == "genes-finish"), indent=1))
         return
     data = synth(n)
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
