@@ -60,9 +60,9 @@ def coordinate_neighbors(
     """Each sample's ``k`` nearest other samples: candidates from the principal coordinates, exact re-ranking.
 
     ``tv`` holds denoised rows (:func:`has_coordinates`); ``1 <= k < n`` is the caller's check.
-    The denoised rows are held in memory when they take at most
+    Without a cluster the denoised rows are held in memory when they take at most
     :data:`~hdtwd_cli.knn._search.HOLD_FRACTION` of it (the re-ranking reads each about three times;
-    the same bits either way). ``progress`` receives ``n`` in all (a tenth for the candidates, the
+    the same bits either way; a cluster's workers compute the rows they need). ``progress`` receives ``n`` in all (a tenth for the candidates, the
     rest as the re-ranking's tasks finish); ``note`` (``-v``'s messages) gets each phase's wall time
     and the recall on sampled samples, whose exact neighbours are found in the re-ranking's pass.
 
@@ -90,8 +90,8 @@ def coordinate_neighbors(
         f"joined per row: {time.perf_counter() - clock:.1f} s"
     )
     clock = time.perf_counter()
-    held = tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
-    if held is not tv:
+    held = tv if client is not None else tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
+    if held is not tv:  # here only: a cluster's workers compute the rows they re-rank
         say(f"denoised rows held in memory for the re-ranking: {time.perf_counter() - clock:.1f} s")
         tv = held
     clock = time.perf_counter()
