@@ -105,3 +105,15 @@ def test_the_command_prints_the_recall_and_writes_the_api_graph(tmp_path):
     for i in range(G.shape[0]):
         assert set(G[i].indices) == set(g.indices[i, 1:])
         np.testing.assert_array_equal(np.sort(G[i].data), g.distances[i, 1:])
+
+
+def test_a_small_vector_cache_evicts_and_gives_the_same_graph(monkeypatch):
+    """The re-ranking's vector cache (a few dozen vectors here, so that blocks evict each other's)
+    changes the time only: the same neighbours and the same bits of every distance."""
+    from hdtwd_cli.knn import _search
+
+    dv = _denoised()
+    want = dv.knn(15, "nndescent", seed=1)
+    monkeypatch.setattr(_search, "_RERANK_BYTES", 8 * dv.base.dim * 70)  # 70 vectors: 17 rows a block
+    got = dv.knn(15, "nndescent", seed=1)
+    assert np.array_equal(want.indices, got.indices) and np.array_equal(want.distances, got.distances)

@@ -61,10 +61,11 @@ def coordinate_neighbors(
 
     ``tv`` holds denoised rows (:func:`has_coordinates`); ``1 <= k < n`` is the caller's check.
     Without a cluster the denoised rows are held in memory when they take at most
-    :data:`~hdtwd_cli.knn._search.HOLD_FRACTION` of it (the re-ranking reads each about three times;
-    the same bits either way; a cluster's workers compute the rows they need). ``progress`` receives ``n`` in all (a tenth for the candidates, the
-    rest as the re-ranking's tasks finish); ``note`` (``-v``'s messages) gets each phase's wall time
-    and the recall on sampled samples, whose exact neighbours are found in the re-ranking's pass.
+    :data:`~hdtwd_cli.knn._search.HOLD_FRACTION` of it (the same bits either way; a cluster's
+    workers compute the rows they need). ``progress`` receives ``n`` in all (a tenth for the
+    candidates, the rest as the re-ranking's tasks finish); ``note`` (``-v``'s messages) gets each
+    phase's wall time and the recall on sampled samples, whose exact neighbours are found in the
+    re-ranking's pass.
 
     Returns
     -------

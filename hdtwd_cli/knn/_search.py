@@ -247,30 +247,61 @@ def _rerank_blocks(
     k: int,
     visit: Callable[[np.ndarray, np.ndarray], None] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rerank_rows`; ``visit(samples, A)`` sees each block's own rows and their vectors."""
+    """:func:`rerank_rows`; ``visit(samples, A)`` sees each block's own rows and their vectors.
+
+    The vectors live in a cache of :func:`_rows_per_block` rows (:data:`_RERANK_BYTES`) that outlives
+    the blocks: a block computes only the vectors of its rows and candidates that are not there,
+    evicting those the longest unused. Consecutive blocks (in :func:`locality_order`) share most
+    of their candidates, so most vectors are computed once per task; a vector's bits depend on its
+    row alone, so the cache changes the time, never a distance.
+    """
+    from hdtwd_cli.twd._kernels import norms
+
     m = rows.size
     out_d = np.empty((m, k))
     out_i = np.empty((m, k), dtype=np.int64)
     cap = max(2, _rows_per_block(tv))  # vectors held at once
     step = max(1, cap // 4)
+    cache = np.empty((cap, tv.dim), dtype=np.dtype(tv.dtype))
+    cache_norms = np.zeros(cap)
+    owner = np.full(cap, -1, dtype=np.int64)  # the sample in each slot
+    used = np.full(cap, -1, dtype=np.int64)  # the block that last read each slot
+    slot_of: dict[int, int] = {}
+    block = 0
     i0 = 0
     while i0 < m:
         r = np.arange(i0, min(i0 + step, m))
         while True:
             cand = candidates[r]
-            uniq, local = np.unique(cand, return_inverse=True)
-            if r.size == 1 or r.size + uniq.size <= cap:
+            need = np.unique(np.concatenate([rows[r], cand[cand >= 0]]))
+            if r.size == 1 or need.size <= cap:
                 break
             r = r[: r.size // 2]
-        A = tv.of_rows(rows[r])
+        have = np.array([slot_of.get(int(j), -1) for j in need], dtype=np.int64)
+        used[have[have >= 0]] = block
+        missing = need[have < 0]
+        if missing.size:
+            free = np.argsort(used, kind="stable")[: missing.size]  # never read this block: not needed now
+            gone = owner[free]
+            for j in gone[gone >= 0]:
+                del slot_of[int(j)]
+            Y = tv.of_rows(missing)
+            cache[free] = Y
+            cache_norms[free] = norms(Y)
+            owner[free] = missing
+            used[free] = block
+            slot_of.update(zip(missing.tolist(), free.tolist()))
+        own = np.array([slot_of[int(j)] for j in rows[r]], dtype=np.int64)
+        A = cache[own]
         if visit is not None:
             visit(rows[r], A)
-        B = tv.of_rows(uniq)
+        at = np.array([slot_of.get(int(j), 0) for j in cand.ravel()], dtype=np.int64).reshape(cand.shape)
         D = np.empty(cand.shape)
-        l1_gather(A, B, np.ascontiguousarray(local.reshape(cand.shape), dtype=np.int64), D)
+        l1_gather(A, cache, at, D, cache_norms[own], cache_norms)
         D[cand < 0] = np.inf
         out_d[r], out_i[r] = smallest_k(D, cand, k)
         i0 += r.size
+        block += 1
     order = np.lexsort((out_i, out_d), axis=1)
     return np.take_along_axis(out_i, order, axis=1), np.take_along_axis(out_d, order, axis=1)
 

@@ -391,10 +391,20 @@ def _gather(A, B, sa, sb, cand, out):  # pragma: no cover - compiled
             out[i, t] = from_overlap(sa[i], sb[j], _overlap_sum(a, B[j], d))
 
 
-def l1_gather(A: np.ndarray, B: np.ndarray, cand: np.ndarray, out: np.ndarray) -> None:
+def l1_gather(
+    A: np.ndarray,
+    B: np.ndarray,
+    cand: np.ndarray,
+    out: np.ndarray,
+    norms_a: np.ndarray | None = None,
+    norms_b: np.ndarray | None = None,
+) -> None:
     """``out[i, t] = L1(A[i], B[cand[i, t]])``, each sum in the tiled kernel's order (passes of ``TK``
-    columns summed sequentially, then added up), so the values are bit for bit :func:`l1_distances`'."""
-    _gather(A, B, norms(A), norms(B), cand, out)
+    columns summed sequentially, then added up), so the values are bit for bit :func:`l1_distances`'.
+
+    ``norms_a`` / ``norms_b``: the rows' :func:`norms`, when the caller keeps them (a row's norm
+    depends on that row alone); computed here otherwise."""
+    _gather(A, B, norms(A) if norms_a is None else norms_a, norms(B) if norms_b is None else norms_b, cand, out)
 
 
 @njit(parallel=True, cache=True, nogil=True)
