@@ -117,3 +117,18 @@ def test_a_small_vector_cache_evicts_and_gives_the_same_graph(monkeypatch):
     monkeypatch.setattr(_search, "_RERANK_BYTES", 8 * dv.base.dim * 70)  # 70 vectors: 17 rows a block
     got = dv.knn(15, "nndescent", seed=1)
     assert np.array_equal(want.indices, got.indices) and np.array_equal(want.distances, got.distances)
+
+
+def test_many_samples_are_searched_on_their_tree_vectors(monkeypatch):
+    """Above COORDINATE_MAX_SAMPLES the coordinates' ranking loses neighbours: the byte-coded search runs."""
+    from hdtwd_cli.knn import _coordinates
+
+    dv = _denoised()
+    assert has_coordinates(dv.base)
+    monkeypatch.setattr(_coordinates, "COORDINATE_MAX_SAMPLES", dv.base.n - 1)
+    assert not has_coordinates(dv.base)
+    notes: list[str] = []
+    from hdtwd_cli.knn._choose import search_neighbors
+
+    search_neighbors(dv.base, 14, "nndescent", note=notes.append)
+    assert not any("principal coordinates" in s for s in notes) and any("partition" in s for s in notes), notes

@@ -2,8 +2,8 @@
 
 ``exact`` is the blocked all-pairs search (:func:`hdtwd_cli.twd._distance.nearest_neighbors`);
 ``nndescent`` proposes candidates with hdtwd's NN-descent and re-ranks them by the exact TWD: on
-the principal coordinates of denoised samples (:mod:`._coordinates`), otherwise on byte-coded tree
-vectors, partitioned when large (:mod:`._search`); ``pynndescent`` takes the library's candidates
+the principal coordinates of up to 20,000 denoised samples (:mod:`._coordinates`), otherwise on
+byte-coded tree vectors, partitioned when large (:mod:`._search`); ``pynndescent`` takes the library's candidates
 (:mod:`._pynndescent`); ``auto`` picks ``exact`` or ``nndescent`` by the exact search's cost
 (:func:`choose_method`).
 """

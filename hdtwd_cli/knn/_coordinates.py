@@ -8,7 +8,8 @@ tens of thousands over all genes) is computed from. So the search proposes each 
 sample, no partitions) and re-ranks them with the exact TWD (:func:`hdtwd_cli.knn._search.rerank`,
 bit for bit the exact kernel's distances, on a cluster's workers when given one). The tree vectors
 are never held for all samples, nor byte-coded: the search's memory is ``n x r`` coordinates and the
-candidates' lists, whatever the number of genes.
+candidates' lists, whatever the number of genes. Up to :data:`COORDINATE_MAX_SAMPLES` samples: the
+coordinates rank the TWD's neighbours less well where many cells are nearly equidistant.
 
 Only the neighbour SET may differ from the exact search's: its recall on :data:`~hdtwd_cli.knn._search.RECALL_SAMPLE`
 sampled samples is measured on every search (``-v`` prints it; below
@@ -34,7 +35,7 @@ from hdtwd_cli.knn._search import HOLD_FRACTION, RECALL_WARN, SampledExact, rera
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.twd._distance import TreeVectors
 
-__all__ = ["COORDINATE_CANDIDATE_FACTOR", "coordinate_neighbors", "has_coordinates"]
+__all__ = ["COORDINATE_CANDIDATE_FACTOR", "COORDINATE_MAX_SAMPLES", "coordinate_neighbors", "has_coordinates"]
 
 #: Candidates per sample from the coordinates' NN-descent, as a multiple of the neighbours wanted
 #: (then re-ranked by the exact TWD). The coordinates are a coarser proxy of the TWD than the tree
@@ -44,9 +45,18 @@ __all__ = ["COORDINATE_CANDIDATE_FACTOR", "coordinate_neighbors", "has_coordinat
 COORDINATE_CANDIDATE_FACTOR = 4.5
 
 
+#: The coordinates' search runs up to this many samples. The coordinates are a proxy of the TWD whose
+#: ranking errs among many near-equidistant cells: on cells of 100 types over 20,000 genes the exact 14
+#: nearest were among the 63 nearest in coordinates for 0.995 of them at 10,000 cells but 0.82 at
+#: 100,000 (256 candidates would be needed for 0.98; benchmarks/RESULTS.md, "Approximate neighbours of
+#: denoised cells"). Above it the byte-coded tree vectors are searched, as for any samples.
+COORDINATE_MAX_SAMPLES = 20_000
+
+
 def has_coordinates(tv: TreeVectors) -> bool:
-    """Whether ``tv``'s samples are denoised rows with principal coordinates to search on."""
-    return isinstance(tv.x, DenoisedRows) and tv.x.denoiser.rank > 0
+    """Whether ``tv``'s samples are denoised rows with principal coordinates to search on, few enough
+    (:data:`COORDINATE_MAX_SAMPLES`) for the coordinates' ranking to hold the exact neighbours."""
+    return isinstance(tv.x, DenoisedRows) and tv.x.denoiser.rank > 0 and tv.n <= COORDINATE_MAX_SAMPLES
 
 
 def coordinate_neighbors(
