@@ -289,21 +289,41 @@ def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
 
 
 def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
-    r""":math:`\hat x` of a block of rows (dense, float64), with the fallbacks of :func:`denoise`."""
-    F = np.ascontiguousarray(_dense(_values(rows, d.log_counts)))  # read only
-    R = np.empty_like(F)
-    if F.size * d.rank <= twins.SMALL_WORK:  # the NumPy twin: no numba start-up
+    r""":math:`\hat x` of a block of rows (dense, float64), with the fallbacks of :func:`denoise`.
+
+    Sparse values beyond the twins' size go to :func:`~hdtwd_cli.tree._kernels.reconstruct_rows_csr`,
+    which reads the CSR rows in place: the bits of the dense kernel on their dense copy (tested),
+    without making it.
+    """
+    from hdtwd_cli._runtime.sparse import canonical_csr
+
+    V = _values(rows, d.log_counts)
+    n, m = V.shape
+    R = np.empty((n, m))
+    F: np.ndarray | sp.csr_matrix
+    if n * m * d.rank <= twins.SMALL_WORK:  # the NumPy twin: no numba start-up
         from hdtwd_cli.tree._small import reconstruct_rows
+
+        F = np.ascontiguousarray(_dense(V))  # read only
+        reconstruct_rows(F, d.mean, d.axes, d.axes_t, R)
+    elif sp.issparse(V):
+        from hdtwd_cli.tree._kernels import reconstruct_rows_csr
+
+        F = canonical_csr(sp.csr_matrix(V))
+        data = np.asarray(F.data, dtype=np.float64)
+        reconstruct_rows_csr(F.indptr, F.indices, data, d.mean, d.axes, d.axes_t, R)
     else:
         from hdtwd_cli.tree._kernels import reconstruct_rows
-    reconstruct_rows(F, d.mean, d.axes, d.axes_t, R)
+
+        F = np.ascontiguousarray(_dense(V))
+        reconstruct_rows(F, d.mean, d.axes, d.axes_t, R)
     cov = d.covered
     if not cov.all():
-        R[:, ~cov] = F[:, ~cov]
+        R[:, ~cov] = _dense(F[:, ~cov])
     np.maximum(R, 0.0, out=R)
     empty = ~np.any(R > 0, axis=1)
     if empty.any():
-        R[empty] = F[empty]
+        R[empty] = _dense(F[empty])
     return R
 
 

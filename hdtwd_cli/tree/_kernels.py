@@ -461,3 +461,35 @@ def project_rows_dense(F, V, b, out):  # pragma: no cover - compiled
                     z[k] += f * V[j, k]
         for k in range(r):
             out[i, k] = z[k] - b[k]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def reconstruct_rows_csr(indptr, indices, data, mu, V, Vt, out):  # pragma: no cover - compiled
+    """:func:`reconstruct_rows` of a CSR block (sorted indices, no duplicates) without its dense copy.
+
+    Every column is visited in order, a missing entry read as ``0.0``: the same subtractions and
+    products in the same order as the dense kernel on ``toarray()``, hence the same bits, without
+    the ``n x m`` dense values (their allocation and pass cost more than the products over all genes).
+    """
+    n = out.shape[0]
+    m = mu.shape[0]
+    r = V.shape[1]
+    for i in prange(n):
+        z = np.zeros(r)
+        p = indptr[i]
+        e = indptr[i + 1]
+        for j in range(m):
+            f = 0.0
+            if p < e and indices[p] == j:
+                f = data[p]
+                p += 1
+            c = f - mu[j]
+            for k in range(r):
+                z[k] += c * V[j, k]
+        o = out[i]
+        for j in range(m):
+            o[j] = mu[j]
+        for k in range(r):
+            zk = z[k]
+            for j in range(m):
+                o[j] += zk * Vt[k, j]
