@@ -199,7 +199,7 @@ def main() -> None:
         return
     part, n = args.part, args.n
     if part in ("genes", "genes-finish"):
-        print(json.dumps(all_genes(n, int(args.extra or 20000), reuse=part == "genes-finish"), indent=1))
+        print(json.dumps(all_genes(n, int(args.extra or 20000), reuse=part == "genes-finish"), indent=1, default=str))
         return
     data = synth(n)
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
