@@ -20,7 +20,7 @@ from hdtwd_cli.errors import (
     ParameterError,
     ResourceError,
 )
-from hdtwd_cli.knn._choose import method_for, search_neighbors
+from hdtwd_cli.knn._choose import choose_method, search_neighbors
 from hdtwd_cli.knn._graph import (
     knn_distance_matrix,
     umap_connectivities,
@@ -187,7 +187,7 @@ class DistanceVectors:
         if self.queries is not None:
             raise ParameterError("a kNN graph is of one set of samples: give no {arg}", "reference")
         check_k(n_neighbors, self.base.n)
-        chosen = method_for(method, self.base)
+        chosen = choose_method(method, self.base.n)
         with self.progress.stage(
             f"{n_neighbors} nearest neighbours of {self.base.n} samples ({chosen})", self.base.n
         ) as adv:
@@ -359,9 +359,8 @@ def knn_graph(
     ``n_neighbors`` counts the sample itself, as scanpy's does: ``n_neighbors - 1`` other samples.
     ``method``: ``exact``, ``nndescent`` (NN-descent candidates re-ranked by the exact TWD: the
     distances are exact, the neighbour set approximate), ``pynndescent`` (pynndescent's candidates,
-    the same re-ranking; needs the package and the tree vectors in memory) or ``auto`` (NN-descent above
-    :data:`hdtwd_cli.knn._choose.AUTO_NNDESCENT_ABOVE` samples, and for denoised samples whose exact
-    search would cost more than :data:`hdtwd_cli.knn._choose.AUTO_EXACT_WORK`); ``seed`` makes NN-descent
+    the same re-ranking; needs the package and the tree vectors in memory) or ``auto`` (the default: NN-descent above
+    :data:`hdtwd_cli.knn._choose.AUTO_NNDESCENT_ABOVE` samples, the exact search below); ``seed`` makes NN-descent
     deterministic; ``client`` (a ``dask.distributed.Client``) runs the exact search on a cluster.
     """
     return distance_vectors(

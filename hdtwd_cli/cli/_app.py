@@ -235,8 +235,8 @@ def distance(
             help="With --knn: exact search, nndescent (hdtwd's NN-descent candidates re-ranked by the exact "
             "TWD: exact distances, approximate neighbour sets; the same for --seed at any thread count "
             "or cluster), pynndescent (pynndescent's candidates, the same re-ranking; needs pynndescent "
-            "and the tree vectors in memory), or auto: nndescent above 20,000 samples, or for denoised samples "
-            "whose exact search would be costly (many genes), exact otherwise [default: auto].",
+            "and the tree vectors in memory), or auto: nndescent above 20,000 samples, exact below "
+            "[default: auto].",
             show_default=False,
         ),
     ] = None,

@@ -1,11 +1,10 @@
 """The neighbour search's backends by name, and the one entry that runs the chosen one.
 
 ``exact`` is the blocked all-pairs search (:func:`hdtwd_cli.twd._distance.nearest_neighbors`);
-``nndescent`` proposes candidates with hdtwd's NN-descent and re-ranks them by the exact TWD: on
-the principal coordinates of up to 20,000 denoised samples (:mod:`._coordinates`), otherwise on
-byte-coded tree vectors, partitioned when large (:mod:`._search`); ``pynndescent`` takes the library's candidates
-(:mod:`._pynndescent`); ``auto`` picks ``exact`` or ``nndescent`` by the exact search's cost
-(:func:`choose_method`).
+``nndescent`` proposes candidates with hdtwd's NN-descent on byte-coded tree vectors, partitioned
+when large, and re-ranks them by the exact TWD (:mod:`._search`); ``pynndescent`` takes the library's candidates
+(:mod:`._pynndescent`); ``auto`` (the default) picks ``exact`` or ``nndescent`` by the number of
+samples (:func:`choose_method`).
 """
 
 from __future__ import annotations
@@ -17,49 +16,32 @@ from typing import Any, Literal
 import numpy as np
 
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.knn._coordinates import coordinate_neighbors, has_coordinates
 from hdtwd_cli.knn._search import CANDIDATE_FACTOR, approximate_neighbors, rerank
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors
 
-__all__ = ["AUTO_EXACT_WORK", "AUTO_NNDESCENT_ABOVE", "KNN_METHODS", "choose_method", "search_neighbors"]
+__all__ = ["AUTO_NNDESCENT_ABOVE", "KNN_METHODS", "choose_method", "search_neighbors"]
 
 KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
 #: The search backends: ``exact`` (all pairs, in blocks), ``nndescent`` (hdtwd's own NN-descent on
-#: the denoised samples' principal coordinates, or on byte-coded tree vectors, partitioned when
-#: large), ``pynndescent`` (the library scanpy uses, whole data in memory), and ``auto``. The
-#: approximate backends only propose candidates; the exact TWD re-ranks them, so every distance is exact.
+#: byte-coded tree vectors, partitioned when large), ``pynndescent`` (the library scanpy uses, whole
+#: data in memory), and ``auto``. The approximate backends only propose candidates; the exact TWD
+#: re-ranks them, so every distance is exact.
 KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
 #: ``auto`` uses NN-descent above this many samples. The exact search costs n^2 d / 2 kernel
 #: operations, growing as n^2; hdtwd's NN-descent grows as about n log n and, cached by numba,
 #: starts without compiling (pynndescent compiles in every process). Below 20,000 samples the exact
 #: search is about as fast and has no recall to lose (benchmarks/RESULTS.md, "Approximate neighbours").
 AUTO_NNDESCENT_ABOVE = 20_000
-#: ``auto`` also uses NN-descent for denoised samples whose exact search would cost more than this
-#: many kernel operations (``n^2 d / 2``, ``d`` the tree vectors' width): over all genes ``d`` is
-#: tens of thousands and the exact search of 10,000 cells takes minutes, where candidates from
-#: their principal coordinates and the exact re-ranking take seconds (benchmarks/RESULTS.md,
-#: "Approximate neighbours of denoised cells"). About 20 s of exact search on 2 cores.
-AUTO_EXACT_WORK = 2e11
 
 
-def choose_method(method: str, n: int, *, dim: int = 0, coordinates: bool = False) -> str:
-    """The backend to run: ``method`` itself, or for ``auto`` ``exact`` or ``nndescent``.
-
-    ``auto`` is ``nndescent`` above :data:`AUTO_NNDESCENT_ABOVE` samples, and for samples with
-    principal ``coordinates`` (denoised) whose exact search of ``n`` samples with ``dim``-wide tree
-    vectors exceeds :data:`AUTO_EXACT_WORK`; ``exact`` otherwise.
-    """
+def choose_method(method: str, n: int) -> str:
+    """The backend to run: ``method`` itself, or for ``auto`` ``exact`` or ``nndescent`` by the number of
+    samples (:data:`AUTO_NNDESCENT_ABOVE`)."""
     if method not in KNN_METHODS:
         raise ParameterError(f"must be one of {', '.join(KNN_METHODS)}, not {method!r}", "knn_method")
     if method == "auto":
-        costly = coordinates and n * n * dim / 2 > AUTO_EXACT_WORK
-        method = "nndescent" if n > AUTO_NNDESCENT_ABOVE or costly else "exact"
+        method = "nndescent" if n > AUTO_NNDESCENT_ABOVE else "exact"
     return method
-
-
-def method_for(method: str, tv: TreeVectors) -> str:
-    """:func:`choose_method` for the samples of ``tv``."""
-    return choose_method(method, tv.n, dim=tv.dim, coordinates=has_coordinates(tv))
 
 
 def search_neighbors(
@@ -71,15 +53,13 @@ def search_neighbors(
     client: Any = None,
     note: Callable[[str], None] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` nearest other samples of each row by ``method`` (:func:`method_for`), on ``client``'s
+    """The ``k`` nearest other samples of each row by ``method`` (:func:`choose_method`), on ``client``'s
     workers if given (a ``dask.distributed.Client``; the same bits as here); ``note``: ``-v``'s
     messages (:func:`~hdtwd_cli.knn._search.approximate_neighbors`)."""
-    chosen = method_for(method, tv)
+    chosen = choose_method(method, tv.n)
     if chosen != "exact" and not 1 <= k < tv.n:
         raise ParameterError(f"must be between 1 and n - 1 = {tv.n - 1}", "k")
     if chosen == "nndescent":
-        if has_coordinates(tv):
-            return coordinate_neighbors(tv, k, seed, progress, client, note)
         return approximate_neighbors(tv, k, seed, progress, client, note)
     if chosen == "pynndescent":
         from hdtwd_cli.knn._pynndescent import pynndescent_candidates

@@ -170,33 +170,27 @@ def rerank(
         from hdtwd_cli.knn._dask import Shipped
 
         remote = Shipped(client, tv)
-    return rerank_shipped(tv, candidates, k, progress, remote)
+    return _rerank(tv, candidates, k, progress, remote)
 
 
-def rerank_shipped(
+def _rerank(
     tv: TreeVectors,
     candidates: np.ndarray,
     k: int,
     progress: Callable[[int], None] | None,
     remote: Any,
     steps: int | None = None,
-    probe: SampledExact | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerank` with the cluster's data already shipped (``remote``: a
     :class:`~hdtwd_cli.knn._dask.Shipped`, or None); ``progress`` gets ``steps`` (default n) in all.
-
-    ``probe``: its sampled samples' exact neighbours are found in the same pass (every sample's vector
-    is computed there as a row to re-rank; :func:`rerank_probed_rows`), at the cost of the kernel alone.
     """
     n = candidates.shape[0]
     order = locality_order(candidates)
     chunks = [order[i0 : i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
     args: list[tuple] = [(rows, candidates[rows], k) for rows in chunks]
-    if probe is not None:
-        args = [(*a, probe.rows, probe.vectors) for a in args]
     parts = _map(
         remote,
-        rerank_rows if probe is None else rerank_probed_rows,
+        rerank_rows,
         tv,
         args,
         "rerank",
@@ -205,10 +199,8 @@ def rerank_shipped(
     )
     out_i = np.empty((n, k), dtype=np.int64)
     out_d = np.empty((n, k))
-    for rows, part in zip(chunks, parts):
-        out_i[rows], out_d[rows] = part[0], part[1]
-        if probe is not None:
-            probe.fold(part[2], part[3])
+    for rows, (idx, dist) in zip(chunks, parts):
+        out_i[rows], out_d[rows] = idx, dist
     return out_i, out_d
 
 
@@ -220,24 +212,7 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
     twice instead of ``c`` times. Distances come from
     :func:`hdtwd_cli.twd._kernels.l1_gather`, bit for bit the exact kernel's.
     """
-    return _rerank_blocks(tv, rows, candidates, k, None)
-
-
-def rerank_probed_rows(
-    tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: int, probe_rows: np.ndarray, probe_vectors: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`rerank_rows`, and the ``k`` nearest of the samples ``probe_rows`` (their vectors ``probe_vectors``)
-    among ``rows``, by exact TWD: ``(indices, distances, probe distances, probe indices)``."""
-    probe_d = np.full((probe_rows.size, k), np.inf)
-    probe_i = np.full((probe_rows.size, k), -1, dtype=np.int64)
-
-    def visit(samples: np.ndarray, A: np.ndarray) -> None:
-        D = l1_distances(probe_vectors, A).astype(np.float64, copy=False)
-        D[probe_rows[:, None] == samples[None, :]] = np.inf  # not one's own neighbour
-        merge_candidates(probe_d, probe_i, np.arange(probe_rows.size), D, samples)
-
-    out_i, out_d = _rerank_blocks(tv, rows, candidates, k, visit)
-    return out_i, out_d, probe_d, probe_i
+    return _rerank_blocks(tv, rows, candidates, k)
 
 
 def _rerank_blocks(
@@ -245,9 +220,8 @@ def _rerank_blocks(
     rows: np.ndarray,
     candidates: np.ndarray,
     k: int,
-    visit: Callable[[np.ndarray, np.ndarray], None] | None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rerank_rows`; ``visit(samples, A)`` sees each block's own rows and their vectors.
+    """:func:`rerank_rows`.
 
     The vectors live in a cache of :func:`_rows_per_block` rows (:data:`_RERANK_BYTES`) that outlives
     the blocks: a block computes only the vectors of its rows and candidates that are not there,
@@ -293,8 +267,6 @@ def _rerank_blocks(
             slot_of.update(zip(missing.tolist(), free.tolist()))
         own = np.array([slot_of[int(j)] for j in rows[r]], dtype=np.int64)
         A = cache[own]
-        if visit is not None:
-            visit(rows[r], A)
         at = np.array([slot_of.get(int(j), 0) for j in cand.ravel()], dtype=np.int64).reshape(cand.shape)
         D = np.empty(cand.shape)
         l1_gather(A, cache, at, D, cache_norms[own], cache_norms)
@@ -534,13 +506,6 @@ class SampledExact:
         D = l1_distances(self.vectors, Y).astype(np.float64, copy=False)
         D[self.rows[:, None] == np.arange(i0, i0 + Y.shape[0])[None, :]] = np.inf  # not one's own neighbour
         merge_candidates(self.distances, self.indices, np.arange(self.rows.size), D, i0)
-
-    def fold(self, distances: np.ndarray, indices: np.ndarray) -> None:
-        """Fold in the sampled samples' nearest found elsewhere (``-1``: none), by (distance, index)."""
-        ok = indices >= 0
-        cd = np.concatenate([self.distances, np.where(ok, distances, np.inf)], axis=1)
-        ci = np.concatenate([self.indices, indices], axis=1)
-        self.distances, self.indices = smallest_k(cd, ci, self.distances.shape[1])
 
     def scan(self, tv: TreeVectors) -> SampledExact:
         """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""

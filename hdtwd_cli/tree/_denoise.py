@@ -405,36 +405,6 @@ class DenoisedRows:
             R *= self.weights[None, :]
         return R if self.columns is None else np.ascontiguousarray(R[:, self.columns])
 
-    def coordinates(self) -> np.ndarray:
-        r"""Every row's principal coordinates :math:`z = (f(x) - \mu) V` (``n x r``, float64), block by block.
-
-        The compact form of the denoised rows (:math:`\hat x = \max(0, \mu + z V^\top)` where the axes
-        cover): what the approximate neighbour search proposes candidates from
-        (:mod:`hdtwd_cli.knn._coordinates`). Each row's sums run over its non-zero values in column order
-        (:func:`~hdtwd_cli.tree._kernels.project_rows_csr`), so a row's bits depend on that row alone,
-        whatever its storage, block or thread count. Memory: the ``n x r`` result and one block.
-        """
-        from hdtwd_cli.tree._kernels import project_rows_csr, project_rows_dense
-
-        d = self.denoiser
-        V = np.ascontiguousarray(d.axes)
-        b = np.zeros(d.rank)
-        for j in np.flatnonzero(d.mean):  # mu V, in column order
-            b += d.mean[j] * V[j]
-        n = self.shape[0]
-        Z = np.empty((n, d.rank))
-        for i0 in _blocks(n):
-            F = _values(self.values[i0 : i0 + BLOCK_ROWS], d.log_counts)
-            if sp.issparse(F):
-                C = sp.csr_matrix(F)
-                C.sort_indices()
-                project_rows_csr(
-                    C.indptr, C.indices, np.asarray(C.data, dtype=np.float64), V, b, Z[i0 : i0 + BLOCK_ROWS]
-                )
-            else:
-                project_rows_dense(np.ascontiguousarray(F, dtype=np.float64), V, b, Z[i0 : i0 + BLOCK_ROWS])
-        return Z
-
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(i0, rows i0 .. i0 + BLOCK_ROWS - 1)`` in order."""
         for i0 in _blocks(self.shape[0]):

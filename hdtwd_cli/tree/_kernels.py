@@ -426,44 +426,6 @@ def reconstruct_rows(F, mu, V, Vt, out):  # pragma: no cover - compiled
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def project_rows_csr(indptr, indices, data, V, b, out):  # pragma: no cover - compiled
-    """``out[i] = F[i] V - b`` of a CSR block ``F``: the principal coordinates of :mod:`._denoise`.
-
-    ``z_k = sum_j F_ij V_jk`` over the row's non-zero entries in increasing column order, then
-    ``- b_k`` (``b = mu V``): a row's bits depend on that row alone, and a dense row gives the same
-    bits (:func:`project_rows_dense` adds its non-zero entries in the same order). One row per thread.
-    """
-    n = out.shape[0]
-    r = V.shape[1]
-    for i in prange(n):
-        z = np.zeros(r)
-        for p in range(indptr[i], indptr[i + 1]):
-            f = data[p]
-            if f != 0.0:
-                j = indices[p]
-                for k in range(r):
-                    z[k] += f * V[j, k]
-        for k in range(r):
-            out[i, k] = z[k] - b[k]
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def project_rows_dense(F, V, b, out):  # pragma: no cover - compiled
-    """:func:`project_rows_csr` of a dense block: the same sums in the same order (zeros skipped)."""
-    n, m = F.shape
-    r = V.shape[1]
-    for i in prange(n):
-        z = np.zeros(r)
-        for j in range(m):
-            f = F[i, j]
-            if f != 0.0:
-                for k in range(r):
-                    z[k] += f * V[j, k]
-        for k in range(r):
-            out[i, k] = z[k] - b[k]
-
-
-@njit(parallel=True, cache=True, nogil=True)
 def reconstruct_rows_csr(indptr, indices, data, mu, V, Vt, out):  # pragma: no cover - compiled
     """:func:`reconstruct_rows` of a CSR block (sorted indices, no duplicates) without its dense copy.
 

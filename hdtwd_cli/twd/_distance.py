@@ -383,11 +383,8 @@ def smallest_k(d: np.ndarray, i: np.ndarray, k: int) -> tuple[np.ndarray, np.nda
     return np.take_along_axis(d, part, axis=1), np.take_along_axis(i, part, axis=1)
 
 
-def merge_candidates(
-    best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray, col0: int | np.ndarray
-) -> None:
-    """Fold block ``D`` (columns ``col0 ..``, or the samples ``col0`` when an array) into the running k best
-    of ``rows``, in place.
+def merge_candidates(best_d: np.ndarray, best_i: np.ndarray, rows: np.ndarray, D: np.ndarray, col0: int) -> None:
+    """Fold block ``D`` (columns ``col0 ..``) into the running k best of ``rows``, in place.
 
     Only rows with an entry at or below their current k-th best are touched; among them the k
     smallest of (current best, block) by (distance, index) are kept (:func:`smallest_k`).
@@ -399,8 +396,9 @@ def merge_candidates(
         return
     r = rows[need]
     cd = np.concatenate([best_d[r], D[need]], axis=1)
-    cols = np.arange(col0, col0 + D.shape[1]) if isinstance(col0, int | np.integer) else np.asarray(col0)
-    ci = np.concatenate([best_i[r], np.broadcast_to(cols, (need.size, D.shape[1]))], axis=1)
+    ci = np.concatenate(
+        [best_i[r], np.broadcast_to(np.arange(col0, col0 + D.shape[1]), (need.size, D.shape[1]))], axis=1
+    )
     best_d[r], best_i[r] = smallest_k(cd, ci, k)
 
 
