@@ -399,6 +399,18 @@ def nearest_centres(Z: np.ndarray, centres: np.ndarray, count: int) -> tuple[np.
     return near, dist
 
 
+@njit(cache=True, nogil=True)
+def _reconstruct_into(z, mu, Vt, o):  # pragma: no cover - compiled
+    """``o = mu + z Vt``: ``o[j] = mu[j]``, then ``z[k] Vt[k, j]`` added over ``k`` in order."""
+    m = mu.shape[0]
+    for j in range(m):
+        o[j] = mu[j]
+    for k in range(z.shape[0]):
+        zk = z[k]
+        for j in range(m):
+            o[j] += zk * Vt[k, j]
+
+
 @njit(parallel=True, cache=True, nogil=True)
 def reconstruct_rows(F, mu, V, Vt, out):  # pragma: no cover - compiled
     """``out[i] = mu + ((F[i] - mu) V) V^T`` for every row, each row alone (:mod:`._denoise`).
@@ -416,13 +428,7 @@ def reconstruct_rows(F, mu, V, Vt, out):  # pragma: no cover - compiled
             c = F[i, j] - mu[j]
             for k in range(r):
                 z[k] += c * V[j, k]
-        o = out[i]
-        for j in range(m):
-            o[j] = mu[j]
-        for k in range(r):
-            zk = z[k]
-            for j in range(m):
-                o[j] += zk * Vt[k, j]
+        _reconstruct_into(z, mu, Vt, out[i])
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -448,10 +454,4 @@ def reconstruct_rows_csr(indptr, indices, data, mu, V, Vt, out):  # pragma: no c
             c = f - mu[j]
             for k in range(r):
                 z[k] += c * V[j, k]
-        o = out[i]
-        for j in range(m):
-            o[j] = mu[j]
-        for k in range(r):
-            zk = z[k]
-            for j in range(m):
-                o[j] += zk * Vt[k, j]
+        _reconstruct_into(z, mu, Vt, out[i])
