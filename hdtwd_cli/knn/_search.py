@@ -187,12 +187,11 @@ def _rerank(
     n = candidates.shape[0]
     order = locality_order(candidates)
     chunks = [order[i0 : i0 + RERANK_TASK_ROWS] for i0 in range(0, n, RERANK_TASK_ROWS)]
-    args: list[tuple] = [(rows, candidates[rows], k) for rows in chunks]
     parts = _map(
         remote,
         rerank_rows,
         tv,
-        args,
+        [(rows, candidates[rows], k) for rows in chunks],
         "rerank",
         progress,
         _shares(n if steps is None else steps, [rows.size for rows in chunks]),
@@ -211,36 +210,25 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
     neighbouring rows (in :func:`locality_order`) share candidates, so each vector is computed about
     twice instead of ``c`` times. Distances come from
     :func:`hdtwd_cli.twd._kernels.l1_gather`, bit for bit the exact kernel's.
-    """
-    return _rerank_blocks(tv, rows, candidates, k)
 
-
-def _rerank_blocks(
-    tv: TreeVectors,
-    rows: np.ndarray,
-    candidates: np.ndarray,
-    k: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`rerank_rows`.
-
-    The vectors live in a cache of :func:`_rows_per_block` rows (:data:`_RERANK_BYTES`) that outlives
-    the blocks: a block computes only the vectors of its rows and candidates that are not there,
-    evicting those the longest unused. Consecutive blocks (in :func:`locality_order`) share most
-    of their candidates, so most vectors are computed once per task; a vector's bits depend on its
-    row alone, so the cache changes the time, never a distance.
+    The vectors live in a cache of :func:`_rows_per_block` rows (:data:`_RERANK_BYTES`; at least one
+    row and its candidates) that outlives the blocks: a block computes only the vectors of its rows
+    and candidates that are not there, evicting those the longest unused. Consecutive blocks share
+    most of their candidates, so most vectors are computed once per task; a vector's bits depend on
+    its row alone, so the cache changes the time, never a distance.
     """
     from hdtwd_cli.twd._kernels import norms
 
     m = rows.size
     out_d = np.empty((m, k))
     out_i = np.empty((m, k), dtype=np.int64)
-    cap = max(2, _rows_per_block(tv))  # vectors held at once
+    cap = max(2, _rows_per_block(tv), candidates.shape[1] + 1)  # vectors held at once
     step = max(1, cap // 4)
     cache = np.empty((cap, tv.dim), dtype=np.dtype(tv.dtype))
     cache_norms = np.zeros(cap)
     owner = np.full(cap, -1, dtype=np.int64)  # the sample in each slot
     used = np.full(cap, -1, dtype=np.int64)  # the block that last read each slot
-    slot_of: dict[int, int] = {}
+    slot_of = np.full(tv.n, -1, dtype=np.int64)  # each sample's slot, -1: not cached
     block = 0
     i0 = 0
     while i0 < m:
@@ -251,23 +239,22 @@ def _rerank_blocks(
             if r.size == 1 or need.size <= cap:
                 break
             r = r[: r.size // 2]
-        have = np.array([slot_of.get(int(j), -1) for j in need], dtype=np.int64)
+        have = slot_of[need]
         used[have[have >= 0]] = block
         missing = need[have < 0]
         if missing.size:
-            free = np.argsort(used, kind="stable")[: missing.size]  # never read this block: not needed now
+            free = np.argsort(used, kind="stable")[: missing.size]  # not read by this block
             gone = owner[free]
-            for j in gone[gone >= 0]:
-                del slot_of[int(j)]
+            slot_of[gone[gone >= 0]] = -1
             Y = tv.of_rows(missing)
             cache[free] = Y
             cache_norms[free] = norms(Y)
             owner[free] = missing
             used[free] = block
-            slot_of.update(zip(missing.tolist(), free.tolist()))
-        own = np.array([slot_of[int(j)] for j in rows[r]], dtype=np.int64)
+            slot_of[missing] = free
+        own = slot_of[rows[r]]
         A = cache[own]
-        at = np.array([slot_of.get(int(j), 0) for j in cand.ravel()], dtype=np.int64).reshape(cand.shape)
+        at = np.where(cand >= 0, slot_of[np.maximum(cand, 0)], 0)
         D = np.empty(cand.shape)
         l1_gather(A, cache, at, D, cache_norms[own], cache_norms)
         D[cand < 0] = np.inf
