@@ -1,6 +1,7 @@
 """The neighbour search's backends by name, and the one entry that runs the chosen one.
 
-``exact`` is the blocked all-pairs search (:func:`hdtwd_cli.twd._distance.nearest_neighbors`);
+``exact`` is the blocked all-pairs search (:func:`hdtwd_cli.twd._distance.nearest_neighbors`), pruned by
+lower bounds above :data:`BOUNDED_ABOVE` samples (:mod:`._bounded`: the same result, bit for bit);
 ``nndescent`` proposes candidates with hdtwd's NN-descent on byte-coded tree vectors, partitioned
 when large, and re-ranks them by the exact TWD (:mod:`._search`); ``pynndescent`` takes the library's candidates
 (:mod:`._pynndescent`); ``auto`` (the default) picks ``exact`` or ``nndescent`` by the number of
@@ -16,10 +17,11 @@ from typing import Any, Literal
 import numpy as np
 
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.knn._bounded import bounded_neighbors
 from hdtwd_cli.knn._search import CANDIDATE_FACTOR, approximate_neighbors, rerank
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors
 
-__all__ = ["AUTO_NNDESCENT_ABOVE", "KNN_METHODS", "choose_method", "search_neighbors"]
+__all__ = ["AUTO_NNDESCENT_ABOVE", "BOUNDED_ABOVE", "KNN_METHODS", "choose_method", "search_neighbors"]
 
 KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
 #: The search backends: ``exact`` (all pairs, in blocks), ``nndescent`` (hdtwd's own NN-descent on
@@ -32,6 +34,10 @@ KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
 #: starts without compiling (pynndescent compiles in every process). Below 20,000 samples the exact
 #: search is about as fast and has no recall to lose (benchmarks/RESULTS.md, "Approximate neighbours").
 AUTO_NNDESCENT_ABOVE = 20_000
+#: The exact search prunes pairs by lower bounds (:func:`~hdtwd_cli.knn._bounded.bounded_neighbors`) above
+#: this many samples; at or below it every pair is measured (two row blocks at most: the bounds'
+#: grouping would cost more than it saves). Both give the same bits.
+BOUNDED_ABOVE = 4096
 
 
 def choose_method(method: str, n: int) -> str:
@@ -73,4 +79,6 @@ def search_neighbors(
         from hdtwd_cli.knn._dask import nearest_neighbors_dask
 
         return nearest_neighbors_dask(client, tv, k, progress=progress)
+    if tv.n > BOUNDED_ABOVE:
+        return bounded_neighbors(tv, k, progress, note)
     return nearest_neighbors(tv, k, 2048, progress)
