@@ -17,6 +17,13 @@ from hdtwd_cli.twd._distance import nearest_neighbors
 from hdtwd_cli.twd._kernels import l1_distances, norms
 
 
+@pytest.fixture(autouse=True)
+def _always_prune(monkeypatch):
+    """These small sets' bounds keep more pairs than pay on a real search: prune anyway (the result is
+    the same either way; :func:`test_loose_bounds_measure_every_pair` checks the other way)."""
+    monkeypatch.setattr(_bounded, "PAYS_BELOW", 1.0)
+
+
 def _vectors(dtype: str = "float64", denoise: int = 0):
     """Clustered counts with 30 copies of one row (ties at distance 0 across the k-th place)."""
     rng = np.random.default_rng(3)
@@ -73,12 +80,24 @@ def test_grouped_sums_bound_every_pair_from_below():
 
 def test_the_exact_method_prunes_above_its_threshold(monkeypatch):
     """The one entry (``search_neighbors``) sends the exact search to the bounded one above
-    ``BOUNDED_ABOVE`` samples: the same graph as below it."""
+    ``BOUNDED_ABOVE`` samples of ``BOUNDED_MIN_COLUMNS`` columns: the same graph as below them."""
     tv = _vectors()
     want = _choose.search_neighbors(tv, 9, "exact")
     called: list[int] = []
     real = _choose.bounded_neighbors
     monkeypatch.setattr(_choose, "bounded_neighbors", lambda *a, **kw: called.append(1) or real(*a, **kw))
     monkeypatch.setattr(_choose, "BOUNDED_ABOVE", 100)
+    monkeypatch.setattr(_choose, "BOUNDED_MIN_COLUMNS", 10)
     got = _choose.search_neighbors(tv, 9, "exact")
     assert called and np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+
+
+def test_loose_bounds_measure_every_pair(monkeypatch):
+    """Where the sampled rows say the bounds would keep too many pairs, every pair is measured (and said)."""
+    monkeypatch.setattr(_bounded, "PAYS_BELOW", 0.0)
+    tv = _vectors()
+    notes: list[str] = []
+    got = bounded_neighbors(tv, 4, note=notes.append)
+    want = nearest_neighbors(tv, 4)
+    assert np.array_equal(want[0], got[0]) and np.array_equal(want[1], got[1])
+    assert notes and notes[0].startswith("exact search of all pairs")

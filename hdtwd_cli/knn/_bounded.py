@@ -50,7 +50,7 @@ from hdtwd_cli.knn._search import (
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances, l1_gather, norms
 
-__all__ = ["SKETCH_GROUPS", "bounded_neighbors", "margin", "sketch_groups"]
+__all__ = ["PAYS_BELOW", "SKETCH_GROUPS", "bounded_neighbors", "margin", "pruning_share", "sketch_groups"]
 
 #: Groups of columns summed into the bounds' vectors (``s``).
 SKETCH_GROUPS = 256
@@ -62,6 +62,9 @@ SKETCH_ITERATIONS = 8
 KEPT_FACTOR = 16
 #: Kept samples whose exact distance gives the upper bound :math:`U_i`, as a multiple of ``k``.
 FIRST_FACTOR = 2
+#: The pruning runs where :func:`pruning_share` is at most this (else every pair is measured): a
+#: gathered exact distance costs several tiled ones, so the pruning pays only where it leaves few.
+PAYS_BELOW = 0.02
 #: Relative rounding margin of a bound against an exact distance (both are float64 sums of at most
 #: ``d`` non-negative terms of the rows' norms: their rounding is below ``d`` x 2^-53 of the norms).
 MARGIN = 1e-9
@@ -94,6 +97,24 @@ def sketch_groups(Y: np.ndarray, groups: int, iterations: int = SKETCH_ITERATION
         centres[full] = sums[full] / length[full, None]
     labels[~live] = 0
     return labels
+
+
+def pruning_share(Ys: np.ndarray, G: sp.csr_matrix) -> float:
+    """The share of pairs whose bound would be measured, estimated on the sampled rows ``Ys``.
+
+    Each sampled row's nearest other sampled row (exact TWD) stands in for its k-th nearest sample
+    (512 of 10,000 samples: about the 20th); the share is the mean fraction of the other sampled
+    rows whose bound is at most that distance. Each such pair costs a gathered exact distance,
+    several times a pair of the all-pairs search's tiled kernel.
+    """
+    if Ys.shape[0] < 3:
+        return 1.0
+    exact = l1_distances(Ys)
+    bound = l1_distances(_group_sums(Ys, G))
+    np.fill_diagonal(exact, np.inf)
+    np.fill_diagonal(bound, np.inf)
+    nearest = exact.min(axis=1)
+    return float(np.mean((bound <= nearest[:, None]).sum(axis=1) / (Ys.shape[0] - 1)))
 
 
 def margin(bound: np.ndarray, row_norms: np.ndarray, largest_norm: float) -> np.ndarray:
@@ -182,11 +203,20 @@ def bounded_neighbors(
         raise ValueError("the kept bounds must cover k")
     sketch_steps, bound_steps, measure_steps = _shares(n, [1, 1, 2])
     times = [time.perf_counter()]
+    sample = np.unique(np.linspace(0, n - 1, min(n, SKETCH_ROWS)).astype(np.int64))
+    Ys = tv.of_rows(sample)
+    labels = sketch_groups(Ys, groups)
+    G = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(int(labels.max()) + 1, tv.dim))
+    share = pruning_share(Ys, G)
+    if share > PAYS_BELOW:
+        if note is not None:
+            note(
+                f"exact search of all pairs: the {G.shape[0]} grouped sums' bounds would keep {share:.1%} of the "
+                f"pairs (the lower-bound pruning pays below {PAYS_BELOW:.0%})"
+            )
+        return nearest_neighbors(tv, k, 2048, progress)
     vectors = _Vectors(tv, int(available_memory() * HOLD_FRACTION))
     tv = vectors.tv
-    sample = np.unique(np.linspace(0, n - 1, min(n, SKETCH_ROWS)).astype(np.int64))
-    labels = sketch_groups(tv.of_rows(sample), groups)
-    G = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(int(labels.max()) + 1, tv.dim))
     P = np.empty((n, G.shape[0]))
     for i0, Y in _blocks(tv):
         i1 = i0 + Y.shape[0]

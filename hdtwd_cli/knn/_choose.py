@@ -21,7 +21,14 @@ from hdtwd_cli.knn._bounded import bounded_neighbors
 from hdtwd_cli.knn._search import CANDIDATE_FACTOR, approximate_neighbors, rerank
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors
 
-__all__ = ["AUTO_NNDESCENT_ABOVE", "BOUNDED_ABOVE", "KNN_METHODS", "choose_method", "search_neighbors"]
+__all__ = [
+    "AUTO_NNDESCENT_ABOVE",
+    "BOUNDED_ABOVE",
+    "BOUNDED_MIN_COLUMNS",
+    "KNN_METHODS",
+    "choose_method",
+    "search_neighbors",
+]
 
 KnnMethod = Literal["exact", "nndescent", "pynndescent", "auto"]
 #: The search backends: ``exact`` (all pairs, in blocks), ``nndescent`` (hdtwd's own NN-descent on
@@ -34,10 +41,13 @@ KNN_METHODS = ("exact", "nndescent", "pynndescent", "auto")
 #: starts without compiling (pynndescent compiles in every process). Below 20,000 samples the exact
 #: search is about as fast and has no recall to lose (benchmarks/RESULTS.md, "Approximate neighbours").
 AUTO_NNDESCENT_ABOVE = 20_000
-#: The exact search prunes pairs by lower bounds (:func:`~hdtwd_cli.knn._bounded.bounded_neighbors`) above
-#: this many samples; at or below it every pair is measured (two row blocks at most: the bounds'
-#: grouping would cost more than it saves). Both give the same bits.
+#: The exact search tries pruning by lower bounds (:func:`~hdtwd_cli.knn._bounded.bounded_neighbors`, which
+#: measures every pair itself where its bounds would keep too many) above this many samples and
+#: :data:`BOUNDED_MIN_COLUMNS` tree-vector columns; otherwise every pair is measured (two row blocks
+#: at most, or vectors so short that 256 grouped sums save little: CBMC's 998 columns, 6.8 s pruned
+#: against about 2 s all pairs). Both give the same bits.
 BOUNDED_ABOVE = 4096
+BOUNDED_MIN_COLUMNS = 8192
 
 
 def choose_method(method: str, n: int) -> str:
@@ -79,6 +89,6 @@ def search_neighbors(
         from hdtwd_cli.knn._dask import nearest_neighbors_dask
 
         return nearest_neighbors_dask(client, tv, k, progress=progress)
-    if tv.n > BOUNDED_ABOVE:
+    if tv.n > BOUNDED_ABOVE and tv.dim >= BOUNDED_MIN_COLUMNS:
         return bounded_neighbors(tv, k, progress, note)
     return nearest_neighbors(tv, k, 2048, progress)
