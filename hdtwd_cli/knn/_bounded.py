@@ -185,8 +185,10 @@ def bounded_neighbors(
     """Each sample's ``k`` nearest other samples under the TWD, exactly: the all-pairs search's result, bit for bit.
 
     See the module docstring. Memory beyond the data: the ``n x s`` bound vectors, ``n x KEPT_FACTOR k``
-    kept bounds and the re-ranking's blocks; the denoised rows are held while they take at most
-    :data:`~hdtwd_cli.knn._search.HOLD_FRACTION` of the available memory (the same bits either way).
+    kept bounds and the re-ranking's blocks; all tree vectors are held where they take at most
+    :data:`~hdtwd_cli.knn._search.HOLD_FRACTION` of the available memory, else the denoised rows where
+    those do (the same bits either way). Where :func:`pruning_share` exceeds :data:`PAYS_BELOW`, the
+    all-pairs search runs instead.
     ``progress`` gets ``n`` steps in all; ``note``: ``-v``'s message (the candidates measured).
     ``kept`` overrides the kept bounds per sample (tests: a short list makes rows read all bounds again).
 
