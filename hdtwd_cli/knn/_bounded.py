@@ -42,10 +42,10 @@ from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli.knn._search import (
     HOLD_FRACTION,
     RERANK_TASK_ROWS,
-    _blocks,
-    _shares,
     locality_order,
     rerank_rows,
+    split_steps,
+    vector_blocks,
 )
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances, l1_gather, norms
@@ -148,7 +148,7 @@ class _Vectors:
         out_d = np.empty((rows.size, k))
         chunk = RERANK_TASK_ROWS if self.Y is None else _GATHER_ROWS
         starts = range(0, rows.size, chunk)
-        for share, i0 in zip(_shares(steps, [min(chunk, rows.size - i) for i in starts]), starts):
+        for share, i0 in zip(split_steps(steps, [min(chunk, rows.size - i) for i in starts]), starts):
             r, c = rows[i0 : i0 + chunk], cand[i0 : i0 + chunk]
             if self.Y is None:
                 out_i[i0 : i0 + r.size], out_d[i0 : i0 + r.size] = rerank_rows(self.tv, r, c, k)
@@ -203,7 +203,7 @@ def bounded_neighbors(
     first = min(c, FIRST_FACTOR * k)
     if c < k or first < k:
         raise ValueError("the kept bounds must cover k")
-    sketch_steps, bound_steps, measure_steps = _shares(n, [1, 1, 2])
+    sketch_steps, bound_steps, measure_steps = split_steps(n, [1, 1, 2])
     times = [time.perf_counter()]
     sample = np.unique(np.linspace(0, n - 1, min(n, SKETCH_ROWS)).astype(np.int64))
     Ys = tv.of_rows(sample)
@@ -220,7 +220,7 @@ def bounded_neighbors(
     vectors = _Vectors(tv, int(available_memory() * HOLD_FRACTION))
     tv = vectors.tv
     P = np.empty((n, G.shape[0]))
-    for i0, Y in _blocks(tv):
+    for i0, Y in vector_blocks(tv):
         i1 = i0 + Y.shape[0]
         P[i0:i1] = _group_sums(Y, G)
         vectors.norms[i0:i1] = norms(Y)

@@ -94,7 +94,7 @@ def _rows_per_block(tv: TreeVectors) -> int:
     return max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
 
 
-def _blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
+def vector_blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
     """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows."""
     step = _rows_per_block(tv)
     for i0 in range(0, tv.n, step):
@@ -124,7 +124,7 @@ def search_code(tv: TreeVectors) -> ByteCode:
     """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors (a pass of its own;
     :class:`ColumnRange`)."""
     bounds = ColumnRange(tv.dim)
-    for _, Y in _blocks(tv):
+    for _, Y in vector_blocks(tv):
         bounds.add(Y)
     return bounds.code()
 
@@ -194,7 +194,7 @@ def _rerank(
         [(rows, candidates[rows], k) for rows in chunks],
         "rerank",
         progress,
-        _shares(n if steps is None else steps, [rows.size for rows in chunks]),
+        split_steps(n if steps is None else steps, [rows.size for rows in chunks]),
     )
     out_i = np.empty((n, k), dtype=np.int64)
     out_d = np.empty((n, k))
@@ -329,7 +329,7 @@ def approximate_neighbors(
 
         remote = Shipped(client, tv)
     clock = time.perf_counter()
-    shares = _shares(n, [g.size for g in groups])
+    shares = split_steps(n, [g.size for g in groups])
     if remote is not None:
         found = remote.map(partition_neighbors, [(g, c, k, seed, code) for g in groups], "nndescent", progress, shares)
     else:  # here: each partition reports its two halves
@@ -357,7 +357,7 @@ def approximate_neighbors(
     return out
 
 
-def _shares(total: int, weights: list[int]) -> list[int]:
+def split_steps(total: int, weights: list[int]) -> list[int]:
     """``total`` split in proportion to ``weights`` (integers that add up to ``total``)."""
     edges = np.floor(np.cumsum(weights, dtype=np.float64) * total / max(1, sum(weights))).astype(np.int64)
     return np.diff(np.concatenate([[0], edges])).tolist()
@@ -496,7 +496,7 @@ class SampledExact:
 
     def scan(self, tv: TreeVectors) -> SampledExact:
         """:meth:`add` every block of ``tv`` (a pass of its own); returns ``self``."""
-        for i0, Y in _blocks(tv):
+        for i0, Y in vector_blocks(tv):
             self.add(i0, Y)
         return self
 
@@ -548,7 +548,7 @@ def partitions(
     rng = np.random.default_rng(seed)
     omega = rng.standard_normal((tv.dim, _PROJECTION_DIM))
     Z = np.empty((n, _PROJECTION_DIM))
-    for i0, Y in _blocks(tv):
+    for i0, Y in vector_blocks(tv):
         Z[i0 : i0 + Y.shape[0]] = Y @ omega
         if visit is not None:
             visit(i0, Y)
