@@ -1,7 +1,7 @@
 """The neighbour search's backends by name, and the one entry that runs the chosen one.
 
 ``exact`` is the blocked all-pairs search (:func:`hdtwd_cli.twd._distance.nearest_neighbors`), pruned by
-lower bounds above :data:`BOUNDED_ABOVE` samples (:mod:`._bounded`: the same result, bit for bit);
+lower bounds where that pays (:data:`BOUNDED_ABOVE`; :mod:`._bounded`: the same result, bit for bit);
 ``nndescent`` proposes candidates with hdtwd's NN-descent on byte-coded tree vectors, partitioned
 when large, and re-ranks them by the exact TWD (:mod:`._search`); ``pynndescent`` takes the library's candidates
 (:mod:`._pynndescent`); ``auto`` (the default) picks ``exact`` or ``nndescent`` by the number of
@@ -44,8 +44,8 @@ AUTO_NNDESCENT_ABOVE = 20_000
 #: The exact search tries pruning by lower bounds (:func:`~hdtwd_cli.knn._bounded.bounded_neighbors`, which
 #: measures every pair itself where its bounds would keep too many) above this many samples and
 #: :data:`BOUNDED_MIN_COLUMNS` tree-vector columns; otherwise every pair is measured (two row blocks
-#: at most, or vectors so short that 256 grouped sums save little: CBMC's 998 columns, 6.8 s pruned
-#: against about 2 s all pairs). Both give the same bits.
+#: at most, or vectors so short that 256 grouped sums save little: docs/method.md section 9). Both give
+#: the same bits.
 BOUNDED_ABOVE = 4096
 BOUNDED_MIN_COLUMNS = 8192
 
