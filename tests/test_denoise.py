@@ -479,3 +479,59 @@ def test_a_blocks_gram_follows_its_values_not_their_storage(density, monkeypatch
     assert np.signbit(Ff[0][F[0] == 0]).all() and Ff.tobytes(order="C") == F.tobytes()
     np.testing.assert_allclose(g1, F.T @ F, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(s1, F.sum(axis=0), rtol=1e-12)
+
+
+@pytest.mark.parametrize("shape", [(60, 300), (300, 60)])
+def test_the_fit_from_products_with_the_values_is_the_svd_reconstruction(shape, monkeypatch):
+    """Where the Gram matrix would cost more than products with the values (all genes), the axes come from
+    Lanczos on the implicit Gram operator: the projection of an independent SVD, the same bits for dense
+    or sparse storage and at any thread count, rows that repeat left out as by the explicit fit."""
+    import numba
+
+    from hdtwd_cli.tree import _denoise
+
+    n, m = shape
+    X = _cells(n=n, m=m)
+    X[:, ::3] *= np.random.default_rng(1).random((n, 1)) < 0.3  # a third of the genes sparse
+    explicit = fit_denoiser(X, 12)
+    monkeypatch.setattr(_denoise, "IMPLICIT_COST_PER_VALUE", 0)
+    assert _denoise.fit_is_implicit(n, m, _denoise.row_nonzeros(X), 12)
+    d = fit_denoiser(X, 12)
+    want = _svd_reconstruction(_log_cp10k(X), _log_cp10k(X), 12)
+    np.testing.assert_allclose(denoise(X, d), want, rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(d.axes @ d.axes.T, explicit.axes @ explicit.axes.T, atol=1e-10)
+    assert d.mean.tobytes() == explicit.mean.tobytes()
+    before = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        one = fit_denoiser(sp.csr_matrix(X), 12)
+    finally:
+        numba.set_num_threads(before)
+    assert one.axes.tobytes() == d.axes.tobytes() and one.mean.tobytes() == d.mean.tobytes()
+    twice = np.vstack([X[:25], X[:25]])  # rank 24 at most: the rest left out (zero columns)
+    r = fit_denoiser(twice, 30)
+    assert r.rank == 30 and np.count_nonzero(np.abs(r.axes).sum(axis=0) > 0) <= 24
+    np.testing.assert_allclose(denoise(twice, r), np.maximum(_log_cp10k(twice), 0), rtol=1e-8, atol=1e-8)
+
+
+def test_the_fit_is_chosen_by_the_counts_not_the_storage():
+    """Gram matrix or products: the shape and each row's non-zeros decide (the same for dense or sparse
+    storage, explicit zeros and -0.0 included); all genes of a few thousand cells take the products,
+    a few thousand genes of many cells the Gram matrix."""
+    from hdtwd_cli.tree._denoise import fit_is_implicit, row_nonzeros
+
+    rng = np.random.default_rng(3)
+    X = sp.random(50, 80, density=0.2, format="csr", random_state=4)
+    D = X.toarray()
+    D[0, 0] = -0.0
+    S = sp.csr_matrix(D)
+    S.data = np.append(S.data, [0.0])
+    S.indices = np.append(S.indices, [0 if D[49, 0] == 0 else 1]).astype(S.indices.dtype)
+    S.indptr[-1] += 1
+    assert row_nonzeros(D).tolist() == row_nonzeros(S).tolist() == row_nonzeros(X).tolist()
+    cells = np.full(10_000, 1_600)  # 10^4 cells, 1,600 genes detected each
+    assert fit_is_implicit(10_000, 33_000, cells, 50)
+    assert fit_is_implicit(100_000, 20_000, np.full(100_000, 1_600), 50)
+    assert not fit_is_implicit(100_000, 2_000, np.full(100_000, 210), 50)
+    assert not fit_is_implicit(3_000, 4_000, rng.integers(500, 2_000, 3_000), 50)
+    assert not fit_is_implicit(40, 30_000, np.full(40, 30_000), 50)  # rank 39 at most: every axis

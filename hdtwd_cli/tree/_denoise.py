@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,11 +38,13 @@ __all__ = [
     "HeldRows",
     "denoise",
     "fit_denoiser",
+    "fit_is_implicit",
     "fit_memory_bytes",
     "is_count_data",
     "is_log1p_counts",
     "log_cp10k",
     "principal_axes",
+    "row_nonzeros",
 ]
 
 #: Rows per block of every streamed pass; fixed, so that sums over blocks have one order everywhere.
@@ -195,10 +198,56 @@ def _blocks(n: int) -> range:
     return range(0, n, BLOCK_ROWS)
 
 
-def fit_memory_bytes(n: int, m: int) -> int:
-    """Bytes :func:`fit_denoiser` allocates for ``n`` rows of ``m`` features: the ``m x m`` scatter matrix and
-    its eigensolver's copy (more rows than features), or the ``n x m`` centred values and the ``n x n``
-    Gram matrix with its copy (as many features as rows, or more)."""
+#: Costs of the fit's two ways, in multiply-adds of the BLAS Gram tiles (about their measured ratios,
+#: docs/performance.md, "Denoising fit"): one multiply-add of the compiled sparse Gram kernel, and
+#: one stored value's share of the Lanczos products (~250 products with ``r = 50``, each reading every
+#: stored value twice, ~25x slower per multiply-add than the tiles).
+SPARSE_GRAM_COST = 75
+IMPLICIT_COST_PER_VALUE = 11_500
+
+
+def row_nonzeros(X: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """Each row's non-zero values (``f`` keeps zeros zero): the same counts for dense or sparse storage."""
+    if sp.issparse(X):
+        C = sp.csr_matrix(X)
+        rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
+        return np.bincount(rows, weights=C.data != 0, minlength=C.shape[0]).astype(np.int64)
+    return np.count_nonzero(np.asarray(X), axis=1).astype(np.int64)
+
+
+def fit_is_implicit(n: int, m: int, nonzeros: np.ndarray, rank: int) -> bool:
+    """Whether :func:`fit_denoiser` reads the ``n x m`` values (``nonzeros`` in each row) through products
+    with them rather than through the smaller Gram matrix: the predicted costs decide, from the shape
+    and the counts alone (the same choice for dense or sparse storage, on every machine).
+
+    The Gram matrix costs ``n^2 m / 2`` tile multiply-adds (``n <= m``), or per block of
+    :data:`BLOCK_ROWS` rows ``b m^2 / 2`` (at least :data:`DENSE_GRAM_FRACTION` non-zero) or
+    :data:`SPARSE_GRAM_COST` times half the sum of its rows' squared counts (the sparse kernel); the
+    products :data:`IMPLICIT_COST_PER_VALUE` per stored value.
+    """
+    k = min(n, m)
+    if min(rank, k - 1) >= k - 1:
+        return False
+    nz = np.asarray(nonzeros, dtype=np.float64)
+    if n <= m:
+        gram = n * n * m / 2
+    else:
+        gram = 0.0
+        for i0 in _blocks(n):
+            c = nz[i0 : i0 + BLOCK_ROWS]
+            dense = c.sum() >= DENSE_GRAM_FRACTION * c.size * m
+            gram += c.size * m * m / 2 if dense else SPARSE_GRAM_COST * float(np.dot(c, c)) / 2
+    return gram > IMPLICIT_COST_PER_VALUE * float(nz.sum())
+
+
+def fit_memory_bytes(n: int, m: int, nonzeros: np.ndarray, rank: int) -> int:
+    """Bytes :func:`fit_denoiser` allocates for ``n`` rows of ``m`` features (``nonzeros`` in each row):
+    the values' two sparse copies and the Lanczos vectors (:func:`fit_is_implicit`), the ``m x m``
+    scatter matrix and its eigensolver's copy (more rows than features), or the ``n x m`` centred
+    values and the ``n x n`` Gram matrix with its copy (as many features as rows, or more)."""
+    if fit_is_implicit(n, m, nonzeros, rank):
+        stored = int(np.sum(nonzeros))
+        return 2 * (12 * stored + 8 * (n + m)) + 8 * (2 * rank + 2) * min(n, m) + 16 * m * rank
     return 8 * n * m + 16 * n * n if n <= m else 16 * m * m
 
 
@@ -222,6 +271,11 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
       :math:`n m^2` and ``n x m + n x n`` values instead of ``m x m``. An axis whose eigenvalue is
       below :math:`10^{-12} \lambda_1` (rows that repeat) is left out (a zero column).
 
+    - **where forming the Gram matrix would cost more than products with the values**
+      (:func:`fit_is_implicit`; cells over all their genes): neither Gram matrix is formed;
+      :func:`_fit_implicit` finds the same axes from products with the sparse values (Lanczos),
+      in ``O(nnz)`` memory.
+
     The eigenvectors come from ARPACK with a fixed start vector, or from LAPACK when ``r`` is close
     to the matrix's size, on one BLAS thread: the same bits at any thread count. ``rank`` is
     capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
@@ -234,7 +288,9 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
     with serial_blas():
-        if n <= m:
+        if fit_is_implicit(n, m, row_nonzeros(X), r):
+            mu, V = _fit_implicit(X, counts, r)
+        elif n <= m:
             total = np.zeros(m)
             for i0 in _blocks(n):
                 total += _column_sums(_values(X[i0 : i0 + BLOCK_ROWS], counts))
@@ -260,9 +316,60 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     return Denoiser(mu, np.ascontiguousarray(V), counts, np.ones(m, dtype=bool))
 
 
-def _leading(C: np.ndarray, r: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``r`` leading eigenpairs of the symmetric ``C`` (eigenvalues descending): ARPACK from a fixed start
-    vector, LAPACK when ``r`` is close to ``C``'s size."""
+def _fit_implicit(X: np.ndarray | sp.spmatrix, counts: bool, r: int) -> tuple[np.ndarray, np.ndarray]:
+    r""":math:`\mu` and the axes :math:`V` of :func:`fit_denoiser` from products with the values, no Gram matrix formed.
+
+    :math:`F = f(X)` is held twice in CSR form (by rows and by columns, zeros dropped, indices sorted:
+    the same arrays for dense or sparse ``X``). ARPACK's Lanczos iteration, from the same fixed start
+    vector as the explicit fit, finds the ``r`` leading eigenpairs of the smaller Gram operator, never
+    formed: :math:`y \mapsto F_c (F_c^\top y)` (``n <= m``; then :math:`V = F_c^\top U \Lambda^{-1/2}`)
+    or :math:`x \mapsto F_c^\top (F_c x)` (``n > m``; then :math:`V = U`), with
+    :math:`F_c x = F x - 1\,(\mu^\top x)` and :math:`F_c^\top y = F^\top y - \mu\,(1^\top y)`
+    (:func:`~hdtwd_cli.tree._kernels.centred_csr_matvec`: every sum in a fixed order). About
+    :math:`4\,\mathrm{nnz}(F)` operations per step instead of :math:`\min(n, m)^2 \max(n, m)` for the
+    Gram matrix, and two copies of the stored values instead of ``n x m + n x n`` or ``m x m``
+    (:func:`fit_is_implicit` decides). The same axes to the eigensolver's tolerance (machine
+    precision), not the same bits as the explicit fit.
+    """
+    from scipy.sparse.linalg import LinearOperator
+
+    from hdtwd_cli._runtime.sparse import canonical_csr
+    from hdtwd_cli.tree._kernels import centred_csr_matvec
+
+    F = canonical_csr(_values(X, counts))
+    if F.data.size and not np.all(F.data != 0):
+        F = sp.csr_matrix((F.data.copy(), F.indices.copy(), F.indptr.copy()), shape=F.shape)
+        F.eliminate_zeros()
+    n, m = F.shape
+    mu = np.bincount(F.indices, weights=F.data, minlength=m) / n
+    FT = F.T.tocsr()  # by columns: within each, rows ascending
+    ones_n = np.ones(n)
+    tn, tm = np.empty(n), np.empty(m)
+
+    def rows(x: np.ndarray, out: np.ndarray) -> np.ndarray:  # F_c x
+        centred_csr_matvec(F.indptr, F.indices, F.data, np.ascontiguousarray(x, dtype=np.float64), ones_n, mu, out)
+        return out
+
+    def cols(y: np.ndarray, out: np.ndarray) -> np.ndarray:  # F_c^T y
+        centred_csr_matvec(FT.indptr, FT.indices, FT.data, np.ascontiguousarray(y, dtype=np.float64), mu, ones_n, out)
+        return out
+
+    if n <= m:
+        op = LinearOperator((n, n), matvec=lambda y: rows(cols(np.ravel(y), tm), np.empty(n)), dtype=np.float64)
+        lam, U = _leading(op, r)
+        live = lam > 1e-12 * max(float(lam[0]), 0.0)
+        scale = np.where(live, 1.0 / np.sqrt(np.where(live, lam, 1.0)), 0.0)
+        V = np.empty((m, r))
+        for k in range(r):
+            V[:, k] = cols(U[:, k], np.empty(m)) * scale[k]
+        return mu, V
+    op = LinearOperator((m, m), matvec=lambda x: cols(rows(np.ravel(x), tn), np.empty(m)), dtype=np.float64)
+    return mu, _leading(op, r)[1]
+
+
+def _leading(C: Any, r: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``r`` leading eigenpairs of the symmetric ``C`` (an array or an operator; eigenvalues descending):
+    ARPACK from a fixed start vector, LAPACK when ``r`` is close to ``C``'s size (arrays only)."""
     from scipy.sparse.linalg import eigsh
 
     k = C.shape[0]

@@ -287,6 +287,23 @@ def column_gram_csr(X) -> np.ndarray:
 
 
 @njit(parallel=True, cache=True, nogil=True)
+def centred_csr_matvec(indptr, indices, data, x, u, v, out):  # pragma: no cover - compiled
+    """``out = A x - u (v . x)`` for CSR ``A`` (sorted indices): a product with centred values.
+
+    ``v . x`` is summed in order on one thread, then each ``out[i]`` over row ``i``'s stored entries
+    in order by one thread: the same bits at any thread count and on any CPU (no reassociation).
+    """
+    c = 0.0
+    for j in range(v.shape[0]):
+        c += v[j] * x[j]
+    for i in prange(out.shape[0]):
+        s = 0.0
+        for p in range(indptr[i], indptr[i + 1]):
+            s += data[p] * x[indices[p]]
+        out[i] = s - u[i] * c
+
+
+@njit(parallel=True, cache=True, nogil=True)
 def _column_absmax(indices, data, out):  # pragma: no cover - compiled
     """``out[t, j] = max |data[p]|`` over the stored entries ``p`` of column ``j`` in part ``t`` of the entries."""
     parts, nnz = out.shape[0], data.size

@@ -17,7 +17,14 @@ from hdtwd_cli._runtime.memory import allowance, available_memory, human_bytes
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.errors import ResourceError
 from hdtwd_cli.tree._budget import TREE_SHARE
-from hdtwd_cli.tree._denoise import DenoisedRows, Denoiser, fit_denoiser, fit_memory_bytes
+from hdtwd_cli.tree._denoise import (
+    DenoisedRows,
+    Denoiser,
+    fit_denoiser,
+    fit_is_implicit,
+    fit_memory_bytes,
+    row_nonzeros,
+)
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from hdtwd_cli.tree._forms import ValueForm, value_form
 from hdtwd_cli.tree._landmarks import effective_landmarks
@@ -118,13 +125,15 @@ def denoised_rows(
         return X, None, why
     n, m = X.shape
     dense = denoised_rows_made_dense(params, embedding=embedding)
-    need = fit_memory_bytes(n, m) + (24 * n * m if dense else 0)
+    nonzeros = row_nonzeros(X)
+    need = fit_memory_bytes(n, m, nonzeros, rank) + (24 * n * m if dense else 0)
     if available is not None and need > TREE_SHARE * available:
-        what = (
-            f"the {n} x {m} centred values and their {n} x {n} Gram matrix"
-            if n <= m
-            else f"the {m} x {m} scatter matrix"
-        )
+        if fit_is_implicit(n, m, nonzeros, rank):
+            what = f"two sparse copies of the {n} x {m} values' {int(nonzeros.sum())} non-zeros"
+        elif n <= m:
+            what = f"the {n} x {m} centred values and their {n} x {n} Gram matrix"
+        else:
+            what = f"the {m} x {m} scatter matrix"
 
         raise ResourceError(
             f"denoising at rank {rank} ({why}) needs about {human_bytes(need)} ({what}"
