@@ -510,7 +510,7 @@ class DenoisedRows:
         R = _denoise_block(block, self.denoiser)
         if self.weights is not None:
             R *= self.weights[None, :]
-        return R if self.columns is None else np.ascontiguousarray(R[:, self.columns])
+        return R if self.columns is None else np.take(R, self.columns, axis=1)
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(i0, rows i0 .. i0 + BLOCK_ROWS - 1)`` in order."""
@@ -638,6 +638,11 @@ class HeldRows(DenoisedRows):
             want = np.asarray(idx, dtype=np.int64)
         at = self._where[want]
         if at.size and at.min() >= 0:
-            H = self._held[at]
-            return H if self._picked is None else np.ascontiguousarray(H[:, self._picked])
+            # a run of held rows is read through a view and one gather (np.take: a tenth of the time of
+            # fancy indexing on a wide block, and no second copy)
+            run = at[-1] - at[0] == at.size - 1 and bool(np.all(np.diff(at) == 1))
+            H = self._held[at[0] : at[-1] + 1] if run else np.take(self._held, at, axis=0)
+            if self._picked is None:
+                return H.copy() if run else H
+            return np.take(H, self._picked, axis=1)
         return super().rows(idx)

@@ -92,11 +92,14 @@ def nn_chain(g: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def reconstruct_rows(F: np.ndarray, mu: np.ndarray, V: np.ndarray, Vt: np.ndarray, out: np.ndarray) -> None:
-    """``_kernels.reconstruct_rows``: the same sums in the same order, vectorised across rows."""
-    C = F - mu
+    """``_kernels.reconstruct_rows``: the same sums in the same order, vectorised across rows (a zero value's
+    product adds nothing to a sum that is never ``-0.0``, so the twin need not skip it)."""
     z = np.zeros((F.shape[0], V.shape[1]))
+    muV = np.zeros(V.shape[1])
     for j in range(F.shape[1]):
-        z += C[:, j : j + 1] * V[j]
+        z += F[:, j : j + 1] * V[j]
+        muV += mu[j] * V[j]
+    z -= muV
     out[:] = mu
     for k in range(V.shape[1]):
         out += z[:, k : k + 1] * Vt[k]
