@@ -430,7 +430,7 @@ def _mean_coordinates(mu, V):  # pragma: no cover - compiled
 
 @njit(cache=True, nogil=True)
 def _reconstruct_into(z, muV, mu, Vt, o):  # pragma: no cover - compiled
-    """``o = mu + (z - mu V) Vt``: ``z[k] - muV[k]``, then ``o[j] = mu[j]`` and the products added over ``k`` in order."""
+    """``o = mu + (z - mu V) Vt``: ``z[k] - muV[k]``, then ``o[j] = mu[j]`` and the products over ``k`` in order."""
     m = mu.shape[0]
     for k in range(z.shape[0]):
         z[k] -= muV[k]

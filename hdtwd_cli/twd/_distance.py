@@ -284,7 +284,8 @@ class TreeVectors:
         """``y`` of the rows ``idx`` (any order, repeats allowed)."""
         idx = np.asarray(idx, dtype=np.int64)
         if isinstance(self.x, DenoisedRows):
-            return _fill_vectors(self.tree, normalize_rows(self.x.rows(idx)), self.cols, self.dim, self.dtype)
+            rows = normalize_rows(self.x.rows(idx), copy=False)  # rows just computed: divided in place
+            return _fill_vectors(self.tree, rows, self.cols, self.dim, self.dtype)
         return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, idx)
 
     def holding(self, rows: np.ndarray, budget: int) -> TreeVectors:

@@ -38,8 +38,11 @@ __all__ = [
 ]
 
 
-def normalize_rows(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray | sp.csr_matrix:
+def normalize_rows(X: np.ndarray | sp.spmatrix | DenoisedRows, *, copy: bool = True) -> np.ndarray | sp.csr_matrix:
     r"""Histograms :math:`x_i = X_i / \lVert X_i \rVert_1` (sparse input stays sparse; denoised rows: dense).
+
+    ``copy=False``: a float64 ndarray is divided in place and returned (the caller owns it: rows
+    just computed), the same bits without a copy of a wide block.
 
     Raises
     ------
@@ -53,7 +56,7 @@ def normalize_rows(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray | s
         if sp.issparse(X):
             X = sp.csr_matrix(X, dtype=np.float64, copy=True)
             X.sum_duplicates()
-        else:
+        elif copy or not (isinstance(X, np.ndarray) and X.dtype == np.float64):
             X = np.array(X, dtype=np.float64, copy=True)
         s = row_sums(X)  # the same bits for dense and sparse storage of the same values
     _check_sums(s)
