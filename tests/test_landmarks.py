@@ -337,3 +337,38 @@ def test_embed_then_decode_hangs_the_unreached_features_from_the_root_as_learn_t
     root = learned.n_nodes - 1
     leaf = {n: i for i, n in enumerate(learned.leaf_names)}
     assert all(learned.parent[leaf[f"f{j}"]] == root for j in lost)
+
+
+@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+def test_streamed_columns_read_the_rows_once_less_for_the_same_bits(metric, monkeypatch):
+    """The scaled columns' squared norms come from the statistics' pass (a power-of-two scale scales them
+    exactly) and the random landmarks' products from the pass that takes them: the bits of summing the
+    scaled blocks' squares and of a separate product pass, in one block or several."""
+    from hdtwd_cli.tree import _denoise, _landmarks
+    from hdtwd_cli.tree._denoise import DenoisedRows, fit_denoiser
+
+    rng = np.random.default_rng(2)
+    X = rng.poisson(rng.gamma(1.0, 1.0, (1, 90)) * rng.uniform(0.5, 3, (300, 1))).astype(np.float64)
+    for block in (4096, 64):
+        monkeypatch.setattr(_denoise, "BLOCK_ROWS", block)
+        monkeypatch.setattr(_landmarks, "BLOCK_ROWS", block)
+        rows = DenoisedRows(X, fit_denoiser(X, 10), weights=rng.uniform(0.5, 2.0, 90))
+        Xs = _landmarks.StreamedColumns(rows, metric)
+        sq = np.zeros(90)
+        reads = []
+        real = DenoisedRows.rows
+        monkeypatch.setattr(DenoisedRows, "rows", lambda self, idx=None: reads.append(1) or real(self, idx))
+        Xs.mul = None  # the unit-column scale is applied after the squares are known
+        for _, B in Xs.blocks():
+            sq += np.einsum("ij,ij->j", B, B)
+        if metric == "cosine":
+            sq = np.ones_like(sq)
+            Xs.mul = 1.0 / np.sqrt(rows.column_squares() / (Xs.div * Xs.div))
+        assert Xs.sq.tobytes() == sq.tobytes()
+        idx = np.array([3, 17, 40, 88])
+        L = Xs.take(idx, with_products=True)
+        passes = len(reads)
+        G = Xs.t_dot(L)
+        assert len(reads) == passes  # kept from the take's pass
+        assert G.tobytes() == Xs.t_dot(np.array(L, order="F")).tobytes()  # a pass of its own
+        monkeypatch.undo()

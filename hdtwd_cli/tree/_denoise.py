@@ -483,6 +483,7 @@ class DenoisedRows:
         self.weights = weights
         self.columns = columns
         self._stats: tuple[np.ndarray, np.ndarray] | None = None
+        self._squares: np.ndarray | None = None  # per column: the sum of its squared values, with the stats
         self._gram: np.ndarray | None = None
         self._sums: np.ndarray = np.zeros(0)
 
@@ -499,6 +500,8 @@ class DenoisedRows:
         )
         if self._stats is not None:
             out._stats = (self._stats[0][cols], self._stats[1][cols])
+        if self._squares is not None:
+            out._squares = self._squares[cols]
         if self._gram is not None and np.all(np.diff(cols) > 0):  # increasing: the upper triangle stays upper
             out._gram = self._gram[np.ix_(cols, cols)]
             out._sums = self._sums[cols]
@@ -527,7 +530,8 @@ class DenoisedRows:
         return sup if self.columns is None else sup[self.columns]
 
     def summarise(self, *, gram: bool = False) -> None:
-        r"""One pass over the row blocks, in order: the column statistics (:meth:`column_stats`) and, with
+        r"""One pass over the row blocks, in order: the column statistics (:meth:`column_stats`,
+        :meth:`column_squares`) and, with
         ``gram``, the upper triangle of :math:`\hat X^\top \hat X` (:meth:`gram_upper`), kept for later.
 
         Learning the tree by the exact operator reads both: one pass denoises every row once instead
@@ -538,18 +542,20 @@ class DenoisedRows:
 
         m = self.shape[1]
         stats = self._stats is None
-        nonzero, absmax = np.zeros(m, dtype=np.int64), np.zeros(m)
+        nonzero, absmax, squares = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
         G = np.zeros((m, m)) if gram else None
         sums = np.zeros(m)
         for _, R in self.blocks():
             if stats:
                 nonzero += np.count_nonzero(R > 0, axis=0)
                 np.maximum(absmax, R.max(axis=0), out=absmax)
+                squares += np.einsum("ij,ij->j", R, R)
             if G is not None:
                 gram_upper(R.T, add_to=G)
                 sums += R.sum(axis=0)
         if stats:
             self._stats = (nonzero, absmax)
+            self._squares = squares
         if G is not None:
             self._gram = G
             self._sums = sums
@@ -560,6 +566,15 @@ class DenoisedRows:
             self.summarise()
         assert self._stats is not None
         return self._stats
+
+    def column_squares(self) -> np.ndarray:
+        """Per column: the sum of its squared values, each row block's ``einsum`` added in block order (read in
+        the statistics' pass: a column scaled by a power of two has these sums scaled exactly)."""
+        if self._squares is None:
+            self._stats = None
+            self.summarise()
+        assert self._squares is not None
+        return self._squares
 
     def column_sums(self) -> np.ndarray:
         """Per column: the sum of its values over the rows (row blocks in order; read in the Gram matrix's pass)."""
@@ -609,6 +624,7 @@ class HeldRows(DenoisedRows):
     def __init__(self, source: DenoisedRows, rows: np.ndarray) -> None:
         super().__init__(source.values, source.denoiser, source.weights, source.columns)
         self._stats, self._gram, self._sums = source._stats, source._gram, source._sums
+        self._squares = source._squares
         rows = np.asarray(rows, dtype=np.int64)
         self._where = np.full(self.shape[0], -1, dtype=np.int64)
         self._where[rows] = np.arange(rows.size)

@@ -182,9 +182,10 @@ class StreamedColumns:
         self.rows, self.metric = rows, metric
         self.div = colmax if metric == "cosine" else np.full(m, float(colmax.max()))
         self.mul: np.ndarray | None = None
-        sq = np.zeros(m)
-        for _, B in self.blocks():
-            sq += np.einsum("ij,ij->j", B, B)
+        self._taken: tuple[np.ndarray, np.ndarray] | None = None
+        # the scaled columns' squared norms from the statistics' pass: every column is divided by a power of
+        # two, which scales its squares and their sums exactly (the bits of summing the scaled blocks' squares)
+        sq = rows.column_squares() / (self.div * self.div)
         if metric == "cosine":
             if np.any(sq <= 0):
                 raise ValueError("cosine distance is undefined for an all-zero feature column")
@@ -207,23 +208,31 @@ class StreamedColumns:
                 B *= self.mul
             yield slice(i0, i0 + B.shape[0]), B
 
-    def take(self, columns: np.ndarray) -> np.ndarray:
-        """The scaled columns ``columns`` (``n x k``, dense; Fortran order, as NumPy's ``X[:, columns]`` gives them)."""
+    def take(self, columns: np.ndarray, *, with_products: bool = False) -> np.ndarray:
+        """The scaled columns ``columns`` (``n x k``, dense; Fortran order, as NumPy's ``X[:, columns]`` gives them).
+
+        ``with_products``: :meth:`t_dot` of the result is computed in the same pass (each block's product
+        as :meth:`t_dot` computes it, on the same view of the result: the same bits) and kept for the
+        one call of :meth:`t_dot` with that result (random landmarks: the distances to the columns just
+        taken), one pass over the denoised rows instead of two.
+        """
         out = np.empty((self.shape[0], len(columns)), order="F")
+        G: np.ndarray | None = None
         for rows, B in self.blocks():
             out[rows] = B[:, columns]
+            if with_products:
+                G = _add_product(G, B, out[rows])
+        self._taken = None if G is None else (out, G)
         return out
 
     def t_dot(self, L: np.ndarray | sp.spmatrix) -> np.ndarray:
         """:math:`X_s^\top L` (``m x k``), summed over the row blocks in order."""
+        if self._taken is not None and L is self._taken[0]:
+            kept, self._taken = self._taken[1], None
+            return kept
         G: np.ndarray | None = None
         for rows, B in self.blocks():
-            P = B.T @ L[rows]
-            P = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
-            if G is None:
-                G = P
-            else:
-                G += P
+            G = _add_product(G, B, L[rows])
         assert G is not None
         return G
 
@@ -233,6 +242,16 @@ class StreamedColumns:
         for rows, B in self.blocks():
             out[rows] = np.asarray(B @ M)
         return out
+
+
+def _add_product(G: np.ndarray | None, B: np.ndarray, L: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """``G + B^T L`` (``B^T L`` itself when ``G`` is None): one block's term of :meth:`StreamedColumns.t_dot`."""
+    P = B.T @ L
+    P = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
+    if G is None:
+        return P
+    G += P
+    return G
 
 
 Scaled: TypeAlias = np.ndarray | sp.csc_matrix | StreamedColumns
@@ -301,7 +320,7 @@ def select_landmarks(
     Xs, sq, _ = _scaled_columns(X, metric)
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(m, size=n_landmarks, replace=False)).astype(np.int64)
-    L = Xs.take(idx) if isinstance(Xs, StreamedColumns) else Xs[:, idx]
+    L = Xs.take(idx, with_products=method == "random") if isinstance(Xs, StreamedColumns) else Xs[:, idx]
     if method == "random":
         if progress is not None:
             progress(KMEANS_ITERATIONS)
