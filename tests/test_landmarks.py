@@ -355,16 +355,22 @@ def test_streamed_columns_read_the_rows_once_less_for_the_same_bits(metric, monk
         rows = DenoisedRows(X, fit_denoiser(X, 10), weights=rng.uniform(0.5, 2.0, 90))
         Xs = _landmarks.StreamedColumns(rows, metric)
         sq = np.zeros(90)
-        reads = []
-        real = DenoisedRows.rows
-        monkeypatch.setattr(DenoisedRows, "rows", lambda self, idx=None: reads.append(1) or real(self, idx))
-        Xs.mul = None  # the unit-column scale is applied after the squares are known
+        mul, Xs.mul = Xs.mul, None  # the unit-column scale is applied after the squares are known
         for _, B in Xs.blocks():
             sq += np.einsum("ij,ij->j", B, B)
+        Xs.mul = mul
         if metric == "cosine":
+            assert mul is not None and mul.tobytes() == (1.0 / np.sqrt(sq)).tobytes()
             sq = np.ones_like(sq)
-            Xs.mul = 1.0 / np.sqrt(rows.column_squares() / (Xs.div * Xs.div))
         assert Xs.sq.tobytes() == sq.tobytes()
+        reads: list[int] = []
+        real = DenoisedRows.rows
+
+        def counted(self, idx=None, reads=reads, real=real):
+            reads.append(1)
+            return real(self, idx)
+
+        monkeypatch.setattr(DenoisedRows, "rows", counted)
         idx = np.array([3, 17, 40, 88])
         L = Xs.take(idx, with_products=True)
         passes = len(reads)
