@@ -147,6 +147,18 @@ def _values(rows: np.ndarray | sp.spmatrix, log_counts: bool) -> np.ndarray | sp
     return log_cp10k(rows) if log_counts else (sp.csr_matrix(rows, dtype=np.float64) if sp.issparse(rows) else rows)
 
 
+def _stored_csr(F: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
+    """``F`` as canonical float64 CSR with no stored zero (the caller's matrix untouched): the same arrays for
+    dense or sparse storage of the same values."""
+    from hdtwd_cli._runtime.sparse import canonical_csr
+
+    C = canonical_csr(sp.csr_matrix(F))
+    if C.nnz and not C.data.all():
+        C = sp.csr_matrix(C, copy=True)
+        C.eliminate_zeros()
+    return C
+
+
 def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.ndarray]:
     r"""Column sums and :math:`F^\top F` of a block, decided by its values, never by their storage.
 
@@ -160,17 +172,13 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     the same bits on every machine). Column sums: each column's values added in row order
     (``bincount`` of the stored values on the sparse side).
     """
-    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_gram_csr
 
     if not sp.issparse(F):
         F = np.asarray(F, dtype=np.float64)
         if np.count_nonzero(F) >= DENSE_GRAM_FRACTION * F.size:
             return _dense_column_sums_and_gram(F)
-    C = canonical_csr(sp.csr_matrix(F))
-    if C.nnz and not C.data.all():
-        C = sp.csr_matrix(C, copy=True)
-        C.eliminate_zeros()
+    C = _stored_csr(F)
     if C.nnz >= DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
         return _dense_column_sums_and_gram(C.toarray())
     return np.bincount(C.indices, weights=C.data, minlength=C.shape[1]), column_gram_csr(C)
@@ -209,9 +217,7 @@ IMPLICIT_COST_PER_VALUE = 11_500
 def row_nonzeros(X: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Each row's non-zero values (``f`` keeps zeros zero): the same counts for dense or sparse storage."""
     if sp.issparse(X):
-        C = sp.csr_matrix(X)
-        rows = np.repeat(np.arange(C.shape[0]), np.diff(C.indptr))
-        return np.bincount(rows, weights=C.data != 0, minlength=C.shape[0]).astype(np.int64)
+        return np.diff(_stored_csr(X).indptr).astype(np.int64)
     return np.count_nonzero(np.asarray(X), axis=1).astype(np.int64)
 
 
@@ -251,7 +257,7 @@ def fit_memory_bytes(n: int, m: int, nonzeros: np.ndarray, rank: int) -> int:
     return 8 * n * m + 16 * n * n if n <= m else 16 * m * m
 
 
-def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
+def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int, *, nonzeros: np.ndarray | None = None) -> Denoiser:
     r"""Fit :math:`\mu` and :math:`V` on the rows ``X`` (``n x m``, columns in leaf order).
 
     With :math:`F = f(X)` and :math:`F_c = F - 1\mu^\top`, :math:`V` spans the ``r`` leading principal
@@ -278,7 +284,8 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
 
     The eigenvectors come from ARPACK with a fixed start vector, or from LAPACK when ``r`` is close
     to the matrix's size, on one BLAS thread: the same bits at any thread count. ``rank`` is
-    capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing).
+    capped at ``min(n, m) - 1`` (a full-rank projection denoises nothing). ``nonzeros``:
+    :func:`row_nonzeros` of ``X`` where the caller has it already.
     """
     from hdtwd_cli._runtime.blas import gram_upper, mirror_upper, serial_blas
 
@@ -288,7 +295,7 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int) -> Denoiser:
     if r < 1:
         raise ValueError("denoising needs at least 3 samples and 3 features")
     with serial_blas():
-        if fit_is_implicit(n, m, row_nonzeros(X), r):
+        if fit_is_implicit(n, m, row_nonzeros(X) if nonzeros is None else nonzeros, r):
             mu, V = _fit_implicit(X, counts, r)
         elif n <= m:
             total = np.zeros(m)
@@ -333,13 +340,9 @@ def _fit_implicit(X: np.ndarray | sp.spmatrix, counts: bool, r: int) -> tuple[np
     """
     from scipy.sparse.linalg import LinearOperator
 
-    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import centred_csr_matvec
 
-    F = canonical_csr(_values(X, counts))
-    if F.data.size and not np.all(F.data != 0):
-        F = sp.csr_matrix((F.data.copy(), F.indices.copy(), F.indptr.copy()), shape=F.shape)
-        F.eliminate_zeros()
+    F = _stored_csr(_values(X, counts))
     n, m = F.shape
     mu = np.bincount(F.indices, weights=F.data, minlength=m) / n
     FT = F.T.tocsr()  # by columns: within each, rows ascending
@@ -541,7 +544,7 @@ class DenoisedRows:
         from hdtwd_cli._runtime.blas import gram_upper
 
         m = self.shape[1]
-        stats = self._stats is None
+        stats = self._stats is None or self._squares is None
         nonzero, absmax, squares = np.zeros(m, dtype=np.int64), np.zeros(m), np.zeros(m)
         G = np.zeros((m, m)) if gram else None
         sums = np.zeros(m)
@@ -571,7 +574,6 @@ class DenoisedRows:
         """Per column: the sum of its squared values, each row block's ``einsum`` added in block order (read in
         the statistics' pass: a column scaled by a power of two has these sums scaled exactly)."""
         if self._squares is None:
-            self._stats = None
             self.summarise()
         assert self._squares is not None
         return self._squares

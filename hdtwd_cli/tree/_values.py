@@ -146,7 +146,7 @@ def denoised_rows(
         )
     rep.info(f"denoising: rank {rank} ({why})")
     with rep.stage(f"denoising (rank {rank} principal axes; {why})"):
-        den = fit_denoiser(X, rank)
+        den = fit_denoiser(X, rank, nonzeros=nonzeros)
         rows = DenoisedRows(X, den)
         if streamed_gram and not dense:  # the exact operator reads the Gram matrix: one pass for all
             rows.summarise(gram=True)
