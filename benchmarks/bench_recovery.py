@@ -23,7 +23,7 @@ Usage::
 
     python benchmarks/bench_recovery.py run [--families random,balanced,deep,classes,corpus,produce,toy]
         [--sizes 300,1000,3000] [--depths bulk,umi] [--seeds 1] [--competitors quadtree,mst,...]
-    python benchmarks/bench_recovery.py run --families random --sizes 20000 --depths umi   # the landmark path
+    python benchmarks/bench_recovery.py run --families random --sizes 20000 --depths umi --peers ""   # landmarks
     python benchmarks/bench_recovery.py classify [--sizes 300,1000]    # kNN accuracy on the planted sets
     python benchmarks/bench_recovery.py cost [--sizes 4000,20000,40000]   # whole commands, each learner
     python benchmarks/bench_recovery.py joint [--sizes 200,400]   # the joint hierarchies' SAMPLES' tree
@@ -144,7 +144,8 @@ def measure(family: str, m: int, depth: str, seed: int, learner: str) -> dict:
 
 def run(args: argparse.Namespace) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    learners = list(LEARNERS) + list(PEERS) + [c for c in args.competitors.split(",") if c]
+    peers = [c for c in args.peers.split(",") if c]
+    learners = list(LEARNERS) + peers + [c for c in args.competitors.split(",") if c]
     for family in args.families.split(","):
         sizes = [int(s) for s in args.sizes.split(",")] if family not in ("produce", "toy") else [0]
         depths = args.depths.split(",") if family in ("random", "balanced", "deep") else ["-"]
@@ -310,6 +311,7 @@ def main() -> None:
     ap.add_argument("--depths", default="bulk,umi")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--competitors", default="quadtree,mst,cluster-tree,treerep")
+    ap.add_argument("--peers", default=",".join(PEERS), help="SciPy's linkages ('' skips them: hours at 20,000 features)")
     args = ap.parse_args()
     {"run": run, "markdown": markdown, "classify": classify, "cost": cost, "joint": joint}[args.part](args)
 

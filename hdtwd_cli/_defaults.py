@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 __all__ = [
     "LEARNERS",
     "AVERAGE_LEAF_LENGTH",
+    "AVERAGE_HEIGHT_POWER",
     "JOINT_SHARE",
     "JOINT_GAMMA",
     "JOINT_ROUNDS",
@@ -87,6 +88,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 LEARNERS = ("diffusion", "average")
 #: The automatic leaf term of the average learner, added to the features' space's own (docs/method.md section 14).
 AVERAGE_LEAF_LENGTH = 2.0
+#: The average learner's node heights: the UPGMA heights raised to this power relative to the root's
+#: (docs/method.md section 14): the coarse levels weigh more in the TWD than the fine ones.
+AVERAGE_HEIGHT_POWER = 4.0
 #: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")
 #: Default kernel-scale multiplier c (eps = c * median distance).

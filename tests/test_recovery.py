@@ -15,7 +15,9 @@ import scipy.sparse as sp
 from conftest import assert_twd_is_exact_ot
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
+from scipy.stats import rankdata
 
+from hdtwd_cli._defaults import AVERAGE_HEIGHT_POWER
 from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors, star_tree
 from hdtwd_cli.evaluate._recovery import LcaIndex, recovery, triplet_agreement
 from hdtwd_cli.evaluate._synthetic import planted_hierarchy, random_binary_tree, shaped_binary_tree
@@ -113,13 +115,23 @@ def _square(d: np.ndarray, m: int) -> np.ndarray:
 def test_average_tree_is_upgma_and_its_twd_is_exact_ot():
     X = np.random.default_rng(1).poisson(2.0, size=(40, 12)).astype(np.float64)
     names = [f"g{j}" for j in range(12)]
-    tree = average_linkage_tree(X, names)
     Z = linkage(pdist(X.T, "correlation"), "average")
     ref = tree_from_linkage(Z, names)
-    assert np.array_equal(tree.parent, ref.parent)
-    assert np.allclose(tree.merge_height, Z[:, 2] / 2)
-    assert tree.length.min() >= 0
-    assert_twd_is_exact_ot(tree)
+    upgma = average_linkage_tree(X, names, height_power=1.0)
+    assert np.array_equal(upgma.parent, ref.parent)
+    assert np.allclose(upgma.merge_height, Z[:, 2] / 2)
+    tree = average_linkage_tree(X, names)  # the shipped height power: the same merges, heights h = H (u / H)^p
+    p, top = AVERAGE_HEIGHT_POWER, Z[-1, 2] / 2
+    assert p > 1 and np.array_equal(tree.parent, ref.parent)
+    assert np.allclose(tree.merge_height, top * (Z[:, 2] / 2 / top) ** p)
+    a, b = np.triu_indices(12, 1)  # the height power is monotone: leaf-to-leaf path lengths keep their order
+    paths = [LcaIndex(t.parent, t.length).path_length(a, b) for t in (upgma, tree)]
+    ranks = [rankdata(np.round(q / q.max(), 9)) for q in paths]  # equal LCAs: equal paths up to rounding
+    assert np.array_equal(ranks[0], ranks[1])
+    assert not np.allclose(paths[0] / paths[0].max(), paths[1] / paths[1].max())  # but their weights differ
+    for t in (upgma, tree):
+        assert t.length.min() >= 0
+        assert_twd_is_exact_ot(t)
 
 
 def test_learner_average_is_one_answer_across_storage_and_threads():

@@ -8,10 +8,17 @@ given embedding). Their correlation distance
           {\lVert a_j - \bar a_j\rVert\,\lVert a_{j'} - \bar a_{j'}\rVert} \in [0, 2]
 
 (``1 - r``, Pearson's ``r`` across the samples) is agglomerated by average linkage (UPGMA: the
-distance between two clusters is the mean of the distances between their members), and every
-internal node sits at half its merge distance, :math:`h(v) = \bar d(A, B)/2`, so an edge's length
-is :math:`h(\mathrm{parent}) - h(\mathrm{child})` and the tree metric is the UPGMA ultrametric
-(average linkage's merge distances never decrease, so every length is >= 0).
+distance between two clusters is the mean of the distances between their members). Every internal
+node sits at the UPGMA height :math:`u(v) = \bar d(A, B)/2` raised to the height power ``p``
+relative to the root's,
+
+.. math:: h(v) = u_{\mathrm{root}} \left(\frac{u(v)}{u_{\mathrm{root}}}\right)^{p},
+
+so an edge's length is :math:`h(\mathrm{parent}) - h(\mathrm{child})` (average linkage's merge
+distances never decrease, so every length is >= 0). ``p = 1`` is the UPGMA ultrametric; ``p > 1``
+(:data:`~hdtwd_cli._defaults.AVERAGE_HEIGHT_POWER`) shortens the fine levels against the coarse
+ones. The transform is monotone: the merges, the rooted triplets and the ranks of leaf-to-leaf path
+lengths are those of UPGMA; only the TWD's weights of the levels change.
 
 Why: on counts generated from a planted feature hierarchy (Brownian log-rates down a tree), the
 HD-LCA tree of the diffusion operator loses the coarse levels as the features grow (the kernel's
@@ -31,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._defaults import AVERAGE_HEIGHT_POWER
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._diffusion import column_gram, column_scale
 from hdtwd_cli.tree._hd_lca import linkage_parents
@@ -78,14 +86,17 @@ def correlation_distances(F: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndar
     return d
 
 
-def tree_from_linkage(Z: np.ndarray, names: list[str]) -> Tree:
+def tree_from_linkage(Z: np.ndarray, names: list[str], *, height_power: float = 1.0) -> Tree:
     """The :class:`Tree` of a SciPy linkage matrix: leaves first, merge ``i`` is node ``m + i``, the root last
-    (:func:`~._hd_lca.linkage_parents`); node heights half the merge distances (made non-decreasing), edges the
-    differences of heights."""
+    (:func:`~._hd_lca.linkage_parents`); node heights half the merge distances (made non-decreasing), raised to
+    ``height_power`` relative to the root's (module docstring), edges the differences of heights."""
     m = len(names)
     parent = linkage_parents(Z[:, :2].astype(np.int64))
     height = np.zeros(2 * m - 1)
     height[m:] = np.maximum.accumulate(Z[:, 2] / 2.0)
+    top = height[-1]
+    if height_power != 1.0 and top > 0:
+        height[m:] = top * (height[m:] / top) ** height_power
     length = np.zeros(2 * m - 1)
     kids = parent >= 0
     length[kids] = height[parent[kids]] - height[kids]
@@ -108,8 +119,11 @@ def average_linkage_from_distances(D: np.ndarray, names: list[str]) -> Tree:
     return tree
 
 
-def average_linkage_tree(F: np.ndarray | sp.spmatrix | DenoisedRows, names: list[str]) -> Tree:
-    """The UPGMA tree of the columns of ``F`` under the correlation distance (module docstring)."""
+def average_linkage_tree(
+    F: np.ndarray | sp.spmatrix | DenoisedRows, names: list[str], *, height_power: float = AVERAGE_HEIGHT_POWER
+) -> Tree:
+    """The average-linkage tree of the columns of ``F`` under the correlation distance, node heights the UPGMA
+    heights raised to ``height_power`` (module docstring)."""
     if F.shape[1] < 2:
         raise ValueError("at least two features are needed to build a tree")
     from scipy.cluster.hierarchy import linkage  # on first use: small inputs never load scipy.cluster
@@ -117,6 +131,6 @@ def average_linkage_tree(F: np.ndarray | sp.spmatrix | DenoisedRows, names: list
     d = correlation_distances(F)
     Z = linkage(d, method="average")
     del d
-    tree = tree_from_linkage(Z, names)
-    tree.metadata.update({"learner": "average", "distance": "correlation"})
+    tree = tree_from_linkage(Z, names, height_power=height_power)
+    tree.metadata.update({"learner": "average", "distance": "correlation", "height_power": height_power})
     return tree
