@@ -311,7 +311,9 @@ def main() -> None:
     ap.add_argument("--depths", default="bulk,umi")
     ap.add_argument("--seeds", default="1")
     ap.add_argument("--competitors", default="quadtree,mst,cluster-tree,treerep")
-    ap.add_argument("--peers", default=",".join(PEERS), help="SciPy's linkages ('' skips them: hours at 20,000 features)")
+    ap.add_argument(
+        "--peers", default=",".join(PEERS), help="SciPy's linkages ('' skips them: hours at 20,000 features)"
+    )
     args = ap.parse_args()
     {"run": run, "markdown": markdown, "classify": classify, "cost": cost, "joint": joint}[args.part](args)
 
