@@ -15,6 +15,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
     python benchmarks/bench_atlas.py project 1000000 1.26   # placements per sample (partition_probe.py)
     python benchmarks/bench_atlas.py project-single 1000000  # from the single process's -v log
     python benchmarks/bench_atlas.py genes 100000 20000    # all genes, the defaults (denoising's rule)
+    python benchmarks/bench_atlas.py genes-dask 100000 2 --genes 20000   # the same on a 2-worker LocalCluster
 
 ``genes N M``: ``hdtwd distance GENES_N_M.npz --knn 15 -v --save-tree T.h5`` with every option at its
 default (M genes with a realistic tail of rarely detected genes, ``atlas.synth_genes``: the landmark
@@ -172,15 +173,90 @@ def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dic
     return out
 
 
+def on_cluster(cmd: list[str], w: int, g: Path, log: Path) -> dict[str, Any]:
+    """``cmd -o g`` with ``--scheduler`` on a ``LocalCluster`` of ``w`` single-threaded worker processes (numba
+    loaded in them before the clock): the command's record, each worker's peak RSS and the tasks' times by kind."""
+    import distributed
+
+    out: dict[str, Any] = {}
+    own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
+    with (
+        distributed.LocalCluster(
+            n_workers=w,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            silence_logs=50,
+            memory_limit=0,
+            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+        ) as c,
+        distributed.Client(c) as client,
+    ):
+        client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)
+        harness.wait_quiet(60)
+        with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
+            t0 = __import__("time").time()
+            out.update(
+                harness.run_timed_once(
+                    [*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
+                    log,
+                    env=own_env,
+                )
+            )
+        out["worker_peak_MB"] = sorted(client.run(vm_hwm_mb).values())
+        kinds: dict = {}
+        for r in ts.data:
+            kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("hdtwd-") else "other"
+            comp = sum(x["stop"] - x["start"] for x in r["startstops"] if x["action"] == "compute")
+            k = kinds.setdefault(
+                kind, {"tasks": 0, "compute_s": 0.0, "max_s": 0.0, "first_start_s": 1e9, "last_stop_s": 0.0}
+            )
+            k["tasks"] += 1
+            k["compute_s"] += comp
+            k["max_s"] = max(k["max_s"], comp)
+            for x in r["startstops"]:  # seconds since the command started: the client's phases between
+                k["first_start_s"] = min(k["first_start_s"], x["start"] - t0)
+                k["last_stop_s"] = max(k["last_stop_s"], x["stop"] - t0)
+        out["tasks"] = kinds
+    return out
+
+
+def genes_on_cluster(n: int, m: int, w: int) -> dict[str, Any]:
+    """``genes N M``'s command (the defaults, ``--knn 15``) on a ``w``-worker LocalCluster: its time and memory,
+    and whether its graph is the single process's (``genes``' graph file), bit for bit."""
+    data = synth_genes(n, m)
+    tag = f"{n}_{m}"
+    g = WD / f"atlas_genes_G{tag}_w{w}.npz"
+    out = {"n": n, "genes": m, "workers": w, "machine": harness.machine_line(), "commit": harness.git_commit()}
+    out["date"] = harness.utc_stamp()
+    cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "-v"]
+    out.update(on_cluster(cmd, w, g, WD / f"atlas_genes_dask_{tag}_{w}.log"))
+    ref = WD / f"atlas_genes_G{tag}.npz"
+    if ref.exists():
+        A, B = sp.load_npz(ref).tocsr(), sp.load_npz(g).tocsr()
+        out["same_bits_as_single"] = bool(
+            np.array_equal(A.indptr, B.indptr)
+            and np.array_equal(A.indices, B.indices)
+            and A.data.tobytes() == B.data.tobytes()
+        )
+    out.pop("stderr", None)
+    (WD / f"atlas_genes_dask_{tag}_{w}.json").write_text(json.dumps(out, indent=1, default=str))
+    return {k: out[k] for k in out if k in ("wall_s", "max_rss_MB", "worker_peak_MB", "same_bits_as_single")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("part", choices=("single", "dask", "project", "project-single", "genes", "genes-finish"))
+    ap.add_argument(
+        "part", choices=("single", "dask", "project", "project-single", "genes", "genes-finish", "genes-dask")
+    )
     ap.add_argument("n", type=int, help="cells (SYNTH_N.npz)")
     ap.add_argument(
         "extra",
         nargs="?",
-        help="dask: the number of workers W; project: placements per sample (partition_probe.py)",
+        help="dask, genes-dask: the number of workers W; project: placements per sample (partition_probe.py); "
+        "genes: the genes M",
     )
+    ap.add_argument("--genes", type=int, default=20000, help="genes-dask: the genes M of GENES_N_M.npz")
     ap.add_argument(
         "--denoise",
         default="0",
@@ -188,7 +264,7 @@ def main() -> None:
         "today's default); the recall is against the exact neighbours on that tree",
     )
     args = ap.parse_args()
-    if args.part in ("dask", "project") and args.extra is None:
+    if args.part in ("dask", "project", "genes-dask") and args.extra is None:
         ap.error(f"{args.part} needs its third argument (dask: W workers; project: placements per sample)")
     if args.part == "project-single":
         print("\n".join(projection_single(args.n)))
@@ -200,6 +276,9 @@ def main() -> None:
     part, n = args.part, args.n
     if part in ("genes", "genes-finish"):
         print(json.dumps(all_genes(n, int(args.extra or 20000), reuse=part == "genes-finish"), indent=1, default=str))
+        return
+    if part == "genes-dask":
+        print(json.dumps(genes_on_cluster(n, args.genes, int(args.extra)), default=str))
         return
     data = synth(n)
     cmd = [harness.require_tools(), "distance", str(data), "--knn", "15", "--knn-method", "nndescent", "-v"]
@@ -214,49 +293,9 @@ def main() -> None:
         out["recall"] = graph_recall(g, n, args.denoise)
         name = f"atlas_single_{n}{tag}.json"
     else:
-        import distributed
-
         w = int(args.extra)
         g = WD / f"atlas_G{n}_w{w}.npz"
-        own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
-        with (
-            distributed.LocalCluster(
-                n_workers=w,
-                threads_per_worker=1,
-                processes=True,
-                dashboard_address=None,
-                silence_logs=50,
-                memory_limit=0,
-                env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
-            ) as c,
-            distributed.Client(c) as client,
-        ):
-            client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)
-            harness.wait_quiet(60)
-            with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
-                t0 = __import__("time").time()
-                out.update(
-                    harness.run_timed_once(
-                        [*cmd, "--scheduler", c.scheduler_address, "-o", str(g)],
-                        WD / f"atlas_dask_{n}_{w}.log",
-                        env=own_env,
-                    )
-                )
-            out["worker_peak_MB"] = sorted(client.run(vm_hwm_mb).values())
-            kinds: dict = {}
-            for r in ts.data:
-                kind = str(r["key"]).split("-")[1] if str(r["key"]).startswith("hdtwd-") else "other"
-                comp = sum(x["stop"] - x["start"] for x in r["startstops"] if x["action"] == "compute")
-                k = kinds.setdefault(
-                    kind, {"tasks": 0, "compute_s": 0.0, "max_s": 0.0, "first_start_s": 1e9, "last_stop_s": 0.0}
-                )
-                k["tasks"] += 1
-                k["compute_s"] += comp
-                k["max_s"] = max(k["max_s"], comp)
-                for x in r["startstops"]:  # seconds since the command started: the client's phases between
-                    k["first_start_s"] = min(k["first_start_s"], x["start"] - t0)
-                    k["last_stop_s"] = max(k["last_stop_s"], x["stop"] - t0)
-            out["tasks"] = kinds
+        out.update(on_cluster(cmd, w, g, WD / f"atlas_dask_{n}_{w}.log"))
         out["workers"] = w
         ref = WD / f"atlas_G{n}.npz"
         if ref.exists():

@@ -88,9 +88,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 LEARNERS = ("diffusion", "average")
 #: The automatic leaf term of the average learner, added to the features' space's own (docs/method.md section 14).
 AVERAGE_LEAF_LENGTH = 2.0
-#: The average learner's node heights: the UPGMA heights raised to this power relative to the root's
-#: (docs/method.md section 14): the coarse levels weigh more in the TWD than the fine ones.
-AVERAGE_HEIGHT_POWER = 4.0
+#: The average learner's node heights: the UPGMA heights raised to this whole power relative to the root's
+#: (docs/method.md section 14; by products, the same bits on every CPU): the coarse levels weigh more in the TWD.
+AVERAGE_HEIGHT_POWER = 4
 #: Element-wise transforms of the data (:func:`hdtwd_cli.tree._params.apply_transform`).
 TRANSFORMS = ("none", "log1p", "sqrt")
 #: Default kernel-scale multiplier c (eps = c * median distance).

@@ -117,13 +117,16 @@ def test_average_tree_is_upgma_and_its_twd_is_exact_ot():
     names = [f"g{j}" for j in range(12)]
     Z = linkage(pdist(X.T, "correlation"), "average")
     ref = tree_from_linkage(Z, names)
-    upgma = average_linkage_tree(X, names, height_power=1.0)
+    upgma = average_linkage_tree(X, names, height_power=1)
     assert np.array_equal(upgma.parent, ref.parent)
     assert np.allclose(upgma.merge_height, Z[:, 2] / 2)
     tree = average_linkage_tree(X, names)  # the shipped height power: the same merges, heights h = H (u / H)^p
     p, top = AVERAGE_HEIGHT_POWER, Z[-1, 2] / 2
     assert p > 1 and np.array_equal(tree.parent, ref.parent)
     assert np.allclose(tree.merge_height, top * (Z[:, 2] / 2 / top) ** p)
+    u = upgma.merge_height  # by p - 1 products in order: no pow, whose SIMD rounding may vary by CPU
+    r = u / u[-1]
+    assert p == 4 and tree.merge_height.tobytes() == (u[-1] * (((r * r) * r) * r)).tobytes()
     a, b = np.triu_indices(12, 1)  # the height power is monotone: leaf-to-leaf path lengths keep their order
     paths = [LcaIndex(t.parent, t.length).path_length(a, b) for t in (upgma, tree)]
     ranks = [rankdata(np.round(q / q.max(), 9)) for q in paths]  # equal LCAs: equal paths up to rounding

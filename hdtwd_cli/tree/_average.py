@@ -86,17 +86,23 @@ def correlation_distances(F: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndar
     return d
 
 
-def tree_from_linkage(Z: np.ndarray, names: list[str], *, height_power: float = 1.0) -> Tree:
+def tree_from_linkage(Z: np.ndarray, names: list[str], *, height_power: int = 1) -> Tree:
     """The :class:`Tree` of a SciPy linkage matrix: leaves first, merge ``i`` is node ``m + i``, the root last
     (:func:`~._hd_lca.linkage_parents`); node heights half the merge distances (made non-decreasing), raised to
-    ``height_power`` relative to the root's (module docstring), edges the differences of heights."""
+    the whole number ``height_power`` relative to the root's (module docstring), edges the differences of heights."""
+    if height_power < 1:
+        raise ValueError("the height power is a whole number >= 1")
     m = len(names)
     parent = linkage_parents(Z[:, :2].astype(np.int64))
     height = np.zeros(2 * m - 1)
     height[m:] = np.maximum.accumulate(Z[:, 2] / 2.0)
     top = height[-1]
-    if height_power != 1.0 and top > 0:
-        height[m:] = top * (height[m:] / top) ** height_power
+    if height_power != 1 and top > 0:  # (u / top)^p by p - 1 products: IEEE multiplications, the same bits on
+        ratio = height[m:] / top  # every CPU (a SIMD pow may round otherwise)
+        power = ratio.copy()
+        for _ in range(height_power - 1):
+            power *= ratio
+        height[m:] = top * power
     length = np.zeros(2 * m - 1)
     kids = parent >= 0
     length[kids] = height[parent[kids]] - height[kids]
@@ -120,7 +126,7 @@ def average_linkage_from_distances(D: np.ndarray, names: list[str]) -> Tree:
 
 
 def average_linkage_tree(
-    F: np.ndarray | sp.spmatrix | DenoisedRows, names: list[str], *, height_power: float = AVERAGE_HEIGHT_POWER
+    F: np.ndarray | sp.spmatrix | DenoisedRows, names: list[str], *, height_power: int = AVERAGE_HEIGHT_POWER
 ) -> Tree:
     """The average-linkage tree of the columns of ``F`` under the correlation distance, node heights the UPGMA
     heights raised to ``height_power`` (module docstring)."""
