@@ -42,7 +42,8 @@ CLASSIC when ``--text-data`` holds them (skipped with a message otherwise):
 - ``cli/<data>/embed`` (cells, produce, corpus.npz): ``embed``, ``decode-tree --newick``,
   ``distance --tree tree.h5 -o D.h5``;
 - options: ``--reference``, ``embed --preset paper --eps 2 --scales 7``, ``distance --preset
-  paper``, ``--linkage average --denoise 10 --transform log1p`` with a Nexus tree, ``--dtype
+  paper``, ``--linkage average --denoise 10 --transform log1p`` with a Nexus tree, ``--learner
+  average``, ``--dtype
   float32`` (from ``.mtx``), ``-o D.csv``, ``--landmarks 40 --landmark-method kmeans``, standard
   input to standard output, a classify ``--eps 0.1,1,5 --scales 3,7`` grid; ``--version``;
 - ``api/<data>/...`` (cells, produce, corpus.npz): ``learn_tree`` (default, ``TreeParams`` with
@@ -438,6 +439,7 @@ def build_cases(data_dir: Path, text: Sequence[Dataset]) -> list[Case]:
     one = {  # single commands: name -> (data, options)
         "cli/cells/preset-paper": (cells, "-o D.npy --preset paper --newick tree.nwk"),
         "cli/cells/options": (cells, "-o D.npy --linkage average --denoise 10 --transform log1p --save-tree tree.nex"),
+        "cli/cells/learner-average": (cells, "-o D.npy --learner average --save-tree tree.h5 --newick tree.nwk"),
         "cli/corpus.mtx/float32": (mtx, "-o D.npy --dtype float32 --save-tree tree.h5 --newick tree.nwk"),
         "cli/corpus.npz/csv": (npz, "-o D.csv --save-tree tree.nex"),
         "cli/corpus.npz/landmarks": (npz, "-o D.npy --landmarks 40 --landmark-method kmeans --newick tree.nwk"),
