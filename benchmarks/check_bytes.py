@@ -43,8 +43,8 @@ CLASSIC when ``--text-data`` holds them (skipped with a message otherwise):
   ``distance --tree tree.h5 -o D.h5``;
 - options: ``--reference``, ``embed --preset paper --eps 2 --scales 7``, ``distance --preset
   paper``, ``--linkage average --denoise 10 --transform log1p`` with a Nexus tree, ``--learner
-  average``, ``--dtype
-  float32`` (from ``.mtx``), ``-o D.csv``, ``--landmarks 40 --landmark-method kmeans``, standard
+  average``, ``--dtype float32`` (from ``.mtx``), ``-o D.csv``, ``--landmarks 40 --landmark-method
+  kmeans``, standard
   input to standard output, a classify ``--eps 0.1,1,5 --scales 3,7`` grid; ``--version``;
 - ``api/<data>/...`` (cells, produce, corpus.npz): ``learn_tree`` (default, ``TreeParams`` with
   landmarks, denoise, single linkage, the paper preset), the tree's arrays, ``Tree.write`` and
