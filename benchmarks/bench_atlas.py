@@ -181,15 +181,7 @@ def on_cluster(cmd: list[str], w: int, g: Path, log: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     own_env = dict(__import__("os").environ)  # LocalCluster's env= also lands in this process's environment
     with (
-        distributed.LocalCluster(
-            n_workers=w,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=50,
-            memory_limit=0,
-            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
-        ) as c,
+        harness.local_cluster(w, memory_limit=0) as c,
         distributed.Client(c) as client,
     ):
         client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)

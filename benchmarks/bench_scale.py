@@ -171,14 +171,7 @@ def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
     import distributed
 
     with (
-        distributed.LocalCluster(
-            n_workers=n_workers,
-            threads_per_worker=1,
-            processes=True,
-            dashboard_address=None,
-            silence_logs=50,
-            env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
-        ) as c,
+        harness.local_cluster(n_workers) as c,
         distributed.Client(c) as client,
     ):
         client.run(lambda: __import__("hdtwd_cli.twd._kernels"))  # numba loaded before the clock starts

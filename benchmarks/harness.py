@@ -423,6 +423,22 @@ def least_disturbed(
     return best
 
 
+def local_cluster(n_workers: int, **options: Any) -> Any:
+    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes (numba and BLAS on one
+    thread each, no dashboard, quiet logs); ``options`` go to it as well (e.g. ``memory_limit=0``)."""
+    import distributed
+
+    return distributed.LocalCluster(
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        dashboard_address=None,
+        silence_logs=50,
+        env={"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"},
+        **options,
+    )
+
+
 def parse_time_v(text: str) -> dict[str, Any]:
     """Parse the report of ``/usr/bin/time -v``.
 
