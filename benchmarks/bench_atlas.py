@@ -173,6 +173,16 @@ def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dic
     return out
 
 
+def same_graph(a: Path, b: Path) -> bool:
+    """Whether two saved kNN graphs (``-o G.npz``) are the same bits: structure and every distance."""
+    A, B = sp.load_npz(a).tocsr(), sp.load_npz(b).tocsr()
+    return bool(
+        np.array_equal(A.indptr, B.indptr)
+        and np.array_equal(A.indices, B.indices)
+        and A.data.tobytes() == B.data.tobytes()
+    )
+
+
 def on_cluster(cmd: list[str], w: int, g: Path, log: Path) -> dict[str, Any]:
     """``cmd -o g`` with ``--scheduler`` on a ``LocalCluster`` of ``w`` single-threaded worker processes (numba
     loaded in them before the clock): the command's record, each worker's peak RSS and the tasks' times by kind."""
@@ -225,12 +235,7 @@ def genes_on_cluster(n: int, m: int, w: int) -> dict[str, Any]:
     out.update(on_cluster(cmd, w, g, WD / f"atlas_genes_dask_{tag}_{w}.log"))
     ref = WD / f"atlas_genes_G{tag}.npz"
     if ref.exists():
-        A, B = sp.load_npz(ref).tocsr(), sp.load_npz(g).tocsr()
-        out["same_bits_as_single"] = bool(
-            np.array_equal(A.indptr, B.indptr)
-            and np.array_equal(A.indices, B.indices)
-            and A.data.tobytes() == B.data.tobytes()
-        )
+        out["same_bits_as_single"] = same_graph(ref, g)
     out.pop("stderr", None)
     (WD / f"atlas_genes_dask_{tag}_{w}.json").write_text(json.dumps(out, indent=1, default=str))
     return {k: out[k] for k in out if k in ("wall_s", "max_rss_MB", "worker_peak_MB", "same_bits_as_single")}
@@ -257,7 +262,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     if args.part in ("dask", "project", "genes-dask") and args.extra is None:
-        ap.error(f"{args.part} needs its third argument (dask: W workers; project: placements per sample)")
+        ap.error(f"{args.part} needs its third argument (dask, genes-dask: W workers; project: placements per sample)")
     if args.part == "project-single":
         print("\n".join(projection_single(args.n)))
         return
@@ -291,8 +296,7 @@ def main() -> None:
         out["workers"] = w
         ref = WD / f"atlas_G{n}.npz"
         if ref.exists():
-            A, B = sp.load_npz(ref), sp.load_npz(g)
-            out["same_bits_as_single"] = bool((A != B).nnz == 0 and np.array_equal(A.indices, B.indices))
+            out["same_bits_as_single"] = same_graph(ref, g)
         out["recall"] = graph_recall(g, n)
         name = f"atlas_dask_{n}_{w}.json"
     out.pop("stderr", None)
