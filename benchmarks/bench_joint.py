@@ -40,7 +40,8 @@ from bench_forms import load_form
 from datasets import cache_dir
 
 import hdtwd_cli as hd
-from hdtwd_cli.evaluate._protocol import DEFAULT_K, knn_accuracy, stratified_splits
+from hdtwd_cli.evaluate._protocol import DEFAULT_K
+from hdtwd_cli.evaluate._splits import knn_accuracy, stratified_splits
 from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import learn_trees, prepare
 from hdtwd_cli.tree._params import TreeParams

@@ -36,8 +36,10 @@ from bench_classify import PAPER, get
 
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli.evaluate._exact_ot import OverBudget
+from hdtwd_cli.evaluate._families import Split, Study, hdtwd_accuracies
 from hdtwd_cli.evaluate._methods import FITTED_METHODS, TREE_METHODS, of_family
-from hdtwd_cli.evaluate._protocol import _hdtwd_accuracies, _Split, evaluate, stratified_splits, summarise
+from hdtwd_cli.evaluate._protocol import evaluate, summarise
+from hdtwd_cli.evaluate._splits import stratified_splits
 from hdtwd_cli.tree._denoise import is_count_data
 from hdtwd_cli.tree._params import resolve_params
 
@@ -140,7 +142,8 @@ def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
     are scored). Over the budget: the row says what it would need."""
     codes = np.unique(y, return_inverse=True)[1]
     splits = stratified_splits(codes, 5, 0.3, 0)  # evaluate's splits
-    runs = [_Split(X, names, defaults, None, s, tr, te, budget, 0) for s, (tr, te) in enumerate(splits)]
+    study = Study(X, names, codes, defaults, splits, budget=budget)
+    runs = [Split(study, s) for s in range(len(splits))]
     try:  # the rows ot scores (the split's histograms' supports: denoised rows are dense)
         chosen = [run.scored("ot") for run in runs]
     except OverBudget as e:
@@ -164,7 +167,7 @@ def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
     }
     t = time.time()
     acc = [
-        _hdtwd_accuracies(
+        hdtwd_accuracies(
             X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults, DEFAULT_K, prepared=run.prepared
         )[defaults.scales]
         for (tr, te), r, run in zip(splits, chosen, runs)

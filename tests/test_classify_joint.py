@@ -19,7 +19,7 @@ import hdtwd_cli.evaluate._protocol as protocol
 from hdtwd_cli._api._classify import classify_methods
 from hdtwd_cli.evaluate._joint import joint_hierarchy
 from hdtwd_cli.evaluate._methods import METHODS, of_family
-from hdtwd_cli.evaluate._protocol import stratified_splits
+from hdtwd_cli.evaluate._splits import stratified_splits
 from hdtwd_cli.evaluate._synthetic import planted_counts
 from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import prepare

@@ -21,7 +21,7 @@ from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
 from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, OverBudget, budget_rows, ot_histograms, scored_rows
 from hdtwd_cli.evaluate._exact_ot import exact_ot as ot_distances
-from hdtwd_cli.evaluate._protocol import stratified_splits
+from hdtwd_cli.evaluate._splits import stratified_splits
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import tree_wasserstein
@@ -562,6 +562,53 @@ def test_the_registry_describes_and_builds_every_method():
     assert listed == list(METHODS)
     with pytest.raises(ParameterError, match="choose from hdtwd, star, cosine"):
         classify_methods(np.ones((4, 3)), ["nope"])
+
+
+def test_every_family_is_a_route_and_a_new_family_is_one_entry_and_one_route(monkeypatch):
+    """A family is an object of the registry: its route computes a method's distances and says what the
+    report gives. A family added as one :class:`Family` entry (and one method of it) naming one new
+    :class:`Route` runs through ``hd.classify`` with nothing else touched: its distances reach the kNN
+    (here the L1 distance between the split's rows: the ``l1`` baseline's accuracies, bit for bit), its
+    settings reach the report, and the report's ``params`` start with what it compares."""
+    import sys
+    import types
+
+    import hdtwd_cli as hd
+    from hdtwd_cli.evaluate import _families, _methods
+
+    for name, family in _methods.FAMILIES.items():
+        assert family.name == name and family.help and family.doc
+        assert isinstance(_families.route_of(name), _families.Route), name
+
+    class Toy(_families.Route):
+        prepared = False
+
+        def distances(self, spec, run, notes):
+            notes.setdefault("rows", []).append(int(run.test.size))
+            A, B = run.X[run.test], run.X[run.train]
+            A, B = A / A.sum(axis=1, keepdims=True), B / B.sum(axis=1, keepdims=True)
+            return np.abs(A[:, None, :] - B[None, :, :]).sum(axis=2), run.test
+
+        def settings(self, spec, study, notes):
+            return {"rows": notes.get("rows", [])}
+
+    module = types.ModuleType("toy_family")
+    module.Toy = Toy  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "toy_family", module)
+    monkeypatch.setitem(_methods.FAMILIES, "toy", _methods.Family("toy", "a toy", "a toy's doc", "toy_family:Toy"))
+    monkeypatch.setitem(_methods.METHODS, "toy-l1", _methods.Method("toy-l1", "toy", "the rows, L1-normalised"))
+    _families.route_of.cache_clear()
+    try:
+        rng = np.random.default_rng(3)
+        X = rng.poisson(2.0, size=(30, 8)).astype(float) + 1.0
+        y = np.repeat([0, 1, 2], 10)
+        report = hd.classify(X, y, methods=["toy-l1", "l1"], k=[1, 3], splits=2)
+        toy, l1 = report["methods"]["toy-l1"], report["methods"]["l1"]
+        assert toy["per_k"] == pytest.approx(l1["per_k"], abs=1e-12) and toy["status"] == "ok"
+        assert toy["params"] == {"on": "the rows, L1-normalised", "rows": [9, 9]}
+        assert "toy-l1" in _methods.methods_table() and "a toy's doc" in _methods.methods_table()
+    finally:
+        _families.route_of.cache_clear()
 
 
 def _is_ultrametric(tree) -> bool:

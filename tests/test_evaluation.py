@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import SAMPLE, run_hdtwd
 
-from hdtwd_cli.evaluate._protocol import knn_predict, stratified_splits
+from hdtwd_cli.evaluate._splits import knn_predict, stratified_splits
 from hdtwd_cli.tree._params import TreeParams
 
 
@@ -65,7 +65,8 @@ def test_singleton_class_falls_back_to_unstratified():
 
 
 def test_tree_is_learned_from_training_rows_only(monkeypatch):
-    import hdtwd_cli.evaluate._protocol as ev
+    import hdtwd_cli.evaluate._families as ev
+    from hdtwd_cli.evaluate._protocol import evaluate
 
     seen = []
     real = ev.learn_trees
@@ -78,7 +79,7 @@ def test_tree_is_learned_from_training_rows_only(monkeypatch):
     from hdtwd_cli.evaluate._synthetic import planted_counts
 
     X, labels, _ = planted_counts(100, 16, 3, seed=0)
-    res = ev.evaluate(
+    res = evaluate(
         X,
         [f"g{j}" for j in range(16)],
         labels,
@@ -199,7 +200,8 @@ def test_star_is_weighted_l1_between_the_denoised_idf_histograms():
     idf-weighted histograms (edges of length 1), against an independent computation of those
     histograms; its kNN accuracies are those of that L1 matrix."""
     from hdtwd_cli.evaluate._competitors import competitor_trees
-    from hdtwd_cli.evaluate._protocol import evaluate, knn_accuracy
+    from hdtwd_cli.evaluate._protocol import evaluate
+    from hdtwd_cli.evaluate._splits import knn_accuracy
     from hdtwd_cli.tree._learn import prepare
     from hdtwd_cli.twd._distance import query_distances
     from hdtwd_cli.twd._histograms import align_to_tree
@@ -239,7 +241,8 @@ def test_every_tree_of_a_split_compares_the_same_denoised_histograms(monkeypatch
     """One ``prepare`` per split, read by every tree: hdtwd's, star's and each competitor's trees (fitted
     ones too) carry the same feature weights and the same denoiser, leaf by leaf, so only the tree differs."""
     pytest.importorskip("ot")
-    import hdtwd_cli.evaluate._protocol as ev
+    import hdtwd_cli.evaluate._families as ev
+    from hdtwd_cli.evaluate._protocol import evaluate
 
     calls, seen = [], []
     real_prepare, real_query = ev.prepare, ev.query_distances
@@ -256,7 +259,7 @@ def test_every_tree_of_a_split_compares_the_same_denoised_histograms(monkeypatch
     monkeypatch.setattr(ev, "query_distances", spy)
     X, y, names = _counts(n=60, m=16)
     methods = ["hdtwd", "star", "quadtree", "tswd-5", "wqtwd"]
-    res = ev.evaluate(X, names, y, methods, [1.0], [7], TreeParams().replace(denoise=3), ks=[1, 3], n_splits=2)
+    res = evaluate(X, names, y, methods, [1.0], [7], TreeParams().replace(denoise=3), ks=[1, 3], n_splits=2)
     assert calls == [42, 42] and all(r.status == "ok" for r in res)
     per_split = len(seen) // 2
     assert per_split == 1 + 1 + 1 + 5 + 1
@@ -273,14 +276,14 @@ def test_exact_ot_compares_the_denoised_histograms_in_the_denoised_features_spac
     pytest.importorskip("ot")
     from conftest import exact_ot
 
-    from hdtwd_cli.evaluate._protocol import _scored, _Split
+    from hdtwd_cli.evaluate._families import Split, Study, method_distances
 
     X, y, names = _counts(seed=8, n=40, m=10)
     params = TreeParams().replace(denoise=3)
     tr, te = stratified_splits(y, 1, 0.3, 0)[0]
-    run = _Split(X, names, params, None, 0, tr, te, 10**9, 0)
+    run = Split(Study(X, names, y, params, [(tr, te)]), 0)
     notes: dict = {}
-    D, rows = _scored("ot", run, notes)
+    D, rows = method_distances("ot", run, notes)
     assert np.array_equal(rows, te) and notes["test_rows"] == [te.size]
 
     def f(A):

@@ -468,7 +468,7 @@ def test_a_row_without_mass_is_refused_before_any_tree_is_learned(tmp_path, monk
 
     import hdtwd_cli._api._learn as api
     import hdtwd_cli.cli._app as cli
-    import hdtwd_cli.evaluate._protocol as ev
+    import hdtwd_cli.evaluate._families as ev
 
     def never(*a, **k):
         raise AssertionError("a tree was learned before the empty row was found")

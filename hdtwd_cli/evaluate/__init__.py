@@ -1,8 +1,12 @@
 """Evaluation: the paper's kNN protocol and what it compares against (App. C; docs/method.md section 5). Private.
 
-- ``_methods`` -- the registry of classify's methods (name, family, input, POT, default, tree shape)
-- ``_protocol`` -- stratified splits, kNN accuracy, one prepared stage per split, parameter selection,
-  the report (margins, skipped methods)
+- ``_methods`` -- the registry of classify's methods (name, family, input, POT, default, tree shape) and
+  of their families (help, docs, route)
+- ``_splits`` -- stratified splits and the kNN rule
+- ``_families`` -- each family's route: its distances on a split (one prepared stage per split, hdtwd's
+  parameter selection) and its settings in the report
+- ``_protocol`` -- the protocol: the splits, every method's route on each, the report (margins, skipped
+  methods)
 - ``_baselines`` -- distances on the values as they are (cosine, L1, tf-idf, PCA as scanpy's users get it)
 - ``_competitors`` -- the trees of the paper's competitors (Table 1) and the star tree, finished with
   the split's map (denoiser, weights)

@@ -6,7 +6,8 @@ the tree families the shape it builds (:class:`Shape`, built by :func:`._competi
 A method of an existing family is one entry here; a new competitor tree is its module and one entry
 whose :class:`Shape` names the builder (:attr:`Shape.source`): the builders (:data:`BUILDER_SOURCES`), the
 contract test of every tree and docs/classify.md's table (:func:`methods_table`) follow from it. A new
-family is an entry of :data:`FAMILIES` and :data:`FAMILY_DOCS` and its scoring route in :mod:`._protocol`.
+family is one :class:`Family` entry of :data:`FAMILIES` whose ``route`` names its
+:class:`hdtwd_cli.evaluate._families.Route` (how its distances are computed, what it reports).
 
 What the TWD methods compare
     ``hdtwd``, ``star``, the competitors' trees (fitted or not), ``flowtree`` and ``ot`` all compare
@@ -32,17 +33,16 @@ from dataclasses import dataclass
 
 __all__ = [
     "Shape",
+    "Family",
     "Method",
     "FAMILIES",
     "METHODS",
-    "TWD_FAMILIES",
     "COMPETITOR_FAMILIES",
     "of_family",
     "method_names",
     "methods_help",
     "BASELINES",
     "BUILDER_SOURCES",
-    "FAMILY_DOCS",
     "methods_table",
     "with_methods_table",
     "TREE_METHODS",
@@ -76,6 +76,32 @@ class Shape:
     count: int = 1
     seed: str = "none"
     source: str | None = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family of methods: how the protocol scores them and what the help and the docs say of them.
+
+    Attributes
+    ----------
+    name : str
+        The family's key (:attr:`Method.family`).
+    help : str
+        What ``--methods``' help says of it.
+    doc : str
+        What docs/classify.md's table says it compares (:func:`methods_table`).
+    route : str
+        ``"module:Class"`` of its :class:`hdtwd_cli.evaluate._families.Route`: how a method's distances are
+        computed on a split and what the report says of it.
+    competitor : bool
+        A competitor's tree: hdtwd's margin over the best of these is reported.
+    """
+
+    name: str
+    help: str
+    doc: str
+    route: str
+    competitor: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,24 +149,81 @@ class Method:
     learner: str | None = None
 
 
-#: The families and what ``--methods``' help says of them.
-FAMILIES: dict[str, str] = {
-    "hdtwd": "the TWD on the tree learned from the training rows",
-    "star": "the TWD on the star tree (every leaf on one edge from the root): the same histograms without a hierarchy",
-    "baseline": "distances between the samples' values",
-    "tree": "the paper's competitor trees of the same features",
-    "fitted": "competitor trees whose weights (an ultrametric's heights) are fitted to exact transport, needs POT",
-    "flow": "the quadtree's flow costed in the ground metric, on ot's test rows",
-    "ot": "exact optimal transport, Euclidean ground cost, needs POT",
-    "joint": "the TWD on the features' tree of joint hierarchies of samples and features (Lin et al. 2025); "
-    "not run by default",
-    "learner": "the TWD on the tree hdtwd's other learner learns from the training rows (the same histograms)",
+_R = "hdtwd_cli.evaluate._families:"
+
+#: The families, in the order of ``--methods``' help and docs/classify.md's table.
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family(
+            "hdtwd",
+            "the TWD on the tree learned from the training rows",
+            "the TWD on the tree learned from the training rows",
+            _R + "Learned",
+        ),
+        Family(
+            "star",
+            "the TWD on the star tree (every leaf on one edge from the root): the same histograms without a hierarchy",
+            "the TWD on the star tree (every leaf on one edge of length 1 from the root): the weighted L1 "
+            "distance between the SAME histograms as hdtwd's, without a hierarchy",
+            _R + "Star",
+        ),
+        Family(
+            "baseline",
+            "distances between the samples' values",
+            "the samples' values as they are (table below)",
+            _R + "Baseline",
+        ),
+        Family(
+            "tree",
+            "the paper's competitor trees of the same features",
+            "the TWD on the paper's competitor trees of the same features",
+            _R + "Competitor",
+            competitor=True,
+        ),
+        Family(
+            "fitted",
+            "competitor trees whose weights (an ultrametric's heights) are fitted to exact transport, needs POT",
+            "competitor trees whose edge weights (an ultrametric's heights) are fitted to exact transport on "
+            "sampled training pairs (the report's `params` give the pairs and the fit's `rho` per split); needs "
+            "POT",
+            _R + "Fitted",
+            competitor=True,
+        ),
+        Family(
+            "flow",
+            "the quadtree's flow costed in the ground metric, on ot's test rows",
+            "the quadtree's flow costed in the ground metric, on `ot`'s test rows",
+            _R + "Flow",
+        ),
+        Family(
+            "ot",
+            "exact optimal transport, Euclidean ground cost, needs POT",
+            "exact optimal transport, the Euclidean distance between the features' unit vectors as ground cost "
+            "(WMD; GMD with `--feature-embedding` gene vectors); needs POT",
+            _R + "ExactOT",
+        ),
+        Family(
+            "joint",
+            "the TWD on the features' tree of joint hierarchies of samples and features (Lin et al. 2025); "
+            "not run by default",
+            "the TWD on the final features' tree of the joint hierarchies of samples and features (Lin, Coifman, "
+            "Mishne & Talmon 2025; `hd.learn_joint`): Algorithm 2 (Haar filtering) and Algorithm 1 learned from "
+            "the training rows, and Algorithm 2 learned from all the rows (the paper's transductive variant); not"
+            " run by default",
+            _R + "Joint",
+        ),
+        Family(
+            "learner",
+            "the TWD on the tree hdtwd's other learner learns from the training rows (the same histograms)",
+            "the TWD on the tree of hdtwd's other learner (`--learner average`: average linkage on the features' "
+            "correlations) from the same histograms; not run by default",
+            _R + "OtherLearner",
+        ),
+    )
 }
-#: Families that compare the split's histograms (the training rows' denoiser and weights applied). ``joint``
-#: is not one: its histograms are filtered in its tree's Haar basis (and, transductive, mapped by all rows).
-TWD_FAMILIES = ("hdtwd", "star", "tree", "fitted", "flow", "ot")
 #: The competitors' trees: hdtwd's margin over the best of them is reported.
-COMPETITOR_FAMILIES = ("tree", "fitted")
+COMPETITOR_FAMILIES = tuple(f.name for f in FAMILIES.values() if f.competitor)
 
 _HIST = "the split's histograms (training rows' denoiser where the rule denoises, idf weights)"
 _UNIT = "the unit feature vectors"
@@ -332,43 +415,13 @@ FITTED_METHODS = of_family("fitted")
 def methods_help() -> str:
     """``--methods``' help: every name, then what each family is."""
     groups = []
-    for family, what in FAMILIES.items():
-        names = of_family(family)
+    for family in FAMILIES.values():
+        names, what = of_family(family.name), family.help
         shown = names[0] if len(names) == 1 else f"{names[0]} ... {names[-1]}"
         groups.append(f"{shown}: {what}")
     return f"Comma-separated subset of {','.join(METHODS)} ({'; '.join(groups)})"
 
 
-#: What each family compares, for docs/classify.md's table (:func:`methods_table`).
-FAMILY_DOCS: dict[str, str] = {
-    "hdtwd": "the TWD on the tree learned from the training rows",
-    "star": (
-        "the TWD on the star tree (every leaf on one edge of length 1 from the root): the weighted L1 "
-        "distance between the SAME histograms as hdtwd's, without a hierarchy"
-    ),
-    "baseline": "the samples' values as they are (table below)",
-    "tree": "the TWD on the paper's competitor trees of the same features",
-    "fitted": (
-        "competitor trees whose edge weights (an ultrametric's heights) are fitted to exact transport on "
-        "sampled training pairs (the report's `params` give the pairs and the fit's `rho` per split); needs "
-        "POT"
-    ),
-    "flow": "the quadtree's flow costed in the ground metric, on `ot`'s test rows",
-    "ot": (
-        "exact optimal transport, the Euclidean distance between the features' unit vectors as ground cost "
-        "(WMD; GMD with `--feature-embedding` gene vectors); needs POT"
-    ),
-    "joint": (
-        "the TWD on the final features' tree of the joint hierarchies of samples and features (Lin, Coifman, "
-        "Mishne & Talmon 2025; `hd.learn_joint`): Algorithm 2 (Haar filtering) and Algorithm 1 learned from "
-        "the training rows, and Algorithm 2 learned from all the rows (the paper's transductive variant); not"
-        " run by default"
-    ),
-    "learner": (
-        "the TWD on the tree of hdtwd's other learner (`--learner average`: average linkage on the features' "
-        "correlations) from the same histograms; not run by default"
-    ),
-}
 #: The markers around the generated table in docs/classify.md.
 TABLE_BEGIN = (
     "<!-- the methods by family: generated by `python -m hdtwd_cli.cli._manpage man docs/usage.md docs/classify.md` -->"
@@ -379,7 +432,7 @@ TABLE_END = "<!-- end of the generated table -->"
 def methods_table() -> str:
     """docs/classify.md's table of the methods by family, from the registry (a new method appears by itself)."""
     lines = [TABLE_BEGIN, "", "| family | methods | what it compares |", "|---|---|---|"]
-    lines += [f"| {f} | `{', '.join(of_family(f))}` | {FAMILY_DOCS[f]} |" for f in FAMILIES]
+    lines += [f"| {f.name} | `{', '.join(of_family(f.name))}` | {f.doc} |" for f in FAMILIES.values()]
     return "\n".join([*lines, "", TABLE_END])
 
 
