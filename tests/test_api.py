@@ -312,3 +312,65 @@ def test_a_named_tree_without_feature_names_points_to_feature_names_first():
     X2, names2 = np.c_[X, np.ones(X.shape[0])], names + ["EXTRA"]
     with pytest.raises(hd.InputError, match="1 feature\\(s\\) with mass are not leaves of the tree: 'EXTRA'"):
         hd.distances(X2, tree=T, feature_names=names2)
+
+
+# --- the door: object arguments of the wrong kind -----------------------------------------------------
+
+
+def _door_cases():
+    X = np.random.default_rng(0).random((12, 5))
+    names = [f"g{i}" for i in range(5)]
+    return (
+        X,
+        names,
+        [
+            ("learn_tree", lambda T: hd.learn_tree(X, names, params={"eps": 1.0}), "params"),
+            ("embed", lambda T: hd.embed(X, names, params="paper"), "params"),
+            ("decode_tree", lambda T: hd.decode_tree("embedding.h5"), "stored"),
+            ("distances", lambda T: hd.distances(X, names), "tree"),  # names given where the tree goes
+            ("distances", lambda T: hd.distances(X, T, T), "reference"),
+            ("distance_vectors", lambda T: hd.distance_vectors(X, params="default"), "params"),
+            ("tree_vectors", lambda T: hd.tree_vectors(X, T), "tree"),  # the arguments swapped
+            ("knn_graph", lambda T: hd.knn_graph(X, 3, tree="tree.h5"), "tree"),
+            ("neighbors", lambda T: hd.neighbors(X), "adata"),
+            ("sample_hierarchy", lambda T: hd.sample_hierarchy(X), "adata"),
+            ("classify", lambda T: hd.classify(X, [0] * 6 + [1] * 6, params="paper"), "params"),
+            ("learn_joint", lambda T: hd.learn_joint(X, names, joint="filtered"), "joint"),
+            ("distances", lambda T: hd.distances([[1.0, 2.0], [3.0]]), "X"),
+            ("distances", lambda T: hd.distances([["a", "b"], ["c", "d"]]), "X"),
+        ],
+    )
+
+
+def test_an_argument_of_the_wrong_kind_is_one_parameter_error_naming_it_before_any_work():
+    """Every public function: a swapped or mistyped object argument (a list for the tree, a string for the
+    parameters, an array for the AnnData) is a ParameterError naming that argument and what it must be,
+    never an AttributeError from inside a stage."""
+    X, names, cases = _door_cases()
+    tree = hd.learn_tree(X, names)
+    covered = set()
+    for function, call, argument in cases:
+        with pytest.raises(hd.ParameterError) as e:
+            call(tree)
+        assert e.value.argument == argument and str(e.value).startswith(f"{argument} must be "), (function, e.value)
+        covered.add(function)
+    public = {n for n in hd.__all__ if callable(getattr(hd, n)) and not isinstance(getattr(hd, n), type)}
+    assert covered == public - {"pl"}
+
+
+def test_every_public_function_passes_the_door_and_the_door_knows_every_object_argument():
+    """The door (``_api._door.at_the_door``) wraps each public function, keeps its signature and
+    documentation, and every parameter that takes one of hdtwd's objects is one it checks."""
+    import inspect
+
+    from hdtwd_cli._api._door import KINDS
+
+    objects = {"tree", "params", "joint", "stored", "adata"}
+    assert set(KINDS) == objects
+    for name in hd.__all__:
+        fn = getattr(hd, name)
+        if not inspect.isfunction(fn):
+            continue
+        assert fn.__wrapped__.__doc__ == fn.__doc__ and fn.__doc__, name
+        assert inspect.signature(fn) == inspect.signature(fn.__wrapped__), name
+        assert set(inspect.signature(fn).parameters) & objects <= set(KINDS), name

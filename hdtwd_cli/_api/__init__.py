@@ -43,10 +43,24 @@ from hdtwd_cli._api._distances import (
     mean_tree_histogram,
     tree_vectors,
 )
+from hdtwd_cli._api._door import at_the_door
 from hdtwd_cli._api._joint import learn_joint
 from hdtwd_cli._api._learn import FeatureEmbedding, decode_tree, embed, learn_tree
 from hdtwd_cli._api._scanpy import feature_mask, neighbors, sample_hierarchy, write_graph
 from hdtwd_cli.knn._dask import connect, write_zarr
+
+# the door: the public functions check their object arguments' kinds before any work (._door)
+classify = at_the_door(classify)
+decode_tree = at_the_door(decode_tree)
+distance_vectors = at_the_door(distance_vectors)
+distances = at_the_door(distances)
+embed = at_the_door(embed)
+knn_graph = at_the_door(knn_graph)
+learn_joint = at_the_door(learn_joint)
+learn_tree = at_the_door(learn_tree)
+neighbors = at_the_door(neighbors)
+sample_hierarchy = at_the_door(sample_hierarchy)
+tree_vectors = at_the_door(tree_vectors)
 
 __all__ = [
     "learn_tree",

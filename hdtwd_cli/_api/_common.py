@@ -31,9 +31,25 @@ def as_reporter(progress: Reporter | bool | None) -> Reporter:
 
 
 def checked_matrix(X: Matrix, argument: str = "X") -> np.ndarray | sp.csr_matrix:
-    """``X`` as float64 (CSR when sparse), checked: 2-D, non-empty, finite, non-negative."""
+    """``X`` as float64 (CSR when sparse), checked: 2-D, non-empty, finite, non-negative.
+
+    A NumPy array, a SciPy sparse matrix or array, or what ``np.asarray`` makes a numeric array of (nested
+    lists, a pandas DataFrame); anything else is a :class:`ParameterError` naming ``argument``."""
     from hdtwd_cli.io._matrix import check_values
 
+    if not (isinstance(X, np.ndarray) or sp.issparse(X)):
+        given = type(X).__name__
+        try:
+            X = np.asarray(X)
+        except (TypeError, ValueError):  # ragged nesting
+            X = None
+        if X is None or X.dtype.kind not in "biuf":
+            read = "no array" if X is None else f"{X.dtype} values"
+            raise ParameterError(
+                "must be a numeric samples x features matrix (NumPy array, SciPy sparse matrix or array-like), "
+                f"not a {given} that NumPy reads as {read}",
+                argument,
+            )
     return check_values(X, argument)
 
 
