@@ -118,3 +118,26 @@ def test_the_manual_pages_list_every_exit_code_of_the_usage_page():
         status = pages[page].split(".SH EXIT STATUS", 1)[1].split(".SH", 1)[0]
         assert set(codes) <= set(re.findall(r"^\.B (\d+)$", status, flags=re.M)), page
     assert all(".SH EXAMPLES" in pages[f"hdtwd-{name.replace(' ', '-')}.1"] for name, _ in COMMANDS)
+
+
+def test_the_typed_options_are_exactly_the_declared_groups_with_their_defaults():
+    """A command body's ``o`` (``cli._options.Options``) has one typed field per option of the shared groups,
+    with the option's default and a type its values fit (a choice: its string); nothing more, nothing less."""
+    import dataclasses
+    import typing
+    from enum import Enum
+
+    from hdtwd_cli.cli import _options
+
+    groups = [_options.TREE, _options.INPUT, _options.OUTPUT, _options.THREADS, _options.JOINT]
+    declared = {n: p for g in groups for n, p in g.items()}
+    fields = {f.name: f for f in dataclasses.fields(_options.Options)}
+    assert set(fields) == set(declared)
+    hints = typing.get_type_hints(_options.Options)
+    for name, p in declared.items():
+        assert fields[name].default == p.default, name
+        kind = typing.get_args(p.annotation)[0]
+        kind = next((a for a in typing.get_args(kind) if a is not type(None)), kind)  # X | None -> X
+        allowed = set(typing.get_args(hints[name])) or {hints[name]}
+        want = str if isinstance(kind, type) and issubclass(kind, Enum) else kind
+        assert want in allowed, (name, want, allowed)

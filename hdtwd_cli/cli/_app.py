@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Annotated, Any
 
 import typer
@@ -22,6 +22,7 @@ from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
 from hdtwd_cli.cli._options import (
+    DEFAULTS,
     EDGE_WEIGHTS_CHOICE,
     INPUT,
     JOINT,
@@ -30,6 +31,7 @@ from hdtwd_cli.cli._options import (
     THREADS,
     TREE,
     Choice,
+    Options,
     command,
     feature_vectors,
     joint_params,
@@ -77,7 +79,9 @@ def _in(panel: str, *names: str, **kw: Any) -> Any:
 
 @app.command(cls=HelpCommand, epilog=epilog("embed"))
 @command(TREE, INPUT, OUTPUT)
-def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (.h5).")], o: Any = None) -> None:
+def embed(
+    data: DataArg, output: Annotated[Path, _out("Embedding file to write (.h5).")], o: Options = DEFAULTS
+) -> None:
     """Feature diffusion operator -> multi-scale hyperbolic embedding, saved as HDF5."""
     from hdtwd_cli._api import embed as api_embed
     from hdtwd_cli.io import check_output_path
@@ -90,7 +94,7 @@ def embed(data: DataArg, output: Annotated[Path, _out("Embedding file to write (
     md = read_input(data, o, rep)
     fe = api_embed(md.X, md.feature_names, params=params, feature_embedding=feature_vectors(o), progress=rep)
     with rep.stage(f"writing {output.name}"):
-        fe.write(str(output), md.record(), {"preset": o.preset.value})
+        fe.write(str(output), md.record(), {"preset": o.preset})
     rep.info(f"wrote {output}")
 
 
@@ -123,7 +127,7 @@ def decode_tree(
             show_default=False,
         ),
     ] = None,
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """The HD-LCA binary tree of a stored embedding (the paper's Algorithm 1), saved as HDF5 and optionally Newick."""
     from hdtwd_cli._api import decode_tree as api_decode
@@ -262,7 +266,7 @@ def distance(
             "hang from the tree's root (edge = its mean leaf depth, plus the leaf lengthening).",
         ),
     ] = "error",
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """Pairwise tree-Wasserstein distances between samples (learns the tree unless --tree).
 
@@ -302,14 +306,14 @@ def distance(
         reference_feature_names=None if ref is None else ref.feature_names,
         params=None if joint else params,
         feature_embedding=feature_vectors(o),
-        transform=None if joint else o.transform and o.transform.value,
+        transform=None if joint else o.transform,
         unseen=unseen.value,
         n_neighbors=knn,
         dtype=dtype.value,
         progress=rep,
     )
     samples = None if hierarchy is None else hierarchy.samples_tree
-    rep.info(outs.write(dv, md, ref, preset=o.preset.value, seed=o.seed, client=client, reporter=rep, samples=samples))
+    rep.info(outs.write(dv, md, ref, preset=o.preset, seed=o.seed, client=client, reporter=rep, samples=samples))
 
 
 def _given_tree(tree: Path | None, joint: Any, md: Any, params: Any, knn: int | None, rep: Reporter) -> tuple:
@@ -420,7 +424,7 @@ def classify(
             show_default=False,
         ),
     ] = None,
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
     from hdtwd_cli._api import classify as api_classify
@@ -452,13 +456,24 @@ def classify(
             progress=adv,
             ot_budget=ot_budget,
         )
-    report.update({"preset": o.preset.value, "input_fingerprint": md.record()["input_fingerprint"]})
+    report.update({"preset": o.preset, "input_fingerprint": md.record()["input_fingerprint"]})
     _print_report(report, per_k)
     if json_out is not None:
         with atomic_path(json_out) as tmp:
             Path(tmp).write_text(json.dumps(report, indent=2, sort_keys=False) + "\n")
     if opts.picture is not None:
         opts.picture.save(opts.picture.classify_report(report), str(plot))
+
+
+@dataclass(frozen=True)
+class _ClassifyOptions:
+    """``classify``'s own options, parsed and checked."""
+
+    picture: Any
+    k: list[int]
+    eps: list[float] | None
+    scales: list[int] | None
+    methods: list[str] | None
 
 
 def _classify_options(
@@ -470,7 +485,7 @@ def _classify_options(
     eps: str | None,
     scales: str | None,
     methods: str | None,
-) -> SimpleNamespace:
+) -> _ClassifyOptions:
     """``classify``'s option checks, before any input is read: the outputs' paths (not the input, not each
     other; a picture's format and matplotlib) and the comma-separated lists (``k``, ``eps``, ``scales``,
     ``methods``; names are checked against the registry by :func:`hdtwd_cli.classify_methods`)."""
@@ -479,9 +494,9 @@ def _classify_options(
 
     if json_out is not None:
         check_output_path(json_out, [data])
-    return SimpleNamespace(
+    return _ClassifyOptions(
         picture=None if plot is None else check_picture(plot, [data, json_out], "plot"),
-        k=_parse_list(k, int, "k"),
+        k=_parse_list(k, int, "k") or [],  # never empty: a given text holds a value or is refused
         eps=_parse_list(eps, float, "eps"),
         scales=_parse_list(scales, int, "scales"),
         methods=_parse_list(methods, str, "methods"),

@@ -14,9 +14,9 @@ import sys
 import traceback
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "command",
+    "Options",
+    "DEFAULTS",
     "flag",
     "tree_params",
     "joint_params",
@@ -343,6 +345,66 @@ JOINT = {
 }
 
 
+@dataclass(frozen=True)
+class Options:
+    """The shared options as a command body receives them (``o``): typed, plain values (a choice is its
+    string, not typer's Enum). The options of a group the command lacks keep these defaults. Each field is
+    an option of :data:`TREE`, :data:`INPUT`, :data:`OUTPUT`, :data:`THREADS` or :data:`JOINT` (declared
+    there, with its flag and help), with that option's default (tests/test_help.py checks both ways)."""
+
+    # TREE: the tree learning
+    preset: str = "default"
+    learner: str | None = None
+    eps: float | None = None
+    scales: int | None = None
+    metric: str | None = None
+    linkage: str | None = None
+    edge_weights: str | None = None
+    bandwidth: str | None = None
+    transform: str | None = None
+    landmarks: int | None = None
+    landmark_method: str | None = None
+    feature_space: str | None = None
+    feature_dims: int | None = None
+    feature_embedding: Path | None = None
+    weighting: str | None = None
+    leaf_length: float | None = None
+    min_df: int | None = None
+    max_features: int | None = None
+    denoise: str | int | None = None
+    seed: int = 0
+    # INPUT: reading DATA
+    transpose: bool = False
+    header: bool | None = None
+    layer: str | None = None
+    use_raw: bool = False
+    mask_var: str | None = None
+    format: str | None = None
+    var_names: str | None = None
+    genome: str | None = None
+    # OUTPUT: what stderr shows
+    quiet: bool = False
+    verbose: int = 0
+    # THREADS
+    threads: int | None = None
+    # JOINT: the joint hierarchies
+    joint: bool = False
+    joint_algorithm: str | None = None
+    joint_share: float | None = None
+    joint_gamma: float | None = None
+    joint_rounds: int | None = None
+    samples_tree: Path | None = None
+
+    @classmethod
+    def given(cls, values: dict[str, Any]) -> Options:
+        """The options a command was called with (typer's values; an Enum becomes its string)."""
+        return cls(**{name: _value(v) for name, v in values.items()})
+
+
+#: Every option at its default: a body's ``o`` default, replaced by what :func:`command` passes.
+DEFAULTS = Options()
+
+
 def _panels(group: dict[str, inspect.Parameter], panel: str, **moved: str) -> dict[str, inspect.Parameter]:
     """Put the options of ``group`` in the ``--help`` panel ``panel`` (those named in ``moved`` in theirs)."""
     for name, p in group.items():
@@ -387,29 +449,27 @@ def _value(v: Any) -> Any:
     return v.value if isinstance(v, Enum) else v
 
 
-def tree_params(o: SimpleNamespace, tree_given: bool = False) -> TreeParams | None:
+def tree_params(o: Options, tree_given: bool = False) -> TreeParams | None:
     """The tree options as :class:`TreeParams` (``None`` with ``--tree``, where none of them may be given)."""
     given = {
-        n: _value(getattr(o, n))
-        for n in TREE
-        if n not in ("preset", "seed", "feature_embedding") and getattr(o, n, None) is not None
+        n: getattr(o, n) for n in TREE if n not in ("preset", "seed", "feature_embedding") and getattr(o, n) is not None
     }
     if tree_given:
         learned_only = [flag(n) for n in given if n != "transform"] + (
-            ["--feature-embedding"] if getattr(o, "feature_embedding", None) is not None else []
+            ["--feature-embedding"] if o.feature_embedding is not None else []
         )
         if learned_only:
             raise ParameterError(f"{', '.join(learned_only)} only apply when the tree is learned (no {{arg}})", "tree")
         return None
     from hdtwd_cli import TreeParams
 
-    return TreeParams.from_preset(_value(o.preset), seed=o.seed, **given)
+    return TreeParams.from_preset(o.preset, seed=o.seed, **given)
 
 
-def joint_params(o: SimpleNamespace, tree: Path | None, reference: Path | None, unseen: str) -> JointParams | None:
+def joint_params(o: Options, tree: Path | None, reference: Path | None, unseen: str) -> JointParams | None:
     """The joint options as :class:`JointParams` (``None`` without ``--joint``, where none of them may be
     given); ``--joint`` learns both trees, so it excludes a stored tree and what only applies to one."""
-    given = [flag(n) for n in JOINT if n != "joint" and getattr(o, n, None) is not None]
+    given = [flag(n) for n in JOINT if n != "joint" and getattr(o, n) is not None]
     if not o.joint:
         if given:
             verb = "applies" if len(given) == 1 else "apply"
@@ -421,46 +481,44 @@ def joint_params(o: SimpleNamespace, tree: Path | None, reference: Path | None, 
             raise ParameterError("learns both trees from DATA: not with {b}", "joint", b=name)
     from hdtwd_cli import JointParams
 
-    chosen = {"algorithm": _value(o.joint_algorithm), "share": o.joint_share, "gamma": o.joint_gamma}
+    chosen: dict[str, Any] = {"algorithm": o.joint_algorithm, "share": o.joint_share, "gamma": o.joint_gamma}
     chosen["max_rounds"] = o.joint_rounds
     return JointParams(**{k: v for k, v in chosen.items() if v is not None})
 
 
-def feature_vectors(o: SimpleNamespace) -> Any:
+def feature_vectors(o: Options) -> Any:
     """``--feature-embedding`` read (``None`` when not given)."""
     from hdtwd_cli.io import read_feature_embedding
 
-    path = getattr(o, "feature_embedding", None)
+    path = o.feature_embedding
     return None if path is None else read_feature_embedding(str(path))
 
 
-def read_input(
-    data: Path, o: SimpleNamespace, rep: Reporter, obs_keys: tuple[str, ...] = (), keep_adata: bool = False
-) -> Any:
+def read_input(data: Path, o: Options, rep: Reporter, obs_keys: tuple[str, ...] = (), keep_adata: bool = False) -> Any:
     """Read DATA (a file or ``-``) with the input options."""
     from hdtwd_cli.io import read_matrix, read_stdin_matrix
 
-    kw = {
+    kw: dict[str, Any] = {
         "transpose": o.transpose,
         "layer": o.layer,
         "use_raw": o.use_raw,
         "obs_keys": obs_keys,
         "keep_adata": keep_adata,
-        "var_names": _value(getattr(o, "var_names", None)),
-        "genome": getattr(o, "genome", None),
-        "header": getattr(o, "header", None),
+        "var_names": o.var_names,
+        "genome": o.genome,
+        "header": o.header,
     }
     with rep.stage(f"reading {data.name or 'standard input'}"):
         if str(data) == "-":
-            md = read_stdin_matrix(sys.stdin.buffer, _value(getattr(o, "format", None)), **kw)
-        elif getattr(o, "format", None) is not None:
+            md = read_stdin_matrix(sys.stdin.buffer, o.format, **kw)
+        elif o.format is not None:
             raise ParameterError("applies to standard input ('-') only; files are read by suffix", "format", data)
         else:
             md = read_matrix(data, **kw)
     rep.info(f"{data}: {md.shape[0]} samples x {md.shape[1]} features" + (" (sparse)" if md.is_sparse else ""))
     from hdtwd_cli.cli._mask import apply_mask
 
-    masked = apply_mask(md, getattr(o, "mask_var", None), str(data))
+    masked = apply_mask(md, o.mask_var, str(data))
     if masked:
         rep.info(masked)
     return md
@@ -546,7 +604,7 @@ def stopped(e: KeyboardInterrupt | Terminated) -> int:
 def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
     """Give a command the options of ``groups`` (as one namespace ``o``) and the error policy.
 
-    The body is called as ``fn(<its own parameters>, o=SimpleNamespace(<group options>))``; an
+    The body is called as ``fn(<its own parameters>, o=Options(<group options>))`` (:class:`Options`); an
     :class:`~hdtwd_cli.errors.InputError` without a file is about the command's DATA argument.
     """
 
@@ -556,13 +614,13 @@ def command(*groups: dict[str, inspect.Parameter], exclude: tuple[str, ...] = ()
 
         @functools.wraps(fn)
         def wrapper(**kwargs: Any) -> Any:
-            o = SimpleNamespace(**{p.name: kwargs.pop(p.name) for p in extra})
-            if not getattr(o, "quiet", False):
+            o = Options.given({p.name: kwargs.pop(p.name) for p in extra})
+            if not o.quiet:
                 from hdtwd_cli._runtime.jit import on_first_compile
 
                 on_first_compile(_announce_compilation)
             default_path = kwargs.get("data", kwargs.get("embedding"))
-            return _run(fn, dict(kwargs, o=o), getattr(o, "verbose", 0), default_path)
+            return _run(fn, dict(kwargs, o=o), o.verbose, default_path)
 
         # arguments first, in their order; then the options panel by panel (stable: as declared within one);
         # typer passes every parameter by name, so all are keyword-only and any order is a valid signature

@@ -15,7 +15,7 @@ import typer
 import hdtwd_cli.cli._help as _help
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
-from hdtwd_cli.cli._options import INPUT, OUTPUT, command, read_input
+from hdtwd_cli.cli._options import DEFAULTS, INPUT, OUTPUT, Options, command, read_input
 from hdtwd_cli.errors import InputError, ParameterError
 
 plot_app = typer.Typer(
@@ -70,7 +70,7 @@ def plot_tree(
         int,
         typer.Option("--tips", min=2, rich_help_panel=_help.OUTPUT, help="Tips shown: leaves and collapsed clades."),
     ] = 40,
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """Dendrogram of the feature tree's heaviest clades, edge lengths to scale."""
     from hdtwd_cli import Tree
@@ -110,7 +110,7 @@ def plot_heatmap(
             "--data", help="The .h5ad whose obs holds the labels.", show_default=False, rich_help_panel=_help.INPUT
         ),
     ] = None,
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """Heatmap of a distance matrix, samples ordered by average linkage, with a label strip."""
     from hdtwd_cli.io import read_labels, read_matrix
@@ -144,7 +144,7 @@ def plot_heatmap(
 def plot_report(
     report: Annotated[Path, typer.Argument(help="The JSON report of 'hdtwd classify --json'.", show_default=False)],
     output: PictureOut,
-    o: Any = None,
+    o: Options = DEFAULTS,
 ) -> None:
     """Accuracy against k per method of a classify report, +- one std over splits."""
     rep = Reporter(o.quiet, o.verbose)
