@@ -51,13 +51,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 from datasets import load_set
 
+from hdtwd_cli import TreeParams
 from hdtwd_cli.evaluate._protocol import DEFAULT_K, baseline_distances
 from hdtwd_cli.evaluate._splits import knn_accuracy, stratified_splits
 from hdtwd_cli.tree._denoise import fit_denoiser, is_count_data, log_cp10k
 from hdtwd_cli.tree._diffusion import DiffusionOperator
 from hdtwd_cli.tree._features import idf_weights
 from hdtwd_cli.tree._learn import feature_operator, feature_space, learn_tree
-from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._tree import root_distances
 from hdtwd_cli.twd._distance import query_distances, subtree_masses
 from hdtwd_cli.twd._histograms import align_to_tree, normalize_rows

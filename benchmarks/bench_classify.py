@@ -33,8 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 from datasets import load_set
 
-from hdtwd_cli.evaluate._protocol import evaluate, summarise
-from hdtwd_cli.tree._params import TreeParams, apply_transform, resolve_params
+import hdtwd_cli as hd
+from hdtwd_cli import TreeParams
 
 #: The paper's Optuna choices (docs/method.md section 5).
 PAPER = {"zeisel7": (2.0, 7), "zeisel48": (2.0, 7), "cbmc": (5.0, 9), "bbcsport": (10.0, 12), "classic": (1.0, 15)}
@@ -60,13 +60,12 @@ def run(name: str, configs: dict[str, tuple[TreeParams, str]]) -> dict:
     report = {"set": name, "shape": list(X.shape), "n_classes": int(len(np.unique(y))), "configs": {}, "baselines": {}}
     t = time.time()
     extra = ["tfidf-l1", "tfidf-cosine"] if name in TEXT else ["pca"]
-    base = evaluate(X, names, y, ["cosine", "euclidean", "l1"] + extra, [1.0], [1], TreeParams())
-    report["baselines"] = summarise(base, {})["methods"]
+    report["baselines"] = hd.classify(X, y, names, methods=["cosine", "euclidean", "l1"] + extra)["methods"]
     report["baselines_s"] = time.time() - t
     for cname, (params, tf) in configs.items():
         t = time.time()
-        res = evaluate(apply_transform(X, tf), names, y, ["hdtwd"], [params.eps], [params.scales], params)
-        s = summarise(res, {})["methods"]["hdtwd"]
+        # the preset's (eps, K) as the parameters' own (not a grid), its transform (tf) applied by classify
+        s = hd.classify(X, y, names, methods=["hdtwd"], params=params)["methods"]["hdtwd"]
         s["seconds"] = time.time() - t
         s["params"]["transform"] = tf
         report["configs"][cname] = s
@@ -183,17 +182,17 @@ def main() -> None:
         for name in sets:
             eps, K = PAPER.get(name, (None, None))
             configs = {
-                "defaults": resolve_params("default"),
-                "paper": resolve_params("paper", eps=eps, scales=K),
+                "defaults": harness.resolve_params("default"),
+                "paper": harness.resolve_params("paper", eps=eps, scales=K),
                 # issue 14: the landmark path where the automatic switch used the exact one
-                "exact": resolve_params("default", landmarks=0),
-                "landmarks500": resolve_params("default", landmarks=500),
-                "landmarks1000": resolve_params("default", landmarks=1000),
-                "kmeans1000": resolve_params("default", landmarks=1000, landmark_method="kmeans"),
-                "landmarks2000": resolve_params("default", landmarks=2000),
+                "exact": harness.resolve_params("default", landmarks=0),
+                "landmarks500": harness.resolve_params("default", landmarks=500),
+                "landmarks1000": harness.resolve_params("default", landmarks=1000),
+                "kmeans1000": harness.resolve_params("default", landmarks=1000, landmark_method="kmeans"),
+                "landmarks2000": harness.resolve_params("default", landmarks=2000),
                 # denoising: forced at rank 50, and off (the defaults before denoise="auto")
-                "denoise50": resolve_params("default", denoise=50),
-                "denoise0": resolve_params("default", denoise=0),
+                "denoise50": harness.resolve_params("default", denoise=50),
+                "denoise0": harness.resolve_params("default", denoise=0),
             }
             wanted = args.configs.split(",")
             rep = run(name, {k: v for k, v in configs.items() if k in wanted})

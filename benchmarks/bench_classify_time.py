@@ -2,7 +2,7 @@
 
 Workloads: CLASSIC (7,095 x 23,423 word counts, ``../shared/data/text/classic.h5ad``) and a
 synthetic corpus of the size of the kept-back one (8,000 documents x 39,184 words, 4 top-level
-topics, :func:`hdtwd_cli.evaluate._synthetic.planted_corpus`, Zipf word frequencies). Each is run as
+topics, :func:`hdtwd_cli.datasets.planted_corpus`, Zipf word frequencies). Each is run as
 ``hdtwd classify FILE --labels obs:label -q`` under ``/usr/bin/time -v`` after waiting for an idle
 machine (``harness.wait_quiet``); wall time, peak RSS and the printed table are recorded.
 
@@ -31,7 +31,7 @@ def corpus_h5ad(path: Path) -> Path:
     import anndata
     import pandas as pd
 
-    from hdtwd_cli.evaluate._synthetic import planted_corpus
+    from hdtwd_cli.datasets import planted_corpus
 
     X, doc_topic, _ = planted_corpus(8000, 39184, branching=(4, 4, 4), mean_length=100.0, seed=0)
     obs = pd.DataFrame(

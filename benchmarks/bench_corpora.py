@@ -53,7 +53,7 @@ REAL = ("bbcsport", "classic", "zeisel", "cbmc", "pbmc")
 
 
 def corpus(name: str) -> sp.csr_matrix:
-    from hdtwd_cli.evaluate._synthetic import planted_corpus
+    from hdtwd_cli.datasets import planted_corpus
 
     n, m, z, lengths, root = FAMILY[name]
     rest = (1.0 - root) / 3

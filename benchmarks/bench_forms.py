@@ -47,11 +47,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from datasets import TEXT_DIR, cache_dir, load
 
 import hdtwd_cli as hd
+from hdtwd_cli import TreeParams
 from hdtwd_cli.evaluate._protocol import DEFAULT_K
 from hdtwd_cli.evaluate._splits import knn_accuracy, stratified_splits
 from hdtwd_cli.tree._denoise import denoise, fit_denoiser
 from hdtwd_cli.tree._features import idf_weights
-from hdtwd_cli.tree._params import TreeParams
 
 CELLS_DIR = Path(os.environ.get("HDTWD_CELLS_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "cells"))
 SHARED = {"rnamix": "cellbench_rnamix_celseq2", "cellmix4": "cellbench_cellmix4"}

@@ -40,11 +40,11 @@ from bench_forms import load_form
 from datasets import cache_dir
 
 import hdtwd_cli as hd
+from hdtwd_cli import TreeParams
 from hdtwd_cli.evaluate._protocol import DEFAULT_K
 from hdtwd_cli.evaluate._splits import knn_accuracy, stratified_splits
 from hdtwd_cli.joint._alternate import JointParams, alternate_hierarchies
 from hdtwd_cli.tree._learn import learn_trees, prepare
-from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.twd._distance import query_distances
 from hdtwd_cli.twd._histograms import align_to_tree
 
@@ -56,7 +56,7 @@ def load(spec: str) -> tuple[Any, list[str], np.ndarray] | None:
     if name == "planted":
         from datasets import PLANTED
 
-        from hdtwd_cli.evaluate._synthetic import planted_counts
+        from hdtwd_cli.datasets import planted_counts
 
         X, y = planted_counts(**PLANTED)[:2]
         return sp.csr_matrix(X, dtype=np.float64), [f"g{j}" for j in range(X.shape[1])], np.asarray(y).astype(str)
@@ -213,9 +213,9 @@ def oracle_cell(spec: str, splits: int) -> dict[str, Any]:
     the test rows (classify's splits)."""
     import dataclasses
 
+    from hdtwd_cli import Tree
     from hdtwd_cli.joint._alternate import _histograms
     from hdtwd_cli.joint._informed import in_leaf_order, items_tree
-    from hdtwd_cli.tree._tree import Tree
 
     path = OUT / f"oracle-s{splits}" / f"{spec.replace(':', '-')}.json"
     if path.is_file():

@@ -7,7 +7,7 @@ zeisel   Zeisel (3005 cells x 4000 genes, counts): ``hdtwd distance`` with the e
          Spearman of every landmark TWD matrix with the exact one; kNN accuracy (the classify
          protocol, 5 splits, trees from training rows only) for the 7- and 48-class labels.
 corpus   Synthetic corpora with a planted word hierarchy and Zipf frequencies
-         (hdtwd_cli.evaluate._synthetic.planted_corpus): 5,000 x 24,000 and 5,600 x 42,000, end to end
+         (hdtwd_cli.datasets.planted_corpus): 5,000 x 24,000 and 5,600 x 42,000, end to end
          ``hdtwd distance corpus.npz -o D.npy`` with the defaults (automatic landmark switch),
          wall and peak RSS; plus leave-one-out kNN accuracy of the result on the top-level topics
          next to cosine distances, as a sanity check that the tree carries the planted structure.
@@ -41,9 +41,8 @@ sys.path.insert(0, str(HERE.parent))
 import harness
 from datasets import load
 
-from hdtwd_cli.evaluate._protocol import evaluate, summarise
-from hdtwd_cli.evaluate._synthetic import planted_corpus
-from hdtwd_cli.tree._params import resolve_params
+import hdtwd_cli as hd
+from hdtwd_cli.datasets import planted_corpus
 
 SECTION_TITLE = "## Issue 6: large feature counts (landmark diffusion, blocked HD-LCA)"
 ZEISEL_CONFIGS = {  # name -> extra CLI options
@@ -127,11 +126,10 @@ def part_zeisel(args) -> dict[str, Any]:
         y = np.asarray(ds.labels).astype(str)
         rec["accuracy"].setdefault(label, {})
         for name, opts in configs.items():
-            params, _ = resolve_params("default", 0, **_landmark_args(opts))
+            params, _ = harness.resolve_params("default", 0, **_landmark_args(opts))
             harness.wait_quiet(args.max_wait)
             t = time.perf_counter()
-            res = evaluate(X, names, y, ["hdtwd"], [params.eps], [params.scales], params, n_splits=args.splits)
-            s = summarise(res, {})["methods"]["hdtwd"]
+            s = hd.classify(X, y, names, methods=["hdtwd"], splits=args.splits, params=params)["methods"]["hdtwd"]
             s["seconds"] = time.perf_counter() - t
             rec["accuracy"][label][name] = {k: s[k] for k in ("mean", "std", "best_k", "seconds")}
             print(
@@ -252,7 +250,7 @@ def render(rec: dict[str, Any]) -> str:
         o.append(
             "`hdtwd distance corpus.npz -o D.npy --save-tree T.h5` with the defaults (above 5,000 features "
             "the automatic switch uses 500 random landmarks, c = 0.1). Generator: "
-            "`hdtwd_cli.evaluate._synthetic.planted_corpus` (8 x 4 x 4 topic tree over the words, Zipf exponent 1.07, "
+            "`hdtwd_cli.datasets.planted_corpus` (8 x 4 x 4 topic tree over the words, Zipf exponent 1.07, "
             "Poisson(100) tokens per document, 60 % of them drawn from the whole vocabulary, 20/10/10 % from the document's top-level, middle and leaf topic, seed 0)."
         )
         o.append("")

@@ -186,8 +186,8 @@ def make_corpus(
 
 def random_tree(m: int, seed: int = 0, length_seed: int = 1, prefix: str = "w"):
     """Random binary tree over ``m`` leaves named ``{prefix}0..``, edge lengths U[0.01, 1)."""
+    from hdtwd_cli import Tree
     from hdtwd_cli.evaluate._synthetic import random_binary_tree
-    from hdtwd_cli.tree._tree import Tree
 
     parent = random_binary_tree(m, seed)
     length = np.random.default_rng(length_seed).uniform(0.01, 1.0, size=parent.shape[0])
@@ -202,23 +202,20 @@ def learned_tree(key: str, X: np.ndarray, names: list[str]):
     (the file name carries a hash of the parameters, so a changed preset learns a new tree)."""
     import hashlib
 
-    from hdtwd_cli.io._hdf5 import read_tree, write_tree
-    from hdtwd_cli.io._newick import write_newick
-    from hdtwd_cli.tree._learn import learn_tree
-    from hdtwd_cli.tree._params import resolve_params
+    import hdtwd_cli as hd
 
-    params = resolve_params("default")[0]
+    params = hd.TreeParams.from_preset("default")
     tag = hashlib.sha256(json.dumps(params.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:10]
     h5 = work_dir() / f"{key}_counts_tree_{tag}.h5"
     info: dict[str, Any] = {"cached": str(h5), "params": str(params)}
     if h5.exists():
-        return read_tree(str(h5)), info
+        return hd.Tree.read(str(h5)), info
     log(f"learning the tree for {key} ({X.shape[1]} features, {params}) ...")
     t0 = time.perf_counter()
-    tree = learn_tree(X, names, params)
+    tree = hd.learn_tree(X, names, params=params, check_memory=False)
     info["learn_s"] = time.perf_counter() - t0
-    write_tree(str(h5), tree, tree.metadata, {"source": f"bench_pairwise {key} counts"})
-    h5.with_suffix(".nwk").write_text(write_newick(tree))
+    tree.write(str(h5), {"source": f"bench_pairwise {key} counts"})
+    h5.with_suffix(".nwk").write_text(tree.to_newick())
     return tree, info
 
 
@@ -267,9 +264,7 @@ def load_part(name: str, small: int | None, seed: int = 0):
 def skbio_tree(tree):
     import skbio
 
-    from hdtwd_cli.io._newick import write_newick
-
-    return skbio.TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False)
+    return skbio.TreeNode.read(io.StringIO(tree.to_newick()), convert_underscores=False)
 
 
 # ------------------------------------------------------------------ agreement
@@ -706,7 +701,6 @@ def _cli_run(cmd: list[str], log_path: Path, max_wait_s: float) -> dict[str, Any
 
 
 def memory_runs(args) -> dict[str, Any]:
-    from hdtwd_cli.io._newick import write_newick
 
     hdtwd = harness.require_tools()
     wd = work_dir() / "mem"
@@ -717,7 +711,7 @@ def memory_runs(args) -> dict[str, Any]:
     n_probe = min(5000, n_knn)
     tree = random_tree(m, seed=0, length_seed=1, prefix="f")  # names f0..f1999 = the CLI's defaults
     tpath = wd / "T.nwk"
-    tpath.write_text(write_newick(tree))
+    tpath.write_text(tree.to_newick())
     out: dict[str, Any] = {
         "m": m,
         "tree": "random_binary_tree(2000, seed=0), lengths U[0.01, 1) (seed 1), leaves f0..f1999, Newick",
@@ -898,7 +892,7 @@ def render(rec: dict[str, Any]) -> str:
     )
     o.append(
         "- scikit-bio: `beta_diversity('weighted_unifrac', counts, ids=..., taxa=leaf names, "
-        "tree=TreeNode.read(io.StringIO(write_newick(tree)), convert_underscores=False), normalized=False, "
+        "tree=TreeNode.read(io.StringIO(tree.to_newick()), convert_underscores=False), normalized=False, "
         f"validate=False)` with int64 counts; default engine (resolves to `{_default_engine(rec)}`: "
         "a Python callable per pair through `pdist`) and `engine='numba'` (its parallel kernel, 0.7.4). "
         "The Newick parse is not timed (see notes)."

@@ -70,7 +70,7 @@ def _sha(path: Path) -> str:
 
 def compare(name: str, data: Path, workdir: Path) -> dict:
     """Both routes on ``data``; the row of the report."""
-    from hdtwd_cli.tree._tree import Tree
+    from hdtwd_cli import Tree
 
     d = workdir / name.replace(" ", "_").replace("(", "").replace(")", "")
     d.mkdir(exist_ok=True)

@@ -3,11 +3,11 @@
 Families (features x samples; the planted tree is known):
 
 - ``random`` / ``balanced`` / ``deep``: Poisson counts from Brownian log-rates down a planted binary
-  tree of that shape (:func:`hdtwd_cli.evaluate._synthetic.planted_hierarchy`), at bulk-like depth
+  tree of that shape (:func:`hdtwd_cli.datasets.planted_hierarchy`), at bulk-like depth
   (20 counts per feature and sample: ``bulk``) or UMI-like depth (0.15: ``umi``, 85-95 % zeros);
-- ``classes``: :func:`~hdtwd_cli.evaluate._synthetic.planted_counts` (4 class profiles plus a Brownian
+- ``classes``: :func:`~hdtwd_cli.datasets.planted_counts` (4 class profiles plus a Brownian
   draw per sample on a random tree: the package's older planted set);
-- ``corpus``: :func:`~hdtwd_cli.evaluate._synthetic.planted_corpus` (words under a topic tree 8 x 4 x 4,
+- ``corpus``: :func:`~hdtwd_cli.datasets.planted_corpus` (words under a topic tree 8 x 4 x 4,
   Zipf frequencies; the planted tree is the topic tree with the words as leaves of their topic);
 - ``produce``: the paper's produce model (Sec. 5.1; 8 words, 100 documents as sample_data/produce.csv);
 - ``toy``: the paper's App. E toy (a balanced tree of 15 nodes, every node a feature: each hangs
@@ -47,9 +47,8 @@ from scipy.cluster.hierarchy import linkage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 
-from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors
-from hdtwd_cli.evaluate._recovery import recovery
-from hdtwd_cli.evaluate._synthetic import (
+import hdtwd_cli as hd
+from hdtwd_cli.datasets import (
     PRODUCE_WORDS,
     gaussian_tree_samples,
     planted_corpus,
@@ -57,9 +56,10 @@ from hdtwd_cli.evaluate._synthetic import (
     planted_hierarchy,
     produce_documents,
 )
+from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors
+from hdtwd_cli.evaluate._recovery import recovery
 from hdtwd_cli.tree._average import tree_from_linkage
-from hdtwd_cli.tree._learn import learn_tree, prepare
-from hdtwd_cli.tree._params import resolve_params
+from hdtwd_cli.tree._learn import prepare
 
 DEPTHS = {"bulk": 20.0, "umi": 0.15}
 LEARNERS = {"defaults": ("default", {}), "average": ("default", {"learner": "average"}), "paper": ("paper", {})}
@@ -119,16 +119,16 @@ def measure(family: str, m: int, depth: str, seed: int, learner: str) -> dict:
     t0 = time.perf_counter()
     if learner in LEARNERS:
         preset, over = LEARNERS[learner]
-        params, _ = resolve_params(preset, **over)
-        tree = learn_tree(X, names, params)
+        params, _ = harness.resolve_params(preset, **over)
+        tree = hd.learn_tree(X, names, params=params, check_memory=False)
     elif learner in PEERS:
         tree = _scipy_tree(X, names, learner.split("-")[1])
     else:
-        params, _ = resolve_params("default")
+        params, _ = harness.resolve_params("default")
         placed, V = feature_vectors(prepare(X, names, params))
         tree = BUILDERS[learner](V, placed, seed)
     wall = time.perf_counter() - t0
-    r = recovery(tree.parent, tree.leaf_names, parent, pnames, learned_length=tree.length, seed=seed)
+    r = hd.datasets.recovery(tree, parent, planted_names=pnames, seed=seed)
     return {
         "family": family,
         "features": int(X.shape[1]),
@@ -223,7 +223,6 @@ def markdown(args: argparse.Namespace) -> None:
 def classify(args: argparse.Namespace) -> None:
     """kNN accuracy (the paper's protocol) on planted sets: hdtwd's defaults, ``--learner average``, the
     star tree and the baselines on the same splits; the label is the top clade with the most mass."""
-    import hdtwd_cli as hd
 
     OUT.mkdir(parents=True, exist_ok=True)
     for family in args.families.split(","):
@@ -274,7 +273,6 @@ def joint(args: argparse.Namespace) -> None:
     """The joint hierarchies' samples' tree (``hd.learn_joint``, both learners) against planted SAMPLES: the rows
     are the leaves of a planted tree (``planted_hierarchy`` transposed: n samples x 1,000 features whose log-rates
     are Brownian down the samples' tree), beside SciPy's average linkage on the samples' log1p correlations."""
-    import hdtwd_cli as hd
 
     OUT.mkdir(parents=True, exist_ok=True)
     for n in (int(s) for s in args.sizes.split(",")):
@@ -293,7 +291,7 @@ def joint(args: argparse.Namespace) -> None:
                 for label, params in (("diffusion", hd.TreeParams()), ("average", hd.TreeParams(learner="average"))):
                     J = hd.learn_joint(X, sample_names=kept, params=params, with_distances=False)
                     t = J.samples_tree
-                    r = recovery(t.parent, t.leaf_names, parent, pnames, learned_length=t.length)
+                    r = hd.datasets.recovery(t, parent, planted_names=pnames)
                     rec[label] = [r.triplets, r.spearman]
                 L = np.log1p(X)
                 Z = linkage(L, method="average", metric="correlation")

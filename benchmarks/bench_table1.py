@@ -41,7 +41,6 @@ from hdtwd_cli.evaluate._methods import FITTED_METHODS, TREE_METHODS, of_family
 from hdtwd_cli.evaluate._protocol import evaluate, summarise
 from hdtwd_cli.evaluate._splits import stratified_splits
 from hdtwd_cli.tree._denoise import is_count_data
-from hdtwd_cli.tree._params import resolve_params
 
 WORKDIR = "table1-issue26"
 MST_MAX_FEATURES = 10000
@@ -56,9 +55,9 @@ def run(name: str) -> dict:
     X, names, y = get(name)
     cache = harness.work_dir(WORKDIR) / f"{name}.json"
     done = json.loads(cache.read_text())["rows"] if cache.exists() else {}  # rows already measured are kept
-    defaults, _ = resolve_params("default")
+    defaults, _ = harness.resolve_params("default")
     eps, K = PAPER.get(name, (None, None))
-    paper, _ = resolve_params("paper", eps=eps, scales=K)
+    paper, _ = harness.resolve_params("paper", eps=eps, scales=K)
     rows: dict[str, dict] = dict(done)  # every cached row from the start: a run stopped mid-way loses none
     report = {
         "set": name,

@@ -26,9 +26,9 @@ from scipy.stats import pearsonr
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 
-from hdtwd_cli.evaluate._synthetic import gaussian_tree_samples, tree_twd
-from hdtwd_cli.tree._learn import learn_tree
-from hdtwd_cli.tree._params import resolve_params
+import hdtwd_cli as hd
+from hdtwd_cli.datasets import gaussian_tree_samples
+from hdtwd_cli.evaluate._synthetic import tree_twd
 from hdtwd_cli.twd._distance import tree_wasserstein
 
 PRESETS = ("paper", "default")
@@ -37,8 +37,8 @@ TEST_SEEDS = range(5)
 
 def correlation(seed: int, preset: str) -> float:
     X, parent = gaussian_tree_samples(1000, seed)
-    params, _ = resolve_params(preset)
-    tree = learn_tree(X, [f"v{i}" for i in range(X.shape[1])], params)
+    params, _ = harness.resolve_params(preset)
+    tree = hd.learn_tree(X, [f"v{i}" for i in range(X.shape[1])], params=params, check_memory=False)
     iu = np.triu_indices(X.shape[0], 1)
     return float(pearsonr(tree_wasserstein(tree, X)[iu], tree_twd(X, parent)[iu])[0])
 

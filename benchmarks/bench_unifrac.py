@@ -119,7 +119,7 @@ def part_prepare() -> dict[str, Any]:
     import biom
     from biom.util import biom_open
 
-    from hdtwd_cli.evaluate._synthetic import planted_corpus
+    from hdtwd_cli.datasets import planted_corpus
 
     rec: dict[str, Any] = {}
     for name in WORKLOADS:

@@ -110,8 +110,7 @@ def _vocabulary(cache: Path, words: int = 200_000, docs: int = 300) -> tuple[Pat
     import numpy as np
     import scipy.sparse as sp
 
-    from hdtwd_cli.io._newick import write_newick
-    from hdtwd_cli.io._records import TreeRecord
+    import hdtwd_cli as hd
 
     data, tree = cache / f"vocabulary_{words}.h5ad", cache / f"vocabulary_{words}.nwk"
     if data.exists() and tree.exists():
@@ -131,8 +130,7 @@ def _vocabulary(cache: Path, words: int = 200_000, docs: int = 300) -> tuple[Pat
     for v in range(words, 2 * words - 1):
         parent[[take(), take()]] = v
         free.append(v)
-    record = TreeRecord(parent=parent, length=rng.random(2 * words - 1) + 0.1, leaf_names=names, format="Newick")
-    tree.write_text(write_newick(record))
+    tree.write_text(hd.Tree(parent=parent, length=rng.random(2 * words - 1) + 0.1, leaf_names=names).to_newick())
     return data, tree
 
 

@@ -419,10 +419,10 @@ def load_set(name: str) -> tuple[np.ndarray | sp.csr_matrix, list[str], dict[str
     """``(X, feature_names, {label_set: labels})``, samples in rows; the finest label set first.
 
     ``planted``: generated counts on a planted random feature tree (:data:`PLANTED`,
-    :func:`hdtwd_cli.evaluate._synthetic.planted_counts`): classes drawn by Brownian motion down the tree.
+    :func:`hdtwd_cli.datasets.planted_counts`): classes drawn by Brownian motion down the tree.
     """
     if name == "planted":
-        from hdtwd_cli.evaluate._synthetic import planted_counts
+        from hdtwd_cli.datasets import planted_counts
 
         X, labels, _ = planted_counts(**PLANTED)
         return X, [f"g{j}" for j in range(X.shape[1])], {name: labels.astype(str)}

@@ -651,3 +651,12 @@ def per_set_main(
         for name in sets:
             (out / f"{name}.json").write_text(json.dumps(run(name)))
     print(markdown([json.loads((out / f"{n}.json").read_text()) for n in sets if (out / f"{n}.json").exists()]))
+
+
+def resolve_params(preset: str = "default", seed: int = 0, **overrides: Any) -> tuple[Any, str]:
+    """A preset's tree parameters with explicit values (not None) winning, and its data transform: the
+    public :meth:`hdtwd_cli.TreeParams.from_preset`, as the command line's options resolve."""
+    import hdtwd_cli as hd
+
+    params = hd.TreeParams.from_preset(preset, seed=seed, **overrides)
+    return params, params.transform

@@ -18,7 +18,8 @@ stages and are private:
 - :mod:`hdtwd_cli.knn` -- k nearest neighbours under the TWD, exact and approximate
 - :mod:`hdtwd_cli.evaluate` -- the paper's kNN protocol, baselines, competitors, exact OT
 - :mod:`hdtwd_cli.io` -- every file format (the bottom layer)
-- :mod:`hdtwd_cli.pl` -- pictures; :mod:`hdtwd_cli.cli` -- the ``hdtwd`` command
+- :mod:`hdtwd_cli.pl` -- pictures; :mod:`hdtwd_cli.datasets` -- data with a planted feature hierarchy and
+  how well a tree recovers it; :mod:`hdtwd_cli.cli` -- the ``hdtwd`` command
 """
 
 from typing import TYPE_CHECKING, Any
@@ -63,10 +64,10 @@ _LAZY = {
 }
 
 #: Submodules reached as attributes, scanpy's way (``hd.pl.tree(...)``), also imported on first use.
-_SUBMODULES = ("pl",)
+_SUBMODULES = ("pl", "datasets")
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from hdtwd_cli import pl
+    from hdtwd_cli import datasets, pl
     from hdtwd_cli._api import (
         DistanceVectors,
         FeatureEmbedding,
@@ -127,6 +128,7 @@ __all__ = [
     "JointHierarchy",
     "sample_hierarchy",
     "pl",
+    "datasets",
     # errors and warnings
     "HdtwdError",
     "InputError",

@@ -242,3 +242,25 @@ def test_the_joint_hierarchies_under_the_average_learner_refuse_what_would_not_f
     with pytest.raises(hd.ResourceError, match="learner"):
         hd.learn_joint(X, params=hd.TreeParams(learner="average"))
     hd.learn_joint(X, params=hd.TreeParams(learner="average"), check_memory=False)  # the same data, unchecked: runs
+
+
+def test_the_public_datasets_give_a_planted_tree_that_the_average_learner_recovers():
+    """``hd.datasets``: a planted hierarchy and the measure of its recovery, through public names only. The
+    planted tree itself scores 1 (a Tree built from its parent array), the average learner's tree on its
+    counts well above chance, a star tree at chance; a tree that is not a Tree, or a planted tree that
+    shares no leaves, is a ParameterError."""
+    import hdtwd_cli as hd
+
+    X, labels, planted = hd.datasets.planted_hierarchy(400, 60, shape="balanced", seed=3)
+    assert X.shape == (400, 60) and labels.shape == (400,) and planted.shape == (119,)
+    tree = hd.learn_tree(X, params=hd.TreeParams(learner="average"))
+    got = hd.datasets.recovery(tree, planted)
+    exact = hd.Tree(planted, np.ones(planted.size), [f"f{j}" for j in range(60)])
+    assert hd.datasets.recovery(exact, planted).triplets == 1.0
+    star = hd.Tree(np.array([60] * 60 + [-1]), np.ones(61), [f"f{j}" for j in range(60)])
+    assert abs(hd.datasets.recovery(star, planted).triplets - 1 / 3) < 0.02
+    assert got.triplets > 0.8 and got.spearman > 0.3
+    with pytest.raises(hd.ParameterError, match="tree must be a hdtwd Tree"):
+        hd.datasets.recovery(planted, planted)
+    with pytest.raises(hd.ParameterError, match="planted"):
+        hd.datasets.recovery(tree, planted, planted_names=["x", "y", "z"])
