@@ -588,11 +588,32 @@ CASES: list[Case] = [
         "--eps (the kernel scale multiplier) must be positive",
     ),
     (
+        "scales-negative",
+        "--scales -1 (a bound the library holds: one per option, the same for the API)",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--scales", "-1", "-o", t / "D.npy"],
+        2,
+        "--scales must be an integer >= 0",
+    ),
+    (
+        "splits-zero",
+        "classify --splits 0",
+        lambda t: ["classify", SAMPLE / "produce.csv", "--labels", SAMPLE / "produce_labels.txt", "--splits", "0"],
+        2,
+        "--splits must be a whole number >= 1",
+    ),
+    (
+        "joint-rounds-zero",
+        "--joint-rounds 0",
+        lambda t: ["distance", SAMPLE / "produce.csv", "--joint", "--joint-rounds", "0", "-o", t / "D.npy"],
+        2,
+        "--joint-rounds must be at least 1",
+    ),
+    (
         "joint-share",
         "--joint-share outside [0, 1]",
         lambda t: ["distance", SAMPLE / "produce.csv", "--joint", "--joint-share", "1.5", "-o", t / "D.npy"],
         2,
-        "Invalid value for '--joint-share'",
+        "--joint-share must be between 0 and 1",
     ),
     (
         "joint-same-samples",

@@ -41,3 +41,13 @@ def test_bad_input(tmp_path, case):
     else:
         assert proc.returncode == 0
     assert _digests(list(inputs)) == inputs, "an input file was changed"
+
+
+def test_the_documented_table_is_the_cases_table():
+    """docs/bad-inputs.md is generated from CASES (``python tests/bad_inputs.py > docs/bad-inputs.md``): one row
+    per case, in order, with its exit code (the messages themselves are checked by test_bad_input)."""
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "bad-inputs.md").read_text()
+    rows = [line for line in doc.splitlines() if line.startswith("| ") and not line.startswith("| what the user")]
+    assert len(rows) == len(CASES), "regenerate: python tests/bad_inputs.py > docs/bad-inputs.md"
+    for row, (cid, what, _setup, code, _needle) in zip(rows, CASES):
+        assert row.startswith(f"| {what.replace('|', chr(92) + '|')} | {code} | "), (cid, row)

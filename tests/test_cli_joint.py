@@ -83,7 +83,7 @@ def test_joint_knn_graph_comes_from_the_joint_tree(tmp_path):
         (["--joint", "--reference", "x.csv"], 2, "--joint learns both trees from DATA: not with --reference"),
         (["--joint", "--feature-embedding", "x.csv"], 2, "not with --feature-embedding"),
         (["--joint", "--unseen", "root"], 2, "--joint learns both trees from DATA: not with --unseen"),
-        (["--joint", "--joint-share", "1.5"], 2, "Invalid value for '--joint-share'"),
+        (["--joint", "--joint-share", "1.5"], 2, "--joint-share must be between 0 and 1"),
         (["--joint", "--joint-algorithm", "both"], 2, "Invalid value for '--joint-algorithm'"),
         (["--joint", "--samples-tree", "S.txt"], 3, "a tree is written as .h5"),  # an output it cannot write
     ],

@@ -89,6 +89,8 @@ def classify(
         raise ParameterError("values must be >= 1", "k")
     if not 0 < test_size < 1:
         raise ParameterError("must be between 0 and 1", "test_size")
+    if int(splits) != splits or splits < 1:
+        raise ParameterError("must be a whole number >= 1", "splits")
     eps_grid = [base.eps] if eps is None else [float(v) for v in np.atleast_1d(eps)]
     scales_grid = [base.scales] if scales is None else [int(v) for v in np.atleast_1d(scales)]
     if min(eps_grid) <= 0:

@@ -366,7 +366,7 @@ def classify(
             show_default=False,
         ),
     ],
-    splits: Annotated[int, _in(_help.EVALUATION, "--splits", help="Number of random train/test splits.", min=1)] = 5,
+    splits: Annotated[int, _in(_help.EVALUATION, "--splits", help="Number of random train/test splits.")] = 5,
     test_size: Annotated[
         float, _in(_help.EVALUATION, "--test-size", help="Fraction of samples in each test set, in (0, 1).")
     ] = 0.3,
@@ -408,7 +408,6 @@ def classify(
             "are scored on the seeded test rows that fit, the fitted trees on the training pairs that fit "
             "(listed in the JSON report; about 1e-7 s each); a method that fits too few is skipped, its row "
             "says why.",
-            min=1,
         ),
     ] = OT_BUDGET,
     json_out: Annotated[

@@ -123,15 +123,12 @@ TREE = {
         _opt(
             float,
             "--eps",
-            min=0.0,
             help="Kernel scale multiplier c. With --bandwidth knn (the default) the kernel is "
             "exp(-d^2 / (c s_j s_j')), s_j the distance from feature j to its k-th nearest feature; with "
             f"--bandwidth median (the paper) eps = c x the median feature distance [default: {DEFAULT_EPS:g}; "
             f"{_D['landmark_eps']:g} on the landmark path].",
         ),
-        _opt(
-            int, "--scales", min=0, help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."
-        ),
+        _opt(int, "--scales", help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."),
         _opt(Choice("Metric", METRICS), "--metric", help="Initial distance between feature columns [default: cosine]."),
         _opt(
             LINKAGE,
@@ -160,7 +157,6 @@ TREE = {
         _opt(
             int,
             "--landmarks",
-            min=0,
             metavar="N",
             help="Diffusion landmarks m' for large feature counts; 0 = the "
             f"exact m x m operator [default: exact up to {AUTO_LANDMARKS_ABOVE} features, then {DEFAULT_LANDMARKS}].",
@@ -180,9 +176,7 @@ TREE = {
             "or auto (svd when most pairs of features never share a sample, as words do; else data) "
             f"[default: {_D['feature_space']}].",
         ),
-        _opt(
-            int, "--feature-dims", min=1, help=f"Dimensions of the svd feature space [default: {_D['feature_dims']}]."
-        ),
+        _opt(int, "--feature-dims", help=f"Dimensions of the svd feature space [default: {_D['feature_dims']}]."),
         _opt(
             Path,
             "--feature-embedding",
@@ -198,7 +192,6 @@ TREE = {
         _opt(
             float,
             "--leaf-length",
-            min=0.0,
             metavar="LAMBDA",
             help="Lengthen every leaf edge by LAMBDA x the "
             "tree's mean leaf depth (adds LAMBDA x depth x L1 to the TWD) [default: automatic, (1 - e) / e with e the "
@@ -207,7 +200,6 @@ TREE = {
         _opt(
             int,
             "--min-df",
-            min=1,
             metavar="N",
             help="Features non-zero in fewer than N samples are not placed by "
             f"the diffusion: they hang from the tree's root [default: {_D['min_df']}].",
@@ -215,7 +207,6 @@ TREE = {
         _opt(
             int,
             "--max-features",
-            min=0,
             metavar="N",
             help="Place at most N features (the most frequent) by the "
             f"diffusion; the rest hang from the root; 0 = no cap [default: {_D['max_features']}].",
@@ -313,8 +304,6 @@ JOINT = {
         _opt(
             float,
             "--joint-share",
-            min=0.0,
-            max=1.0,
             metavar="THETA",
             help="With --joint: share of the Haar coefficients' total score the kept vectors carry "
             f"[default: {JOINT_SHARE:g}].",
@@ -322,7 +311,6 @@ JOINT = {
         _opt(
             float,
             "--joint-gamma",
-            min=0.0,
             metavar="GAMMA",
             help="With --joint: weight of the snowflake regulariser, a share of the TWD's median; 0 = the TWD "
             f"alone [default: {JOINT_GAMMA:g}].",
@@ -330,7 +318,6 @@ JOINT = {
         _opt(
             int,
             "--joint-rounds",
-            min=1,
             metavar="N",
             help=f"With --joint: at most N rounds after round 0 [default: {JOINT_ROUNDS}].",
         ),
