@@ -257,8 +257,9 @@ def main() -> None:
     ap.add_argument(
         "--denoise",
         default="0",
-        help="single: the command's --denoise (0: the earlier defaults' tree, the records' default; auto: "
-        "today's default); the recall is against the exact neighbours on that tree",
+        help="single, dask: the command's --denoise (0: the earlier defaults' tree, the records' default; auto: "
+        "today's default); the recall is against the exact neighbours on that tree, dask's graph against the "
+        "single run's with the same --denoise",
     )
     args = ap.parse_args()
     if args.part in ("dask", "project", "genes-dask") and args.extra is None:
@@ -289,16 +290,17 @@ def main() -> None:
         out["denoise"] = args.denoise
         out["recall"] = graph_recall(g, n, args.denoise)
         name = f"atlas_single_{n}{tag}.json"
-    else:
-        w = int(args.extra)
-        g = WD / f"atlas_G{n}_w{w}.npz"
-        out.update(on_cluster(cmd, w, g, WD / f"atlas_dask_{n}_{w}.log"))
-        out["workers"] = w
-        ref = WD / f"atlas_G{n}.npz"
+    else:  # the single run's --denoise, its graph (atlas_G{n}{tag}.npz) and its exact rows
+        w, tag = int(args.extra), "" if args.denoise == "0" else f"_d{args.denoise}"
+        g = WD / f"atlas_G{n}_w{w}{tag}.npz"
+        cmd += ["--denoise", args.denoise]
+        out.update(on_cluster(cmd, w, g, WD / f"atlas_dask_{n}_{w}{tag}.log"))
+        out["workers"], out["denoise"] = w, args.denoise
+        ref = WD / f"atlas_G{n}{tag}.npz"
         if ref.exists():
             out["same_bits_as_single"] = same_graph(ref, g)
-        out["recall"] = graph_recall(g, n)
-        name = f"atlas_dask_{n}_{w}.json"
+        out["recall"] = graph_recall(g, n, args.denoise)
+        name = f"atlas_dask_{n}_{w}{tag}.json"
     out.pop("stderr", None)
     (WD / name).write_text(json.dumps(out, indent=1, default=str))
     print(
