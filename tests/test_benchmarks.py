@@ -1,14 +1,18 @@
 """benchmarks/ cannot rot unseen: every script imports, every name it takes from the package exists (at module
-level or inside a function, where a rename would only show on the next long run), and benchmarks/README.md
-lists exactly the scripts there are."""
+level or inside a function, where a rename would only show on the next long run), benchmarks/README.md
+lists exactly the scripts there are, the private names the scripts take only shrink, and the studies that run on
+generated data run at a tiny size."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 BENCH = REPO / "benchmarks"
@@ -163,3 +167,57 @@ def test_no_benchmark_takes_a_private_name_beyond_its_shrinking_allowance():
     used = {s: _private_imports(s) if s in SCRIPTS else set() for s in PRIVATE_ALLOWED}
     stale = {s: sorted(v - used[s]) for s, v in PRIVATE_ALLOWED.items() if v - used[s]}
     assert not stale, stale
+
+
+#: Studies run at a tiny size on generated data, each with what its output must show: the scripts run, not
+#: only import (the cache goes to a temporary folder, ``HDTWD_BENCH_CACHE``).
+TINY_RUNS = {
+    "bench_toy": (["bench_toy.py", "--seeds", "5"], "| default |"),
+    "bench_recovery": (
+        [
+            "bench_recovery.py",
+            "run",
+            "--families",
+            "random,produce,toy",
+            "--sizes",
+            "60",
+            "--depths",
+            "bulk",
+            "--seeds",
+            "0",
+            "--peers",
+            "scipy-average",
+            "--competitors",
+            "star",
+        ],
+        '"learner": "star"',
+    ),
+    "check_bytes": (
+        ["check_bytes.py", "--source", str(REPO), "--only", "cli/produce/distance", "--out", "{tmp}/b.json"],
+        " ok",
+    ),
+    "soak": (["soak.py", "--processes", "2", "--rounds", "1"], "final outputs valid | True"),
+    "partition_probe": (["partition_probe.py", "--n", "3000"], "coverage"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TINY_RUNS))
+def test_a_study_runs_at_a_tiny_size(name, tmp_path):
+    argv, shows = TINY_RUNS[name]
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    env = dict(os.environ, HDTWD_BENCH_CACHE=str(tmp_path / "cache"))
+    r = subprocess.run(
+        [sys.executable, str(BENCH / argv[0]), *argv[1:]],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=600,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert shows in r.stdout + r.stderr, (r.stdout[-1000:], r.stderr[-1000:])
+    if name == "bench_recovery":  # its table from the records just written
+        md = subprocess.run(
+            [sys.executable, str(BENCH / argv[0]), "markdown"], capture_output=True, text=True, cwd=REPO, env=env
+        )
+        assert md.returncode == 0 and "| random |" in md.stdout, md.stderr[-2000:]
