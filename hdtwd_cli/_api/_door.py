@@ -22,14 +22,15 @@ __all__ = ["KINDS", "at_the_door"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-#: Argument name -> (``"module:Class"`` it must be an instance of, several joined by ``|``; how a user makes
-#: one). Classes are imported at the first check (AnnData's only where an ``adata`` is given).
+#: Argument name -> (``"module:Class"`` it must be an instance of, several joined by ``|``, by their public
+#: names; how a user makes one). Classes are imported at the first check (AnnData's only where an ``adata``
+#: is given).
 KINDS: dict[str, tuple[str, str]] = {
-    "tree": ("hdtwd_cli.tree._tree:Tree", "a hdtwd Tree (hd.learn_tree, hd.Tree.read)"),
-    "params": ("hdtwd_cli.tree._params:TreeParams", "a TreeParams (hd.TreeParams(...), TreeParams.from_preset)"),
-    "joint": ("hdtwd_cli.joint._alternate:JointParams", "a JointParams (hd.JointParams(...))"),
+    "tree": ("hdtwd_cli:Tree", "a hdtwd Tree (hd.learn_tree, hd.Tree.read)"),
+    "params": ("hdtwd_cli:TreeParams", "a TreeParams (hd.TreeParams(...), TreeParams.from_preset)"),
+    "joint": ("hdtwd_cli:JointParams", "a JointParams (hd.JointParams(...))"),
     "stored": (
-        "hdtwd_cli._api._learn:FeatureEmbedding|hdtwd_cli.io._records:EmbeddingRecord",
+        "hdtwd_cli:FeatureEmbedding|hdtwd_cli.io:EmbeddingRecord",
         "an embedding (hd.embed, hdtwd_cli.io.read_embedding)",
     ),
     "adata": ("anndata:AnnData", "an AnnData"),
