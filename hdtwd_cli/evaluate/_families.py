@@ -23,6 +23,7 @@ from itertools import product
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._defaults import DEFAULT_EPS, DEFAULT_K, DEFAULT_SCALES, OT_BUDGET
 from hdtwd_cli.evaluate._baselines import baseline_distances
 from hdtwd_cli.evaluate._competitors import competitor_trees, feature_vectors, reference_tree
 from hdtwd_cli.evaluate._exact_ot import OverBudget, exact_ot, ground_of, histograms, scored_rows, supports
@@ -58,13 +59,13 @@ class Study:
     y: np.ndarray
     base: TreeParams
     splits: Sequence[tuple[np.ndarray, np.ndarray]]
-    eps_grid: Sequence[float] = (1.0,)
-    scales_grid: Sequence[int] = (7,)
-    ks: Sequence[int] = (1,)
+    eps_grid: Sequence[float] = (DEFAULT_EPS,)
+    scales_grid: Sequence[int] = (DEFAULT_SCALES,)
+    ks: Sequence[int] = DEFAULT_K
     embedding: tuple[np.ndarray, list[str]] | None = None
     test_size: float = 0.3
     seed: int = 0
-    budget: int = 10**9
+    budget: int = OT_BUDGET
     progress: Callable[[int], None] | None = None
 
     @property
