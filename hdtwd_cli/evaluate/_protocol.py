@@ -149,7 +149,7 @@ def evaluate(
     (:mod:`._joint`), and compares the histograms on the final features' tree (its map, its Haar filter).
 
     With one (eps, K) the tree of each split uses it; with several, each split chooses by
-    :func:`select_params` on its training rows (each inner split prepares its own rows).
+    :func:`._families.select_params` on its training rows (each inner split prepares its own rows).
     ``embedding`` = (vectors, names): the features' given ambient vectors.
 
     A method that cannot run within its budget (:class:`._exact_ot.OverBudget`: too few test rows
