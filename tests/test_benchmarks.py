@@ -198,6 +198,7 @@ TINY_RUNS = {
     ),
     "soak": (["soak.py", "--processes", "2", "--rounds", "1"], "final outputs valid | True"),
     "partition_probe": (["partition_probe.py", "--n", "3000"], "coverage"),
+    "walk": (["walk.py", "--samples", "60", "--features", "40"], '"storage": "csr"'),
 }
 
 
