@@ -32,6 +32,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from hdtwd_cli._api._door import at_the_door
+from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._recovery import Recovery
 from hdtwd_cli.evaluate._recovery import recovery as _parent_recovery
 from hdtwd_cli.evaluate._synthetic import (
@@ -60,6 +62,7 @@ __all__ = [
 ]
 
 
+@at_the_door  # the tree's kind checked as every public function checks it
 def recovery(
     tree: Tree,
     planted: np.ndarray,
@@ -96,10 +99,6 @@ def recovery(
     Recovery
         ``triplets`` (rooted-triplet agreement, 1: every triple as planted) and ``spearman``.
     """
-    from hdtwd_cli.errors import ParameterError
-
-    if not isinstance(tree, Tree):
-        raise ParameterError(f"must be a hdtwd Tree (hd.learn_tree, hd.Tree.read), not {type(tree).__name__}", "tree")
     parent = np.asarray(planted, dtype=np.int64)
     m = (parent.shape[0] + 1) // 2 if planted_names is None else len(planted_names)
     names = [f"f{j}" for j in range(m)] if planted_names is None else [str(s) for s in planted_names]
