@@ -236,7 +236,8 @@ def test_projection_is_the_exact_integer_product_across_spans():
 def test_joins_offer_every_pair_with_a_new_member_once():
     """_join's offers are exactly the pairs of each row's candidates with the
     first new, at their exact distance, where the distance would enter one of the two lists (a row
-    that is both a new and an old candidate gives its pairs twice, as the positions do)."""
+    that is both a new and an old candidate gives its pairs twice, as the positions do); a pair
+    already in a list gives the distance listed there, which is the exact one."""
     Q, code = Y = clustered(300, 20, seed=9)
     rng = np.random.default_rng(3)
     n, m, c = Q.shape[0], 11, 6
@@ -246,12 +247,17 @@ def test_joins_offer_every_pair_with_a_new_member_once():
         NI[i, rng.choice(m, 9, replace=False)] = rng.choice(n, 9, replace=False)
         OI[i, rng.choice(m, 5, replace=False)] = np.append(NI[i, NI[i] >= 0][:1], rng.choice(n, 4, replace=False))
     _, full = brute(Y, 1)
-    lo, hi = np.percentile(full[np.isfinite(full)], [5, 60])
-    D = np.sort(rng.integers(int(lo), int(hi), size=(n, c)), axis=1).astype(np.int64)
+    I = np.empty((n, c), np.int64)
+    for a in range(n):  # lists of c of each row's 3c nearest (some candidates' pairs among them), ascending
+        near = np.argsort(full[a], kind="stable")[: 3 * c]
+        I[a] = np.sort(rng.choice(near[near != a], c, replace=False))
+        I[a] = I[a][np.lexsort((I[a], full[a, I[a]]))]
+    D = full[np.arange(n)[:, None], I].astype(np.int64)
     per = m * (m - 1) // 2 + m * m
     UA, UB, UD = (np.empty((n, per), np.int64) for _ in range(3))
     counts = np.empty(n, np.int64)
-    _nndescent._join(Q, code.groups, D, NI, OI, 0, n, UA, UB, UD, counts)
+    _nndescent._join(Q, code.groups, I, D, NI, OI, 0, n, UA, UB, UD, counts)
+    listed = rejected = offered = 0
     for i in range(0, n, 7):
         new = [a for a in NI[i] if a >= 0]
         allc = new + [b for b in OI[i] if b >= 0]
@@ -261,8 +267,12 @@ def test_joins_offer_every_pair_with_a_new_member_once():
                 d = int(full[a, b]) if a != b else -1
                 if a != b and (d <= D[a, -1] or d <= D[b, -1]):
                     want.append((a, b, d))
+                    listed += int(b in I[a] or a in I[b])
+                rejected += int(a != b and d > max(D[a, -1], D[b, -1]))
         got = list(zip(UA[i, : counts[i]], UB[i, : counts[i]], UD[i, : counts[i]]))
-        assert sorted(got) == sorted(want) and len(want) > 20, i
+        assert sorted(got) == sorted(want), i
+        offered += len(want)
+    assert offered > 100 and listed > 20 and rejected > 100, (offered, listed, rejected)
 
 
 def test_quantise_keeps_the_order_of_distances():

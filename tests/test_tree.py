@@ -127,6 +127,35 @@ def test_blocked_hd_lca_matches_a_single_block(width):
     assert np.allclose(small, [bf[(i, j)] for i, j in zip(*iu)], rtol=1e-12)
 
 
+@pytest.mark.parametrize("square", [False, True])
+def test_tiled_products_are_the_same_bits_on_any_thread_count_and_row_blocks(square, monkeypatch):
+    """The tiled schedule runs its row blocks on every core: 1 and 2 threads give the same bits for the
+    same row blocks (compiled kernels: the NumPy twins run alone), close to the float64 values."""
+    import numba
+
+    from hdtwd_cli._runtime import twins
+
+    monkeypatch.setattr(twins, "SMALL_WORK", 0)
+    emb = random_embedding(150, 4, 9, width=3)
+    emb32 = HyperbolicEmbedding(psi=emb.psi.astype(np.float32), heights=emb.heights, negative_mass=emb.negative_mass)
+    got, steps = {}, []
+    before = numba.get_num_threads()
+    try:
+        for threads, rows in ((1, 7), (2, 7), (1, 64), (2, 64)):
+            numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+            got[threads, rows] = tree_mod._tiled_products(emb32, [2, 4], rows, steps.append, square)
+    finally:
+        numba.set_num_threads(before)
+    off = ~np.eye(150, dtype=bool) if square else np.ones(150 * 149 // 2, dtype=bool)  # the diagonal: not written
+    for K in (2, 4):
+        for rows in (7, 64):
+            assert got[2, rows][K][off].tobytes() == got[1, rows][K][off].tobytes(), (K, rows)
+    assert sum(steps) == 4 * 5 * 149  # every row block reported once, scales x rows
+    g = got[1, 7][4]
+    want = tree_mod.hd_lca_product(emb, dtype=np.float64)
+    assert np.allclose(g[np.triu_indices(150, 1)] if square else g, want, rtol=1e-5)
+
+
 @pytest.mark.parametrize("landmarks", [0, 12])  # exact operator: scales streamed; 12 landmarks: tiled
 def test_products_from_the_operator_equal_the_stored_embedding(landmarks):
     # hd_lca_products never stores the embedding on the exact path; its values must be the bits of

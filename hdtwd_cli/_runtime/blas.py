@@ -29,7 +29,7 @@ import numpy as np
 
 _Item = TypeVar("_Item")
 
-__all__ = ["block_pairs", "gram_upper", "mirror_upper", "serial_blas", "symmetric_eigh"]
+__all__ = ["block_pairs", "gram_upper", "mirror_upper", "on_every_core", "serial_blas", "symmetric_eigh"]
 
 #: Rows of ``W`` per tile of :func:`gram_upper`. Fixed (never from the thread count), so the tiles,
 #: and with them the bits, are a function of the matrix's size alone.
@@ -92,7 +92,7 @@ def gram_upper(W: np.ndarray, *, add_to: np.ndarray | None = None) -> np.ndarray
             out[I, J] += T
 
     with serial_blas():
-        _on_every_core(tile, tiles)
+        on_every_core(tile, tiles)
     return out
 
 
@@ -114,18 +114,30 @@ def mirror_upper(A: np.ndarray, block: int = 256) -> np.ndarray:
     return A
 
 
-def _on_every_core(work: Callable[[_Item], None], blocks: Sequence[_Item]) -> None:
-    """``work(block)`` for every block, on ``numba.get_num_threads()`` threads (one when one block)."""
+def on_every_core(
+    work: Callable[[_Item], None], blocks: Sequence[_Item], done: Callable[[_Item], None] | None = None
+) -> None:
+    """``work(block)`` for every block, on ``numba.get_num_threads()`` threads (one when one block).
+
+    ``done(block)`` runs on the calling thread once ``work(block)`` has finished, in the blocks' order
+    (a progress bar's steps). The blocks must write disjoint outputs: which thread runs a block, and
+    when, is not fixed, so a block's bits may depend on its own operands only (the callers' BLAS calls
+    are single-threaded, :func:`serial_blas`).
+    """
     if len(blocks) == 1:
         work(blocks[0])
+        if done is not None:
+            done(blocks[0])
         return
     from concurrent.futures import ThreadPoolExecutor
 
     import numba
 
     with ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads())) as pool:
-        for done in [pool.submit(work, b) for b in blocks]:
-            done.result()
+        for block, future in [(b, pool.submit(work, b)) for b in blocks]:
+            future.result()
+            if done is not None:
+                done(block)
 
 
 def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -182,5 +194,5 @@ def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 raise np.linalg.LinAlgError(f"dormqr failed (LAPACK info {status})")
             Z[1:, cols] = out
 
-        _on_every_core(back, [slice(j, min(j + EIGH_COLUMNS, m)) for j in range(0, m, EIGH_COLUMNS)])
+        on_every_core(back, [slice(j, min(j + EIGH_COLUMNS, m)) for j in range(0, m, EIGH_COLUMNS)])
     return lam, Z

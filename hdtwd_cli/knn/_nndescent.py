@@ -93,6 +93,8 @@ U32_SPAN = 65536
 #: Byte columns summed per step of :func:`_sad_u8` (one 256-bit ``vpsadbw``); every group of the
 #: byte code (:class:`ByteCode`) is padded to a multiple of it.
 SAD_WIDTH = 32
+#: Steps of :func:`_sad_u8` whose differences are added lane by lane before one horizontal sum.
+SAD_STEPS = 8
 
 
 #: The ``numba.core.cgutils`` helpers :func:`_sad_u8`'s IR is built with.
@@ -114,9 +116,12 @@ def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
     multiple of :data:`SAD_WIDTH`, exactly (int64).
 
     Hand-written LLVM IR, target-independent: each step loads 32 bytes of both rows, widens them
-    to int32, takes ``llvm.abs`` of the difference and ``llvm.vector.reduce.add`` of the 32 values.
-    x86's backend turns that pattern into one ``vpsadbw`` per 32 columns (AVX2 and AVX-512; other
-    targets get their own instructions for the same integers). numba's own loop over the same
+    to int32 and takes ``llvm.abs`` of the difference; the differences of :data:`SAD_STEPS` steps are
+    added lane by lane (at most ``8 x 255`` a lane) and ``llvm.vector.reduce.add`` sums the 32 lanes
+    once per :data:`SAD_STEPS` steps (the steps left over, one by one). x86's backend turns that
+    pattern into one ``vpsadbw`` per 32 columns (AVX2 and AVX-512; other targets get their own
+    instructions for the same integers); one horizontal sum per step instead cost a fifth more time
+    on rows read from the L2 cache (docs/performance.md, "Tricks"). numba's own loop over the same
     sum (:func:`_sad_u8_loop`) widens every byte to a 32-bit lane and never emits it, at about a
     third of the speed (docs/performance.md, "Tricks"). That loop takes this function's place where
     the installed numba lacks the ``cgutils`` helpers the IR is built with (:data:`SAD_IR_NEEDS`).
@@ -148,15 +153,28 @@ def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
             builder.module, ir.FunctionType(i32, [vi]), f"llvm.vector.reduce.add.v{SAD_WIDTH}i32"
         )
         acc = cgutils.alloca_once_value(builder, ir.Constant(i64, 0))
-        steps = builder.sdiv(builder.sub(c1, c0), ir.Constant(i64, SAD_WIDTH))
-        with cgutils.for_range(builder, steps) as loop:
-            off = builder.mul(loop.index, ir.Constant(i64, SAD_WIDTH))
+
+        def absdiff(off):  # |a - b| of the 32 columns at ``off``, int32 lanes
             x = builder.load(builder.bitcast(builder.gep(pa, [off]), vb.as_pointer()), align=1)
             y = builder.load(builder.bitcast(builder.gep(pb, [off]), vb.as_pointer()), align=1)
-            d = builder.call(
+            return builder.call(
                 absf, [builder.sub(builder.zext(x, vi), builder.zext(y, vi)), ir.Constant(ir.IntType(1), 0)]
             )
-            builder.store(builder.add(builder.load(acc), builder.zext(builder.call(red, [d]), i64)), acc)
+
+        def add_lanes(v):
+            builder.store(builder.add(builder.load(acc), builder.zext(builder.call(red, [v]), i64)), acc)
+
+        steps = builder.sdiv(builder.sub(c1, c0), ir.Constant(i64, SAD_WIDTH))
+        runs = builder.sdiv(steps, ir.Constant(i64, SAD_STEPS))
+        with cgutils.for_range(builder, runs) as loop:
+            off = builder.mul(loop.index, ir.Constant(i64, SAD_WIDTH * SAD_STEPS))
+            lanes = absdiff(off)
+            for u in range(1, SAD_STEPS):
+                lanes = builder.add(lanes, absdiff(builder.add(off, ir.Constant(i64, SAD_WIDTH * u))))
+            add_lanes(lanes)
+        done = builder.mul(runs, ir.Constant(i64, SAD_STEPS))
+        with cgutils.for_range(builder, builder.sub(steps, done)) as loop:
+            add_lanes(absdiff(builder.mul(builder.add(done, loop.index), ir.Constant(i64, SAD_WIDTH))))
         return builder.load(acc)
 
     return sig, codegen
@@ -390,9 +408,24 @@ def _mark_old(I, F, NI):  # pragma: no cover - compiled
                         break
 
 
+@njit(cache=True, nogil=True)
+def _listed(I, D, a, b):  # pragma: no cover - compiled
+    """The distance of ``a`` and ``b`` where one is in the other's list, else -1."""
+    for t in range(I.shape[1]):
+        if I[a, t] == b:
+            return D[a, t]
+    for t in range(I.shape[1]):
+        if I[b, t] == a:
+            return D[b, t]
+    return -1
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def _join(Q, G, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compiled
-    """Local joins of rows ``r0 .. r1-1``: pairs of their candidates (one at least new) closer than a list's last."""
+def _join(Q, G, I, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - compiled
+    """Local joins of rows ``r0 .. r1-1``: pairs of their candidates (one at least new) closer than a list's last.
+
+    A pair already in one of the two lists has its distance there (:func:`_listed`): the same integer,
+    without reading the rows (after the first round, about a third of the pairs joined)."""
     m = NI.shape[1]
     last = D.shape[1] - 1
     per = UA.shape[1]
@@ -407,7 +440,9 @@ def _join(Q, G, D, NI, OI, r0, r1, UA, UB, UD, counts):  # pragma: no cover - co
                 b = NI[i, y] if y < m else OI[i, y - m]
                 if b < 0 or b == a:
                     continue
-                d = l1_bytes(Q, G, a, b)
+                d = _listed(I, D, a, b)
+                if d < 0:
+                    d = l1_bytes(Q, G, a, b)
                 if (d <= D[a, last] or d <= D[b, last]) and u < per:
                     UA[r, u] = a
                     UB[r, u] = b
@@ -647,7 +682,7 @@ def nn_descent(
         _mark_old(I, F, NI)
         for r0 in range(0, n, block):
             r1 = min(r0 + block, n)
-            _join(Q, G, D, NI, OI, r0, r1, UA, UB, UD, counts[: r1 - r0])
+            _join(Q, G, I, D, NI, OI, r0, r1, UA, UB, UD, counts[: r1 - r0])
             _apply(I, D, B, F, UA, UB, UD, counts[: r1 - r0], step, shards)
         if int((B == step).sum()) <= delta * n * c:
             break

@@ -19,13 +19,14 @@ two children at every scale, and each child's edge weight is
 from __future__ import annotations
 
 import math
+import queue
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 from numpy.typing import DTypeLike
 
 from hdtwd_cli._defaults import EDGE_WEIGHTS, LINKAGES
-from hdtwd_cli._runtime.blas import gram_upper
+from hdtwd_cli._runtime.blas import gram_upper, on_every_core
 from hdtwd_cli.tree._hyperbolic import (
     DensityOperator,
     HyperbolicEmbedding,
@@ -159,6 +160,10 @@ def _tiled_products(
     outputs are the symmetric ``m x m`` matrices instead (the same values at ``[i, j]`` and
     ``[j, i]``, diagonal not written), which complete linkage works on in place
     (:func:`hd_lca_product_merge_order`).
+
+    The row blocks of ``rows`` rows run on every core (:func:`hdtwd_cli._runtime.blas.on_every_core`),
+    each with single-threaded BLAS calls and its own buffers; a tile's values depend on its operands
+    alone and the blocks write disjoint pairs, so the result has the same bits at any thread count.
     """
     m = emb.n_features
     want = sorted({int(K) for K in scales})
@@ -167,11 +172,16 @@ def _tiled_products(
     hh = np.array([float(h) ** 2 for h in emb.heights[:K1]])  # as the streamed schedule squares them
     shape = (m, m) if square else (m * (m - 1) // 2,)
     out = {K: np.empty(shape, dtype=np.float64) for K in want}
-    acc = np.empty((rows, _TILE_COLS), dtype=np.float64)
-    buf = np.empty((K1, rows, _TILE_COLS), dtype=emb.psi.dtype)
     small = small_product(m * (m - 1) // 2, K1)
-    for i0 in range(0, m - 1, rows):
+    spare: queue.SimpleQueue[tuple[np.ndarray, np.ndarray]] = queue.SimpleQueue()  # one set per thread at work
+
+    def row_block(i0: int) -> None:
         i1 = min(i0 + rows, m - 1)
+        try:
+            acc, buf = spare.get_nowait()
+        except queue.Empty:
+            acc = np.empty((rows, _TILE_COLS), dtype=np.float64)
+            buf = np.empty((K1, rows, _TILE_COLS), dtype=emb.psi.dtype)
         for j0 in range(i0 + 1, m, _TILE_COLS):
             j1 = min(j0 + _TILE_COLS, m)
             nr, nc = i1 - i0, j1 - j0
@@ -192,8 +202,19 @@ def _tiled_products(
                 )
                 tile_condensed(a, out[K], i0, j0, m, small)
                 k0 = K + 1
+        spare.put((acc, buf))
+
+    def finished(i0: int) -> None:
         if progress is not None:
-            progress(emb.n_scales * (i1 - i0))
+            progress(emb.n_scales * (min(i0 + rows, m - 1) - i0))
+
+    starts = list(range(0, m - 1, rows))
+    if small:  # the NumPy twins: no threads for a small product
+        for i0 in starts:
+            row_block(i0)
+            finished(i0)
+    else:
+        on_every_core(row_block, starts, finished)
     return out
 
 

@@ -49,8 +49,8 @@ def lca_product_tile(acc, Gs, sq_rows, sq_cols, h2, reset):  # pragma: no cover 
 
     Every scale of a row of the tile in one pass, in order (the bits of multiplying the factors
     in one scale at a time), so ``acc`` is written once instead of read and written once per
-    scale. One thread: a tile is small, and it runs between BLAS calls whose worker threads are
-    still spinning (a parallel region here would fight them for the cores, many times slower).
+    scale. One thread: the caller runs whole row blocks of tiles on every core
+    (:func:`hdtwd_cli.tree._hd_lca._tiled_products`); a parallel region here would fight them.
     """
     K1, nr, nc = Gs.shape
     for r in range(nr):
