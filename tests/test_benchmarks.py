@@ -222,3 +222,44 @@ def test_a_study_runs_at_a_tiny_size(name, tmp_path):
             [sys.executable, str(BENCH / argv[0]), "markdown"], capture_output=True, text=True, cwd=REPO, env=env
         )
         assert md.returncode == 0 and "| random |" in md.stdout, md.stderr[-2000:]
+
+
+def _speed_suite() -> list[type]:
+    """The classes of the airspeed velocity suite (benchmarks/speed/), loaded as asv loads them."""
+    import importlib.util
+
+    found = []
+    for path in sorted((BENCH / "speed").glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"speed_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        found += [v for k, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
+    return found
+
+
+def test_the_speed_suite_takes_public_names_only_and_is_configured():
+    import json
+
+    suite = BENCH / "speed"
+    for path in suite.glob("*.py"):
+        private = _private_imports(str(path.relative_to(BENCH)))
+        assert not private, (path.name, private)
+    text = (BENCH / "asv.conf.json").read_text()
+    conf = json.loads("\n".join(line for line in text.splitlines() if not line.lstrip().startswith("//")))
+    assert (BENCH / conf["benchmark_dir"]) == suite and conf["version"] == 1
+    assert len(_speed_suite()) >= 4
+
+
+@pytest.mark.parametrize("cls", _speed_suite(), ids=lambda c: c.__name__)
+def test_every_speed_benchmark_runs_once_at_its_smallest_size(cls):
+    """As ``asv run --quick`` would, without asv: ``setup`` then every ``time_`` / ``peakmem_`` / ``track_`` method
+    at the first parameter set; a tracked value is a share."""
+    bench = cls()
+    p = cls.params[0][0]  # one parameter, its first value
+    bench.setup(p)
+    methods = [m for m in dir(cls) if m.startswith(("time_", "peakmem_", "track_"))]
+    assert methods
+    for name in methods:
+        value = getattr(bench, name)(p)
+        if name.startswith("track_"):
+            assert 0.0 <= value <= 1.0, (name, value)
