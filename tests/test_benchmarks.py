@@ -232,8 +232,10 @@ def _speed_suite() -> list[type]:
     for path in sorted((BENCH / "speed").glob("*.py")):
         spec = importlib.util.spec_from_file_location(f"speed_{path.stem}", path)
         module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-        found += [v for k, v in vars(module).items() if isinstance(v, type) and v.__module__ == module.__name__]
+        classes = [v for k, v in vars(module).items() if isinstance(v, type) and not k.startswith("_")]
+        found += [v for v in classes if v.__module__ == module.__name__]
     return found
 
 
@@ -251,15 +253,17 @@ def test_the_speed_suite_takes_public_names_only_and_is_configured():
 
 
 @pytest.mark.parametrize("cls", _speed_suite(), ids=lambda c: c.__name__)
-def test_every_speed_benchmark_runs_once_at_its_smallest_size(cls):
-    """As ``asv run --quick`` would, without asv: ``setup`` then every ``time_`` / ``peakmem_`` / ``track_`` method
-    at the first parameter set; a tracked value is a share."""
+def test_every_speed_benchmark_runs_once_at_its_smallest_size(cls, monkeypatch):
+    """As ``asv run --quick`` would, without asv: ``setup_cache`` (for the smallest size only), ``setup`` then every
+    ``time_`` / ``peakmem_`` / ``track_`` method at the first parameter set; a tracked value is a share."""
     bench = cls()
     p = cls.params[0][0]  # one parameter, its first value
-    bench.setup(p)
+    monkeypatch.setattr(sys.modules[cls.__module__], "CELLS", [p])  # what setup_cache prepares
+    cached = (bench.setup_cache(),) if hasattr(cls, "setup_cache") else ()
+    bench.setup(*cached, p)
     methods = [m for m in dir(cls) if m.startswith(("time_", "peakmem_", "track_"))]
     assert methods
     for name in methods:
-        value = getattr(bench, name)(p)
+        value = getattr(bench, name)(*cached, p)
         if name.startswith("track_"):
             assert 0.0 <= value <= 1.0, (name, value)

@@ -33,15 +33,19 @@ def _cells(n: int, m: int) -> tuple[np.ndarray, list[str], np.ndarray]:
     return X, [f"f{j}" for j in range(m)], parent
 
 
-class LearnTree:
-    """``hd.learn_tree`` with the defaults (denoising, the diffusion learner) on planted counts."""
+class _Cells:
+    """Planted counts of each size in :data:`CELLS` (``setup``)."""
 
     params = [CELLS]
     param_names = ["samples x features"]
     timeout = 900
 
     def setup(self, shape: tuple[int, int]) -> None:
-        self.X, self.names, _ = _cells(*shape)
+        self.X, self.names, self.planted = _cells(*shape)
+
+
+class LearnTree(_Cells):
+    """``hd.learn_tree`` with the defaults (denoising, the diffusion learner) on planted counts."""
 
     def time_learn_tree(self, shape: tuple[int, int]) -> None:
         hd.learn_tree(self.X, self.names, check_memory=False)
@@ -50,27 +54,31 @@ class LearnTree:
         hd.learn_tree(self.X, self.names, check_memory=False)
 
 
-class Distances:
-    """All pairs (``hd.distances``) and the kNN graph (``hd.knn_graph``, 15 neighbours) on a given tree."""
+class Distances(_Cells):
+    """All pairs (``hd.distances``) and the kNN graph (``hd.knn_graph``, 15 neighbours) on a given tree (each size's
+    tree learned once, in ``setup_cache``)."""
 
-    params = [CELLS]
-    param_names = ["samples x features"]
-    timeout = 900
+    def setup_cache(self) -> dict[tuple[int, int], hd.Tree]:
+        trees = {}
+        for shape in CELLS:
+            X, names, _ = _cells(*shape)
+            trees[shape] = hd.learn_tree(X, names, check_memory=False)
+        return trees
 
-    def setup(self, shape: tuple[int, int]) -> None:
-        self.X, self.names, _ = _cells(*shape)
-        self.tree = hd.learn_tree(self.X, self.names, check_memory=False)
+    def setup(self, trees: dict[tuple[int, int], hd.Tree], shape: tuple[int, int]) -> None:
+        super().setup(shape)
+        self.tree = trees[shape]
 
-    def time_all_pairs(self, shape: tuple[int, int]) -> None:
+    def time_all_pairs(self, trees: dict, shape: tuple[int, int]) -> None:
         hd.distances(self.X, self.tree, feature_names=self.names)
 
-    def peakmem_all_pairs(self, shape: tuple[int, int]) -> None:
+    def peakmem_all_pairs(self, trees: dict, shape: tuple[int, int]) -> None:
         hd.distances(self.X, self.tree, feature_names=self.names)
 
-    def time_knn_graph(self, shape: tuple[int, int]) -> None:
+    def time_knn_graph(self, trees: dict, shape: tuple[int, int]) -> None:
         hd.knn_graph(self.X, 15, tree=self.tree, feature_names=self.names)
 
-    def peakmem_knn_graph(self, shape: tuple[int, int]) -> None:
+    def peakmem_knn_graph(self, trees: dict, shape: tuple[int, int]) -> None:
         hd.knn_graph(self.X, 15, tree=self.tree, feature_names=self.names)
 
 
@@ -93,16 +101,11 @@ class Corpus:
         hd.distances(self.X, feature_names=self.names)
 
 
-class Recovery:
+class Recovery(_Cells):
     """How well the default tree recovers the planted hierarchy (rooted-triplet agreement): tracked, not timed,
     so that a speed change that costs the tree shows beside its gain."""
 
     params = [CELLS[:2]]
-    param_names = ["samples x features"]
-    timeout = 900
-
-    def setup(self, shape: tuple[int, int]) -> None:
-        self.X, self.names, self.planted = _cells(*shape)
 
     def track_triplet_agreement(self, shape: tuple[int, int]) -> float:
         tree = hd.learn_tree(self.X, self.names, check_memory=False)
