@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from hdtwd_cli._runtime import jit
 from hdtwd_cli.knn import _nndescent
@@ -191,3 +192,33 @@ def test_denoised_rows_one_pass_gram_is_the_scaled_rows_gram():
         A.select(cols).gram_upper(s[cols])[np.triu_indices(5)].tobytes()
         == ref[np.ix_(cols, cols)][np.triu_indices(5)].tobytes()
     )
+
+
+def test_on_every_core_reports_blocks_in_order_and_raises_a_blocks_error():
+    """``done`` sees every finished block in the blocks' order on the calling thread; a block's error is
+    raised, and ``done`` is called for no block from the failed one on."""
+    import threading
+
+    from hdtwd_cli._runtime import blas
+
+    seen, ran = [], set()
+    caller = threading.get_ident()
+
+    def work(b: int) -> None:
+        ran.add(b)
+
+    def done(b: int) -> None:
+        assert threading.get_ident() == caller
+        seen.append(b)
+
+    blas.on_every_core(work, list(range(9)), done)
+    assert seen == list(range(9)) and ran == set(range(9))
+
+    def failing(b: int) -> None:
+        if b == 3:
+            raise ValueError("block 3")
+
+    seen.clear()
+    with pytest.raises(ValueError, match="block 3"):
+        blas.on_every_core(failing, list(range(9)), done)
+    assert seen == [0, 1, 2]

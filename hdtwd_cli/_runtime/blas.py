@@ -120,9 +120,10 @@ def on_every_core(
     """``work(block)`` for every block, on ``numba.get_num_threads()`` threads (one when one block).
 
     ``done(block)`` runs on the calling thread once ``work(block)`` has finished, in the blocks' order
-    (a progress bar's steps). The blocks must write disjoint outputs: which thread runs a block, and
-    when, is not fixed, so a block's bits may depend on its own operands only (the callers' BLAS calls
-    are single-threaded, :func:`serial_blas`).
+    (a progress bar's steps); an error or an interrupt cancels the blocks not yet started and is raised.
+    The blocks must write disjoint outputs: which thread runs a block, and when, is not fixed, so a
+    block's bits may depend on its own operands only (the callers' BLAS calls are single-threaded,
+    :func:`serial_blas`).
     """
     if len(blocks) == 1:
         work(blocks[0])
@@ -134,10 +135,16 @@ def on_every_core(
     import numba
 
     with ThreadPoolExecutor(max_workers=max(1, numba.get_num_threads())) as pool:
-        for block, future in [(b, pool.submit(work, b)) for b in blocks]:
-            future.result()
-            if done is not None:
-                done(block)
+        futures = [(b, pool.submit(work, b)) for b in blocks]
+        try:
+            for block, future in futures:
+                future.result()
+                if done is not None:
+                    done(block)
+        except BaseException:  # an error or Ctrl-C: the blocks not started are dropped, not run to the end
+            for _, future in futures:
+                future.cancel()
+            raise
 
 
 def symmetric_eigh(A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -120,7 +120,7 @@ def _sad_u8(typingctx, Q, a, b, k0, k1):  # pragma: no cover - compiled
     added lane by lane (at most ``8 x 255`` a lane) and ``llvm.vector.reduce.add`` sums the 32 lanes
     once per :data:`SAD_STEPS` steps (the steps left over, one by one). x86's backend turns that
     pattern into one ``vpsadbw`` per 32 columns (AVX2 and AVX-512; other targets get their own
-    instructions for the same integers); one horizontal sum per step instead cost a fifth more time
+    instructions for the same integers); one horizontal sum per step instead cost a quarter more time
     on rows read from the L2 cache (docs/performance.md, "Tricks"). numba's own loop over the same
     sum (:func:`_sad_u8_loop`) widens every byte to a 32-bit lane and never emits it, at about a
     third of the speed (docs/performance.md, "Tricks"). That loop takes this function's place where
