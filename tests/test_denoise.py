@@ -433,6 +433,9 @@ def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(mo
     H = A.held(held)
     for idx in ([3, 7], [7, 3, 3], [3, 8], list(range(0, 120, 7))):
         assert H.rows(np.array(idx)).tobytes() == A.rows(np.array(idx)).tobytes()
+    S = A.select(np.arange(0, A.shape[1], 3)[::-1])  # picked columns: held through the computed rows
+    for source in (S, A):
+        assert source.held(held).rows(held).tobytes() == source.rows(held).tobytes()
     tv = TreeVectors(tree, A)
     assert tv.holding(held, 0) is tv  # over budget: computed as usual
     th = tv.holding(held, 1 << 40)

@@ -398,18 +398,19 @@ def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
     return np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
 
 
-def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
+def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser, out: np.ndarray | None = None) -> np.ndarray:
     r""":math:`\hat x` of a block of rows (dense, float64), with the fallbacks of :func:`denoise`.
 
     Sparse values beyond the twins' size go to :func:`~hdtwd_cli.tree._kernels.reconstruct_rows_csr`,
     which reads the CSR rows in place: the bits of the dense kernel on their dense copy (tested),
-    without making it.
+    without making it. ``out``: a C-order float64 array of the block's shape to write into (a held
+    matrix's rows: no block-sized temporary and copy); returned.
     """
     from hdtwd_cli._runtime.sparse import canonical_csr
 
     V = _values(rows, d.log_counts)
     n, m = V.shape
-    R = np.empty((n, m))
+    R = np.empty((n, m)) if out is None else out
     F: np.ndarray | sp.csr_matrix
     if n * m * d.rank <= twins.SMALL_WORK:  # the NumPy twin: no numba start-up
         from hdtwd_cli.tree._small import reconstruct_rows
@@ -450,7 +451,7 @@ def denoise(X: np.ndarray | sp.spmatrix, d: Denoiser) -> np.ndarray:
         raise ValueError("the denoiser has one entry per leaf: columns do not match")
     out = np.empty((n, m), dtype=np.float64)
     for i0 in _blocks(n):
-        out[i0 : i0 + BLOCK_ROWS] = _denoise_block(X[i0 : i0 + BLOCK_ROWS], d)
+        _denoise_block(X[i0 : i0 + BLOCK_ROWS], d, out=out[i0 : i0 + BLOCK_ROWS])
     return out
 
 
@@ -517,6 +518,16 @@ class DenoisedRows:
         if self.weights is not None:
             R *= self.weights[None, :]
         return R if self.columns is None else np.take(R, self.columns, axis=1)
+
+    def rows_into(self, idx: np.ndarray, out: np.ndarray) -> None:
+        """:meth:`rows` of ``idx`` written into ``out`` (C-order float64 rows): the same bits, without a
+        temporary where no columns are picked."""
+        if self.columns is not None:
+            out[...] = DenoisedRows.rows(self, idx)  # computed, never a subclass's held copy
+            return
+        _denoise_block(self.values[idx], self.denoiser, out=out)
+        if self.weights is not None:
+            out *= self.weights[None, :]
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(i0, rows i0 .. i0 + BLOCK_ROWS - 1)`` in order."""
@@ -633,7 +644,7 @@ class HeldRows(DenoisedRows):
         self._held = np.empty((rows.size, self.shape[1]))
         self._picked: np.ndarray | None = None  # columns of _held these rows have (None: all)
         for i0 in range(0, rows.size, BLOCK_ROWS):
-            self._held[i0 : i0 + BLOCK_ROWS] = super().rows(rows[i0 : i0 + BLOCK_ROWS])
+            super().rows_into(rows[i0 : i0 + BLOCK_ROWS], self._held[i0 : i0 + BLOCK_ROWS])
 
     def holds(self, rows: np.ndarray) -> bool:
         """Whether every one of ``rows`` is held."""
