@@ -211,3 +211,15 @@ def test_no_module_imports_another_modules_private_name():
                     and f"{node.module}.{a.name}" not in modules
                 ]
     assert not found, found
+
+
+def test_the_walk_benchmark_climbs_by_these_layers():
+    """benchmarks/walk.py counts a climb against its own copy of the layers (it may import public names only):
+    the same order as :data:`LAYERS`, from ``_runtime`` to ``_api``."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("walk_layers", PACKAGE.parent / "benchmarks" / "walk.py")
+    walk = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(walk)
+    assert walk.LAYERS[0] in LAYERS[0]
+    assert [{top} for top in walk.LAYERS[1:]] == LAYERS[1 : len(walk.LAYERS)]

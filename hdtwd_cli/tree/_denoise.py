@@ -511,23 +511,25 @@ class DenoisedRows:
             out._sums = self._sums[cols]
         return out
 
-    def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
-        """The rows ``idx`` (default: all), dense float64, C order."""
-        block = self.values if idx is None else self.values[idx]
-        R = _denoise_block(block, self.denoiser)
+    def _weighted(self, idx: np.ndarray | slice | None, out: np.ndarray | None = None) -> np.ndarray:
+        """The rows ``idx`` over all columns, weighted (into ``out`` where given)."""
+        R = _denoise_block(self.values if idx is None else self.values[idx], self.denoiser, out=out)
         if self.weights is not None:
             R *= self.weights[None, :]
+        return R
+
+    def rows(self, idx: np.ndarray | slice | None = None) -> np.ndarray:
+        """The rows ``idx`` (default: all), dense float64, C order."""
+        R = self._weighted(idx)
         return R if self.columns is None else np.take(R, self.columns, axis=1)
 
     def rows_into(self, idx: np.ndarray, out: np.ndarray) -> None:
-        """:meth:`rows` of ``idx`` written into ``out`` (C-order float64 rows): the same bits, without a
-        temporary where no columns are picked."""
-        if self.columns is not None:
-            out[...] = DenoisedRows.rows(self, idx)  # computed, never a subclass's held copy
-            return
-        _denoise_block(self.values[idx], self.denoiser, out=out)
-        if self.weights is not None:
-            out *= self.weights[None, :]
+        """:meth:`rows` of ``idx`` written into ``out`` (C-order float64 rows), always computed (never a
+        subclass's held copy): the same bits, without a temporary where no columns are picked."""
+        if self.columns is None:
+            self._weighted(idx, out)
+        else:
+            out[...] = np.take(self._weighted(idx), self.columns, axis=1)
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(i0, rows i0 .. i0 + BLOCK_ROWS - 1)`` in order."""
