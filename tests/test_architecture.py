@@ -218,7 +218,8 @@ def test_the_walk_benchmark_climbs_by_these_layers():
     the same order as :data:`LAYERS`, from ``_runtime`` to ``_api``."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("walk_layers", PACKAGE.parent / "benchmarks" / "walk.py")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "walk.py"  # the repository's, not site-packages'
+    spec = importlib.util.spec_from_file_location("walk_layers", script)
     walk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(walk)
     assert walk.LAYERS[0] in LAYERS[0]
