@@ -88,6 +88,7 @@ def test_kernel_scale_is_median_of_pairs():
 def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
     """The blocked CSR Gram kernel equals X^T X: exactly for counts, to rounding for real values;
     the same bits whatever the rows split per chunk (each entry is summed over the rows in order)."""
+    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree import _kernels
     from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -95,7 +96,10 @@ def test_column_gram_kernel_matches_dense_product(counts, monkeypatch):
     X = sp.random(400, 300, density=0.07, random_state=rng, format="csr")
     if counts:
         X.data = np.ceil(X.data * 20)
-    X = X[:, rng.permutation(300)]  # unsorted indices are put in canonical form first
+    X = X[:, rng.permutation(300)]  # unsorted indices: the door's form is required, never made here
+    with pytest.raises(TypeError, match="canonical"):
+        column_gram_csr(X)
+    X = canonical_csr(X)
     G = column_gram_csr(X)
     D = X.toarray()
     ref = D.T @ D
@@ -118,6 +122,7 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     """The Gram kernel takes the CSR's index arrays as they are (no int64 copies), and the sparse
     ``column_gram`` scales the stored values by ``1 / s`` (a power of two) in place of a product with
     a diagonal matrix: the same bits as that product's Gram, for real values too."""
+    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._diffusion import column_gram, column_scale
     from hdtwd_cli.tree._kernels import column_gram_csr
 
@@ -127,19 +132,24 @@ def test_column_gram_reads_int32_and_int64_indices_alike_and_scales_exactly():
     wide = sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr.astype(np.int64)), shape=X.shape)
     assert X.indices.dtype == np.int32 and np.array_equal(column_gram_csr(X), column_gram_csr(wide))
     for scale in (column_scale(X), float(column_scale(X).max())):
-        old = column_gram_csr(sp.csr_matrix(X) @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],))))
+        old = column_gram_csr(canonical_csr(X @ sp.diags(1.0 / np.broadcast_to(scale, (X.shape[1],)))))
         assert np.array_equal(column_gram(X, scale), old)
-        assert np.array_equal(column_gram(X.tocsc(), scale), old)  # any sparse format
         rev = np.concatenate([np.arange(b - 1, a - 1, -1) for a, b in zip(X.indptr[:-1], X.indptr[1:])])
         unsorted = sp.csr_matrix((X.data[rev], X.indices[rev], X.indptr), shape=X.shape)  # each row reversed
         unsorted.has_sorted_indices = False
-        assert not unsorted.has_sorted_indices and np.array_equal(column_gram(unsorted, scale), old)
+        for other in (X.tocsc(), unsorted):  # refused, never converted in the stage
+            with pytest.raises(TypeError, match="canonical"):
+                column_gram(other, scale)
+            assert np.array_equal(column_gram(canonical_csr(other), scale), old)  # the door's form of it
+        with pytest.raises(TypeError, match="csr float32"):
+            column_gram(X.astype(np.float32), scale)
 
 
 @pytest.mark.parametrize("parts", [None, 1, 3, 7])
 def test_column_absmax_is_numpy_s_for_any_part_count(parts):
     """Each column's largest |x| (0 without entries): negative values, explicit zeros, duplicates
     (summed first), float32 values, int32 or int64 indices; a maximum is exact, so any split agrees."""
+    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_absmax_csr
 
     rng = np.random.default_rng(parts or 0)
@@ -160,18 +170,26 @@ def test_column_absmax_is_numpy_s_for_any_part_count(parts):
         sp.csr_matrix((X.data, X.indices.astype(np.int64), X.indptr), shape=X.shape),
     ):
         want = np.abs(M.toarray()).max(axis=0)
-        got = column_absmax_csr(M, parts)
+        if not (M.dtype == np.float64 and M.has_canonical_format):
+            with pytest.raises(TypeError, match="canonical"):
+                column_absmax_csr(M, parts)
+        got = column_absmax_csr(canonical_csr(M), parts)  # the form the door gives the stages
         assert got.dtype == np.float64 and np.array_equal(got, want.astype(np.float64))
-    assert column_absmax_csr(dup, parts)[4] >= 5.5 and column_absmax_csr(X, parts)[13] == 0.0
+    assert column_absmax_csr(canonical_csr(dup), parts)[4] >= 5.5
+    assert column_absmax_csr(canonical_csr(X), parts)[13] == 0.0
 
 
 def test_column_presence_is_the_nonzero_pattern_of_the_columns():
+    from hdtwd_cli._runtime.sparse import canonical_csr
     from hdtwd_cli.tree._kernels import column_presence_csr
 
     rng = np.random.default_rng(4)
     X = sp.random(200, 80, density=0.1, random_state=rng, format="csr")
     X.data[::5] = 0.0  # explicit zeros are absent
-    X = X[:, rng.permutation(80)]  # unsorted indices
+    X = X[:, rng.permutation(80)]  # unsorted indices: refused; the door's form of them is read
+    with pytest.raises(TypeError, match="canonical"):
+        column_presence_csr(X, np.arange(80))
+    X = canonical_csr(X)
     for cols in (np.arange(80), np.sort(rng.choice(80, 17, replace=False)), np.array([3]), np.array([], np.int64)):
         B = column_presence_csr(X, cols)
         assert B.shape == (200, cols.size) and B.has_canonical_format and np.all(B.data == 1.0)

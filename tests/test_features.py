@@ -12,6 +12,7 @@ from conftest import exact_ot, path_metric, run_hdtwd
 
 from hdtwd_cli.evaluate._protocol import baseline_distances, evaluate, pca_representation
 from hdtwd_cli.evaluate._synthetic import planted_counts
+from hdtwd_cli.io._matrix import check_values
 from hdtwd_cli.io._vectors import read_feature_embedding
 from hdtwd_cli.tree._features import idf_weights, latent_feature_space
 from hdtwd_cli.tree._learn import extend_tree, learn_tree
@@ -242,8 +243,9 @@ def test_auto_feature_space_takes_the_latent_space_when_features_rarely_co_occur
     exact = never / num
     assert never_cooccur_fraction(docs[:, :300]) == pytest.approx(exact, rel=1e-12)  # all 300 columns: exact
     assert never_cooccur_fraction(docs[:, :300].toarray()) == pytest.approx(exact, rel=1e-12)
-    # the same bits whatever the storage: dense, CSR, CSC, float32 (a value the tree's metadata records)
-    shares = {never_cooccur_fraction(v) for v in (docs, docs.toarray(), sp.csc_matrix(docs), docs.astype(np.float32))}
+    # the same bits whatever the storage the door is given: dense, CSR, CSC, float32 (the tree's metadata records it)
+    forms = (docs, docs.toarray(), sp.csc_matrix(docs), docs.astype(np.float32))
+    shares = {never_cooccur_fraction(check_values(v, "X")) for v in forms}
     assert len(shares) == 1
     params = resolve_params("default", feature_dims=20)[0]
     assert params.feature_space == "auto"
@@ -264,7 +266,7 @@ def test_rarely_detected_genes_do_not_make_cells_look_like_words():
     base = np.exp(rng.normal(0.0, 2.6, m))
     programs = base[None, :] * np.exp(rng.normal(0.0, 0.8, (4, m)))
     programs /= programs.sum(axis=1, keepdims=True)
-    X = sp.csr_matrix(rng.poisson(programs[rng.integers(4, size=n)] * 2500.0).astype(np.float32))
+    X = check_values(sp.csr_matrix(rng.poisson(programs[rng.integers(4, size=n)] * 2500.0).astype(np.float32)), "X")
     df = np.bincount(X.indices, minlength=m)
     assert np.mean(df < 0.01 * n) > 0.3  # a long tail of rarely detected genes
     B = (X[:, df > 0] != 0).astype(np.float64)

@@ -150,9 +150,9 @@ def _values(rows: np.ndarray | sp.spmatrix, log_counts: bool) -> np.ndarray | sp
 def _stored_csr(F: np.ndarray | sp.spmatrix) -> sp.csr_matrix:
     """``F`` as canonical float64 CSR with no stored zero (the caller's matrix untouched): the same arrays for
     dense or sparse storage of the same values."""
-    from hdtwd_cli._runtime.sparse import canonical_csr
+    from hdtwd_cli._runtime.sparse import require_canonical
 
-    C = canonical_csr(sp.csr_matrix(F))
+    C = require_canonical(F) if sp.issparse(F) else sp.csr_matrix(np.asarray(F, dtype=np.float64))
     if C.nnz and not C.data.all():
         C = sp.csr_matrix(C, copy=True)
         C.eliminate_zeros()
@@ -386,7 +386,7 @@ def _leading(C: Any, r: int) -> tuple[np.ndarray, np.ndarray]:
 def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Each column's values added in row order (dense) or stored order (canonical CSR, zeros dropped): the
     same bits for either storage (adding a zero changes no sum)."""
-    from hdtwd_cli._runtime.sparse import canonical_csr
+    from hdtwd_cli._runtime.sparse import require_canonical
 
     if not sp.issparse(F):
         F = np.asarray(F, dtype=np.float64)
@@ -394,7 +394,7 @@ def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
         for row in F:
             sums += row
         return sums
-    C = canonical_csr(sp.csr_matrix(F))
+    C = require_canonical(F)
     return np.bincount(C.indices, weights=C.data, minlength=C.shape[1])
 
 
@@ -406,7 +406,7 @@ def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser, out: np.ndarray 
     without making it. ``out``: a C-order float64 array of the block's shape to write into (a held
     matrix's rows: no block-sized temporary and copy); returned.
     """
-    from hdtwd_cli._runtime.sparse import canonical_csr
+    from hdtwd_cli._runtime.sparse import require_canonical
 
     V = _values(rows, d.log_counts)
     n, m = V.shape
@@ -420,9 +420,8 @@ def _denoise_block(rows: np.ndarray | sp.spmatrix, d: Denoiser, out: np.ndarray 
     elif sp.issparse(V):
         from hdtwd_cli.tree._kernels import reconstruct_rows_csr
 
-        F = canonical_csr(sp.csr_matrix(V))
-        data = np.asarray(F.data, dtype=np.float64)
-        reconstruct_rows_csr(F.indptr, F.indices, data, d.mean, d.axes, d.axes_t, R)
+        F = require_canonical(V)
+        reconstruct_rows_csr(F.indptr, F.indices, F.data, d.mean, d.axes, d.axes_t, R)
     else:
         from hdtwd_cli.tree._kernels import reconstruct_rows
 

@@ -28,7 +28,7 @@ from hdtwd_cli._defaults import Bandwidth, Metric
 from hdtwd_cli._runtime.blas import block_pairs as _block_pairs
 from hdtwd_cli._runtime.blas import gram_upper, symmetric_eigh
 from hdtwd_cli._runtime.blas import mirror_upper as _mirror_upper
-from hdtwd_cli._runtime.sparse import canonical_csr
+from hdtwd_cli._runtime.sparse import require_canonical
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows
 
@@ -129,7 +129,7 @@ def column_gram(
     if sp.issparse(X):
         from hdtwd_cli.tree._kernels import column_gram_csr
 
-        X = canonical_csr(X)  # x / s as x * (1 / s): s is a power of two, so exact and the same bits
+        X = require_canonical(X)  # x / s as x * (1 / s): s is a power of two, so exact and the same bits
         inv = 1.0 / np.broadcast_to(np.asarray(scale, dtype=np.float64), (X.shape[1],))
         return column_gram_csr(sp.csr_matrix((X.data * inv[X.indices], X.indices, X.indptr), shape=X.shape))
     X = np.asarray(X, dtype=np.float64) / scale

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from hdtwd_cli._defaults import FEATURE_SPACES, WEIGHTINGS
 from hdtwd_cli._runtime.blas import serial_blas
-from hdtwd_cli._runtime.sparse import canonical_csr
+from hdtwd_cli._runtime.sparse import require_canonical
 from hdtwd_cli.tree._denoise import DenoisedRows
 
 __all__ = [
@@ -73,7 +73,7 @@ def document_frequency(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray
     if isinstance(X, DenoisedRows):
         return X.column_stats()[0]
     if sp.issparse(X):
-        C = canonical_csr(X)  # X itself is never changed
+        C = require_canonical(X)
         df = np.zeros(C.shape[1], dtype=np.int64)
         for s in range(
             0, C.nnz, _DF_CHUNK

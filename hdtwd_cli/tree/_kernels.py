@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
-from hdtwd_cli._runtime.sparse import canonical_csr
+from hdtwd_cli._runtime.sparse import require_canonical
 from hdtwd_cli.tree import _small
 
 
@@ -270,7 +270,7 @@ def column_gram_csr(X) -> np.ndarray:
     equal to any other order, for integer counts divided by powers of two). scipy's sparse
     product builds the m x m result as CSR, in two passes on one thread.
     """
-    X = canonical_csr(X)
+    X = require_canonical(X)
     m = X.shape[1]
     out = np.zeros((m, m))
     rows_per_block = max(1, (1 << 15) // max(1, m))  # 256 KiB of output rows per task
@@ -317,12 +317,12 @@ def _column_absmax(indices, data, out):  # pragma: no cover - compiled
 def column_absmax_csr(X, parts: int | None = None) -> np.ndarray:
     """Largest ``|x|`` of each column of a sparse matrix (0 for a column without entries), float64.
 
-    One pass over the stored values (:func:`canonical_csr` first, so duplicates are summed), in
+    One pass over the stored values of the door's canonical CSR (:func:`require_canonical`), in
     parts whose maxima are then combined: a maximum is exact, so the same bits for any part count.
     scipy's ``abs(X).max(axis=0)`` copies ``|X|`` and converts it to CSC, many times slower on
     millions of rows.
     """
-    X = canonical_csr(X)
+    X = require_canonical(X)
     m = X.shape[1]
     if parts is None:  # about 2^20 entries a part; at most 2^24 partial maxima
         parts = min(64, max(1, X.data.size >> 20), max(1, (1 << 24) // max(1, m)))
@@ -351,11 +351,11 @@ def _column_presence(indptr, indices, data, new_column, out_indptr, out_indices,
 def column_presence_csr(X, cols: np.ndarray):
     """The 0/1 presence matrix of the columns ``cols`` (ascending) of a sparse matrix, as a float64 CSR matrix.
 
-    ``B[i, t] = 1`` where ``X[i, cols[t]] != 0`` (after :func:`canonical_csr`). Two compiled passes (count,
-    then fill), in parallel over the rows, over the stored entries, instead of scipy's column
+    ``B[i, t] = 1`` where ``X[i, cols[t]] != 0`` (``X`` canonical: :func:`require_canonical`). Two compiled
+    passes (count, then fill), in parallel over the rows, over the stored entries, instead of scipy's column
     indexing (a serial copy) and ``eliminate_zeros``. Column order is kept, so the rows stay sorted.
     """
-    X = canonical_csr(X)
+    X = require_canonical(X)
     new_column = np.full(X.shape[1], -1, dtype=np.int64)
     new_column[cols] = np.arange(cols.size)
     indptr = np.zeros(X.shape[0] + 1, dtype=np.int64)

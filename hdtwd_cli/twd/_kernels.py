@@ -52,7 +52,7 @@ from numpy.typing import DTypeLike
 
 from hdtwd_cli._runtime import twins
 from hdtwd_cli._runtime.jit import njit, prange
-from hdtwd_cli._runtime.sparse import canonical_csr
+from hdtwd_cli._runtime.sparse import canonical_csr, require_canonical
 from hdtwd_cli.twd import _small
 
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
@@ -643,7 +643,7 @@ def row_sums(X) -> np.ndarray:
     """
     out = np.empty(X.shape[0], dtype=np.float64)
     if sp.issparse(X):
-        X = canonical_csr(X)
+        X = require_canonical(X)
         _row_sums_csr(X.indptr.astype(np.int64), X.data, out)
     elif X.size <= twins.SMALL_WORK:
         return _small.row_sums_dense(X)
