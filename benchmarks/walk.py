@@ -4,7 +4,8 @@ Issue 61's measure of "one checked value at the door". Every call inside the pac
 with the samples' row count (dense or sparse: the data and what is derived from it row for row) is a step; a
 *stay* is a run of consecutive steps in one module, a *room* a module visited, a *return* a stay in a module
 already left, a *climb* a stay in a higher layer (docs/architecture.md) than the one before. Also counted: how
-many times the matrix is canonicalised (``canonical_csr``) and value-checked (``check_values``).
+many times the matrix is canonicalised (``canonical_csr``), value-checked (``check_values``), and how often a
+stage checks that it was given the door's canonical form (``require_canonical``: a flag read, no conversion).
 
     python benchmarks/walk.py [--samples 200] [--features 300]
 
@@ -82,6 +83,7 @@ def walk(X: Any, names: list[str]) -> dict[str, Any]:
         "returns": returns,
         "climbs": climbs,
         "canonical_csr": calls["canonical_csr"],
+        "require_canonical": calls["require_canonical"],
         "check_values": calls["check_values"],
     }
 

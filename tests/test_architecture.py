@@ -9,6 +9,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+import scipy.sparse as sp
+
 import hdtwd_cli as hd
 
 PACKAGE = Path(hd.__file__).resolve().parent
@@ -213,14 +216,30 @@ def test_no_module_imports_another_modules_private_name():
     assert not found, found
 
 
-def test_the_walk_benchmark_climbs_by_these_layers():
-    """benchmarks/walk.py counts a climb against its own copy of the layers (it may import public names only):
-    the same order as :data:`LAYERS`, from ``_runtime`` to ``_api``."""
+def _walk_module():
     import importlib.util
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "walk.py"  # the repository's, not site-packages'
     spec = importlib.util.spec_from_file_location("walk_layers", script)
     walk = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(walk)
+    return walk
+
+
+def test_the_walk_benchmark_climbs_by_these_layers():
+    """benchmarks/walk.py counts a climb against its own copy of the layers (it may import public names only):
+    the same order as :data:`LAYERS`, from ``_runtime`` to ``_api``."""
+    walk = _walk_module()
     assert walk.LAYERS[0] in LAYERS[0]
     assert [{top} for top in walk.LAYERS[1:]] == LAYERS[1 : len(walk.LAYERS)]
+
+
+@pytest.mark.parametrize("storage", ["dense", "csr"])
+def test_the_samples_are_checked_and_converted_once_at_the_door(storage):
+    """The walk of a matrix through ``hd.distances`` (denoised counts, learned tree): its values checked once,
+    a sparse one made canonical once (the stages require that form), few returns to a module already left."""
+    X, _, _ = hd.datasets.planted_counts(120, 150, 3, seed=0)
+    got = _walk_module().walk(sp.csr_matrix(X) if storage == "csr" else X, [f"g{j}" for j in range(150)])
+    assert got["check_values"] == 1
+    assert got["canonical_csr"] == (storage == "csr")
+    assert got["returns"] <= 40, got

@@ -211,6 +211,8 @@ def feature_space(
     feature_names: list[str],
     params: TreeParams,
     embedding: tuple[np.ndarray, list[str]] | None = None,
+    *,
+    df: np.ndarray | None = None,
 ) -> FeatureSpace:
     r"""The features' ambient space for the initial distance (docs/method.md section 7).
 
@@ -222,6 +224,8 @@ def feature_space(
         Given feature vectors, one ROW per name (``--feature-embedding``); overrides
         ``params.feature_space``. Features are matched by name; every data feature with a
         non-zero vector is placed, whether or not it has mass in ``X``.
+    df : ndarray, optional
+        :func:`document_frequency` of ``X`` when the caller has it.
 
     Notes
     -----
@@ -236,7 +240,8 @@ def feature_space(
     if params.feature_space not in FEATURE_SPACES:
         raise ValueError(f"unknown feature_space {params.feature_space!r}; choose from {', '.join(FEATURE_SPACES)}")
     weights = None
-    df = document_frequency(X)  # once: idf, the kept columns and the co-occurrence test read it
+    if df is None:  # once: idf, the kept columns and the co-occurrence test read it
+        df = document_frequency(X)
     if params.weighting == "idf":
         weights = dict(zip(feature_names, idf_weights(X, df).tolist()))
     names = np.asarray(feature_names, dtype=object)
@@ -429,13 +434,21 @@ def prepare(
     """
     rep = reporter or Reporter(quiet=True)
     streamed = embedding is None and not effective_landmarks(params.landmarks, X.shape[1])
+    df = document_frequency(X)  # once: the denoising rule, the idf weights and (not denoised) the space read it
     rows, den, why = denoised_rows(
-        X, params, streamed_gram=streamed, embedding=embedding is not None, reporter=rep, path=path, available=available
+        X,
+        params,
+        streamed_gram=streamed,
+        embedding=embedding is not None,
+        reporter=rep,
+        path=path,
+        available=available,
+        df=df,
     )
     with rep.stage("feature space" + (" (latent SVD)" if params.feature_space == "svd" and embedding is None else "")):
-        space = feature_space(rows, feature_names, params, embedding)
+        space = feature_space(rows, feature_names, params, embedding, df=None if den is not None else df)
     if den is not None and space.weights is not None:  # idf from the samples' own (sparse) values
-        space.weights = dict(zip(feature_names, idf_weights(X).tolist()))
+        space.weights = dict(zip(feature_names, idf_weights(X, df).tolist()))
     if len(space.names) < 2:
         raise InputError(
             "fewer than two features can be placed (non-zero columns, or vectors in the "

@@ -75,16 +75,17 @@ def auto_rank(n: int, m: int, form: ValueForm, never_cooccur: float, limit: floa
     return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs by mass never do)"
 
 
-def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams) -> tuple[int, str]:
+def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams, *, df: np.ndarray | None = None) -> tuple[int, str]:
     """The rank the tree's denoising uses (0: off) and why: ``params.denoise``, or the rule of
     :func:`auto_rank` for ``"auto"`` (by the values' form and whether the features co-occur,
     in the rows ``X``). A rule on the values and their shape only: the same input gets the same
-    answer on every machine, whatever its memory."""
+    answer on every machine, whatever its memory. ``df``: the columns' document frequencies of ``X``
+    when the caller has them."""
     if params.denoise != "auto":
         r = int(params.denoise)
         return r, ("asked for" if r else "0 asked for")
     form = value_form(X)
-    never = never_cooccur_fraction(X, seed=params.seed) if form != "other" else -1.0
+    never = never_cooccur_fraction(X, seed=params.seed, df=df) if form != "other" else -1.0
     return auto_rank(X.shape[0], X.shape[1], form, never, NEVER_COOCCUR_LIMIT)
 
 
@@ -104,6 +105,7 @@ def denoised_rows(
     reporter: Reporter | None = None,
     path: str | None = None,
     available: int | None = None,
+    df: np.ndarray | None = None,
 ) -> tuple[np.ndarray | sp.spmatrix | DenoisedRows, Denoiser | None, str]:
     """The rows the features' space reads, the denoiser fitted on them (``None``: off) and why.
 
@@ -117,9 +119,10 @@ def denoised_rows(
     too: the rule never turns itself off for want of memory, so a tree never depends on the machine.
     Where the landmark operator will read the rows (more than ``AUTO_LANDMARKS_ABOVE`` features), they
     are held in memory when they take at most :data:`HOLD_FRACTION` of it (the same bits either way).
+    ``df``: the columns' document frequencies of ``X`` when the caller has them (the rule reads them).
     """
     rep = reporter or Reporter(quiet=True)
-    rank, why = denoise_rank(X, params)
+    rank, why = denoise_rank(X, params, df=df)
     if not rank:
         rep.info(f"denoising: off ({why})")
         return X, None, why
