@@ -454,6 +454,39 @@ def test_held_rows_are_the_rows_computed_again_and_the_search_does_not_change(mo
     assert graphs[0][0].tobytes() == graphs[1][0].tobytes() and graphs[0][1].tobytes() == graphs[1][1].tobytes()
 
 
+def test_rows_written_into_a_reused_buffer_are_the_rows(monkeypatch):
+    """Every way of reading denoised rows into a caller's buffer gives the bits of a new array: computed or
+    held, a run or a gather, all columns or picked ones; ``blocks()`` reads them all, held runs as read-only
+    views of the held matrix (no copy)."""
+    import scipy.sparse as sp
+
+    from hdtwd_cli.tree import _denoise
+    from hdtwd_cli.tree._denoise import DenoisedRows
+
+    monkeypatch.setattr(_denoise, "BLOCK_ROWS", 32)  # several blocks, the last one short
+    X = _cells()
+    names = [f"g{j}" for j in range(X.shape[1])]
+    tree = learn_tree(X, names, TreeParams(denoise=50))
+    A = align_to_tree(sp.csr_matrix(X), names, tree)
+    assert isinstance(A, DenoisedRows)
+    n = A.shape[0]
+    picked = A.select(np.arange(0, A.shape[1], 3)[::-1])
+    every = np.arange(n)
+    for source in (A, picked, A.held(every), picked.held(every), A.held(np.array([5, 3, 100, 7]))):
+        want = source.rows()
+        for idx in (np.array([3, 5]), np.array([7, 3, 3]), np.arange(10, 50), np.array([3, 8])):
+            buf = np.full((idx.size, source.shape[1]), np.nan)
+            got = source.rows(idx, out=buf)
+            assert got is buf and got.tobytes() == want[idx].tobytes()
+        blocks = list(source.blocks())
+        assert [i0 for i0, _ in blocks] == list(range(0, n, 32))
+        for i0, R in source.blocks():  # each valid until the next
+            assert R.tobytes() == want[i0 : i0 + 32].tobytes()
+    H = A.held(every)
+    views = [R for _, R in H.blocks()]
+    assert all(np.shares_memory(R, H._held) and not R.flags.writeable for R in views)
+
+
 @pytest.mark.parametrize("density", [0.1, 0.6])
 def test_a_blocks_gram_follows_its_values_not_their_storage(density, monkeypatch):
     """Dense (either layout) and sparse storage of one block give the same bits on either side of
