@@ -133,7 +133,6 @@ PRIVATE_ALLOWED = {
         "hdtwd_cli.evaluate._splits.stratified_splits",
         "hdtwd_cli.tree._denoise.is_count_data",
     },
-    "bench_toy.py": {"hdtwd_cli.evaluate._synthetic.tree_twd", "hdtwd_cli.twd._distance.tree_wasserstein"},
     "bench_unifrac.py": {
         "hdtwd_cli._runtime.simd.prefer_wide_vectors",
         "hdtwd_cli.twd._distance._panels",
