@@ -8,7 +8,8 @@ seeds the test uses.
 
 Usage::
 
-    python benchmarks/bench_toy.py --seeds 200 [--write]
+    python benchmarks/bench_toy.py --seeds 200 [--write] [--json toy.json]
+    python benchmarks/bench_toy.py --from-json toy.json     # the table again from the recorded values
     python benchmarks/cpu_kind.py avx2 -- python benchmarks/bench_toy.py --seeds 5   # AVX2 paths
 """
 
@@ -53,18 +54,8 @@ def correlation(seed: int, preset: str) -> float:
     return float(pearsonr(D[np.triu_indices(X.shape[0], 1)], planted_twd(X, parent))[0])
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=200)
-    ap.add_argument(
-        "--write",
-        action="store_true",
-        help="record the table in benchmarks/archive/RESULTS-history.md (harness.HISTORY)",
-    )
-    ap.add_argument("--json", type=Path, help="also write every value here")
-    a = ap.parse_args()
-    t0 = time.time()
-    rs = {p: np.array([correlation(s, p) for s in range(a.seeds)]) for p in PRESETS}
+def table(rs: dict[str, np.ndarray]) -> str:
+    """The Markdown table of each preset's correlations (one per seed, seed order)."""
     rows = []
     for p in PRESETS:
         r = rs[p]
@@ -76,20 +67,41 @@ def main() -> None:
             f"| {p} | {r.mean():.3f} | {r.std(ddof=1):.3f} | {r.min():.3f} | {q[0]:.3f} | {q[1]:.3f} | "
             f"{q[2]:.3f} | {groups.min():.3f} | {', '.join(f'{v:.3f}' for v in five)} |"
         )
-    table = (
+    return (
         "| preset | mean r | std | min | 1 % | 5 % | median | lowest mean of 5 seeds | seeds 0-4 |\n"
         "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows)
     )
-    print(table)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=200)
+    ap.add_argument(
+        "--write",
+        action="store_true",
+        help="record the table in benchmarks/archive/RESULTS-history.md (harness.HISTORY)",
+    )
+    ap.add_argument("--json", type=Path, help="also write every value here (with the machine and the commit)")
+    ap.add_argument("--from-json", type=Path, help="print the table of the values --json recorded, computing nothing")
+    a = ap.parse_args()
+    if a.from_json:
+        record = json.loads(a.from_json.read_text())
+        print(table({p: np.array(record["values"][p]) for p in PRESETS}))
+        print(f"recorded: {record['machine']}, {record['commit']}, {record['date']}")
+        return
+    t0 = time.time()
+    rs = {p: np.array([correlation(s, p) for s in range(a.seeds)]) for p in PRESETS}
+    print(table(rs))
     print(f"{a.seeds} seeds x {len(PRESETS)} presets in {time.time() - t0:.0f} s")
     if a.json:
-        a.json.write_text(json.dumps({p: rs[p].tolist() for p in PRESETS}))
+        record = {"machine": harness.machine_line(), "commit": harness.git_commit(), "date": harness.utc_stamp()}
+        a.json.write_text(json.dumps({**record, "values": {p: rs[p].tolist() for p in PRESETS}}))
     if a.write:
         section = (
             "## Issue 24: the App. E toy over many draws\n\n" + harness.machine_line() + "\n\n"
             f"`python benchmarks/bench_toy.py --seeds {a.seeds}`: Pearson r between hdtwd's TWD and the "
             "true tree's TWD (1,000 samples of N(5, pinv(L)) drawn along the tree's edges, all pairs), "
-            "one draw per seed.\n\n" + table + "\n"
+            "one draw per seed.\n\n" + table(rs) + "\n"
         )
         harness.write_section(harness.HISTORY, section, "## Issue 24: the App. E toy over many draws")
 

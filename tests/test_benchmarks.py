@@ -171,7 +171,7 @@ def test_no_benchmark_takes_a_private_name_beyond_its_shrinking_allowance():
 #: Studies run at a tiny size on generated data, each with what its output must show: the scripts run, not
 #: only import (the cache goes to a temporary folder, ``HDTWD_BENCH_CACHE``).
 TINY_RUNS = {
-    "bench_toy": (["bench_toy.py", "--seeds", "5"], "| default |"),
+    "bench_toy": (["bench_toy.py", "--seeds", "5", "--json", "{tmp}/toy.json"], "| default |"),
     "bench_recovery": (
         [
             "bench_recovery.py",
@@ -216,6 +216,16 @@ def test_a_study_runs_at_a_tiny_size(name, tmp_path):
     )
     assert r.returncode == 0, r.stderr[-2000:]
     assert shows in r.stdout + r.stderr, (r.stdout[-1000:], r.stderr[-1000:])
+    if name == "bench_toy":  # the same table again from the values it recorded, nothing computed
+        again = subprocess.run(
+            [sys.executable, str(BENCH / argv[0]), "--from-json", str(tmp_path / "toy.json")],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+        )
+        assert again.returncode == 0, again.stderr[-2000:]
+        assert again.stdout.split("\n")[:4] == r.stdout.split("\n")[:4]
     if name == "bench_recovery":  # its table from the records just written
         md = subprocess.run(
             [sys.executable, str(BENCH / argv[0]), "markdown"], capture_output=True, text=True, cwd=REPO, env=env
