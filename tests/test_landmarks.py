@@ -356,8 +356,11 @@ def test_streamed_columns_read_the_rows_once_less_for_the_same_bits(metric, monk
         Xs = _landmarks.StreamedColumns(rows, metric)
         sq = np.zeros(90)
         mul, Xs.mul = Xs.mul, None  # the unit-column scale is applied after the squares are known
+        first = None
         for _, B in Xs.blocks():
             sq += np.einsum("ij,ij->j", B, B)
+            first = B if first is None else first
+            assert np.shares_memory(B, first)  # one buffer serves every block
         Xs.mul = mul
         if metric == "cosine":
             assert mul is not None and mul.tobytes() == (1.0 / np.sqrt(sq)).tobytes()

@@ -199,10 +199,12 @@ class StreamedColumns:
         return self.rows.shape
 
     def blocks(self) -> Iterator[tuple[slice, np.ndarray]]:
-        """``(rows, scaled block)`` in order."""
-        n = self.shape[0]
+        """``(rows, scaled block)`` in order, each valid until the next is asked for: one buffer serves every
+        block (rows computed or copied into it, then scaled in place)."""
+        n, m = self.shape
+        buf = np.empty((min(n, BLOCK_ROWS), m))
         for i0 in range(0, n, BLOCK_ROWS):
-            B = self.rows.rows(np.arange(i0, min(i0 + BLOCK_ROWS, n)))
+            B = self.rows.rows(np.arange(i0, min(i0 + BLOCK_ROWS, n)), out=buf[: min(BLOCK_ROWS, n - i0)])
             B /= self.div
             if self.mul is not None:
                 B *= self.mul
