@@ -75,6 +75,31 @@ def test_same_figure_same_bytes(tmp_path):
         assert (tmp_path / f"a{suffix}").read_bytes() == (tmp_path / f"b{suffix}").read_bytes()
 
 
+def test_the_tree_picture_reads_any_storage_of_the_samples_through_the_door():
+    """The picture's masses are the same for dense float64, float32 CSR with unsorted indices (scanpy's) and CSC
+    storage of the same counts, and a matrix that is not numbers is one clear ParameterError."""
+    import scipy.sparse as sp
+
+    import hdtwd_cli as hd
+
+    t = _planted()
+    X = np.random.default_rng(2).poisson(1.5, size=(40, 5)).astype(np.float64) + np.eye(5)[np.arange(40) % 5]
+    C = sp.csr_matrix(X.astype(np.float32))
+    rev = np.concatenate([np.arange(b - 1, a - 1, -1) for a, b in zip(C.indptr[:-1], C.indptr[1:])])
+    unsorted = sp.csr_matrix((C.data[rev], C.indices[rev], C.indptr), shape=C.shape)
+    unsorted.has_sorted_indices = False
+
+    def shown(M):
+        fig = pl.tree(t, M, t.leaf_names)
+        return sorted(txt.get_text() for txt in fig.axes[0].texts)
+
+    want = shown(X)
+    assert any("%" in s for s in want)
+    assert shown(unsorted) == want and shown(sp.csc_matrix(X)) == want
+    with pytest.raises(hd.ParameterError):
+        pl.tree(t, [["a", "b", "c", "d", "e"]], t.leaf_names)
+
+
 def test_heatmap_orders_planted_clusters_together(tmp_path):
     rng = np.random.default_rng(2)
     y = np.repeat(["x", "y", "z"], 20)

@@ -128,9 +128,13 @@ def tree(
     deepest internal node, and the axis label says so. Readable whatever the tree's size: the
     work is linear in its nodes, with no recursion.
     """
+    from hdtwd_cli._api._common import checked_matrix
     from hdtwd_cli.twd._histograms import mean_histogram
 
-    mass = np.full(tr.n_leaves, 1.0 / tr.n_leaves) if X is None else mean_histogram(tr, X, feature_names)
+    # the samples checked and converted at the door, as by every public function (float64, canonical CSR)
+    mass = np.full(tr.n_leaves, 1.0 / tr.n_leaves)
+    if X is not None:
+        mass = mean_histogram(tr, checked_matrix(X), feature_names)
     total = float(mass.sum()) or 1.0
     expanded, tip_nodes = tree_clades(tr, mass, tips)
     n, L = tr.n_nodes, tr.n_leaves
