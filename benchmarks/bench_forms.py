@@ -79,8 +79,25 @@ def _lognorm(counts: Any) -> Any:
     return a
 
 
+def _as_the_door_gives(X: Any) -> Any:
+    """``X`` as hdtwd's door hands the samples to its stages (float64; sparse: CSR with sorted indices and summed
+    duplicates, by SciPy's own calls): the stages this study calls directly require that form."""
+    if not sp.issparse(X):
+        return np.asarray(X, dtype=np.float64)
+    C = sp.csr_matrix(X, dtype=np.float64, copy=True)
+    C.sum_duplicates()  # sorts the indices too
+    return C
+
+
 def load_form(name: str, form: str) -> tuple[Any, list[str], np.ndarray] | None:
-    """``(X, feature names, labels)`` of set ``name`` in ``form``; ``None`` where the set has no such form."""
+    """``(X, feature names, labels)`` of set ``name`` in ``form``, ``X`` as hdtwd's door gives it to the stages
+    (:func:`_as_the_door_gives`: the stages this study and ``bench_joint.py`` call directly require it); ``None``
+    where the set has no such form."""
+    data = _load_form(name, form)
+    return None if data is None else (_as_the_door_gives(data[0]), data[1], data[2])
+
+
+def _load_form(name: str, form: str) -> tuple[Any, list[str], np.ndarray] | None:
     warnings.filterwarnings("ignore")
     if name in TEXT_SETS:
         if form != "counts":
@@ -131,7 +148,7 @@ def _star(X: Any, y: np.ndarray, rank: int, splits: int) -> dict[str, Any]:
     from scipy.spatial.distance import cdist
 
     acc = []
-    Xc = sp.csr_matrix(X, dtype=np.float64)
+    Xc = sp.csr_matrix(X, dtype=np.float64)  # the door's form (load_form): the same matrix
     for tr, te in stratified_splits(y, splits, 0.3, 0):
         w = idf_weights(Xc[tr])
         if rank:
