@@ -181,7 +181,7 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     C = _stored_csr(F)
     if C.nnz >= DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
         return _dense_column_sums_and_gram(C.toarray())
-    return np.bincount(C.indices, weights=C.data, minlength=C.shape[1]), column_gram_csr(C)
+    return _column_sums(C), column_gram_csr(C)
 
 
 def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,9 +194,7 @@ def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
 
-    sums = np.zeros(F.shape[1])
-    for row in F:
-        sums += row
+    sums = _column_sums(F)
     Ft = F.T.copy(order="C")  # a copy: the caller's block is never written
     Ft += 0.0  # -0.0 -> +0.0
     return sums, mirror_upper(gram_upper(Ft))
