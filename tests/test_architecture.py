@@ -89,6 +89,19 @@ def test_io_imports_nothing_of_the_method():
             assert all(_layer(d) <= 1 for d in deps), (module, deps)
 
 
+#: The longest a module of the package may be: past it, a module holds more than one stage or idea.
+MAX_LINES = 700
+
+
+def test_no_module_is_longer_than_the_limit():
+    long = {
+        str(p.relative_to(PACKAGE)): n
+        for p in PACKAGE.rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > MAX_LINES
+    }
+    assert not long, f"modules over {MAX_LINES} lines: {long}"
+
+
 def test_no_import_circle():
     graph = _imports()
     graph.pop("hdtwd_cli")  # the public surface, imported lazily by name (PEP 562)

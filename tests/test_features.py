@@ -398,7 +398,7 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
 
 
 def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
-    from hdtwd_cli.tree._learn import auto_leaf_length, feature_space
+    from hdtwd_cli.tree._space import auto_leaf_length, feature_space
 
     X, _, _ = planted_counts(200, 150, 4, seed=10)
     names = [f"g{j}" for j in range(150)]

@@ -20,7 +20,6 @@ from hdtwd_cli.tree._budget import check_tree_memory
 from hdtwd_cli.tree._denoise import Denoiser
 from hdtwd_cli.tree._hyperbolic import HyperbolicEmbedding
 from hdtwd_cli.tree._learn import (
-    FeatureSpace,
     Prepared,
     decode_from_embedding,
     embed_prepared,
@@ -29,6 +28,7 @@ from hdtwd_cli.tree._learn import (
     prepare,
 )
 from hdtwd_cli.tree._params import TreeParams, apply_transform
+from hdtwd_cli.tree._space import FeatureSpace
 from hdtwd_cli.tree._tree import Tree
 from hdtwd_cli.twd._histograms import check_histograms
 

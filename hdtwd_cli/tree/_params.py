@@ -57,7 +57,7 @@ class TreeParams:
     when the features rarely co-occur, :func:`_features.never_cooccur_fraction`); a
     feature embedding given to :func:`learn_tree` overrides it. ``weighting`` (``none`` or ``idf``) weights the
     features' values before they become histograms; ``leaf_length`` (lambda) lengthens every leaf
-    edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`_learn.auto_leaf_length`;
+    edge by lambda times the tree's mean leaf depth (``None``: automatic, :func:`_space.auto_leaf_length`;
     docs/method.md section 7). Features non-zero
     in fewer than ``min_df`` rows are not placed by the diffusion: they hang from the root; so do
     all but the ``max_features`` most frequent ones (``0``: no cap), which bounds the

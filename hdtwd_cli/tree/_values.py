@@ -91,7 +91,7 @@ def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams, *, df: np.ndar
 
 def denoised_rows_made_dense(params: TreeParams, *, embedding: bool = False) -> bool:
     """Whether learning the tree reads the denoised rows as one dense ``n x m`` matrix: the latent space
-    does, and so does a given feature embedding's share of the data's energy (:func:`_learn.feature_space`);
+    does, and so does a given feature embedding's share of the data's energy (:func:`_space.feature_space`);
     the exact operator and the landmark operator read them by row blocks."""
     return params.feature_space == "svd" or (embedding and params.leaf_length is None)
 
