@@ -9,7 +9,7 @@
   (the reference of every recall figure at 10^5 / 10^6 cells; cached in ``recall-issue28``);
 - :func:`vm_hwm_mb`: peak resident memory of the calling process (run on Dask workers too).
 
-Imported by ``bench_scale.py``, ``bench_atlas.py``, ``partition_probe.py``, ``recall_real.py`` and
+Imported by ``bench_scale.py``, ``bench_atlas.py``, ``recall_real.py`` and
 ``compare_speed.py``; it imports nothing from this folder but :mod:`harness`.
 """
 
@@ -119,20 +119,28 @@ def recall(a: Any, b: Any) -> float:
     return float(np.mean([len(set(x) & set(y)) / len(x) for x, y in zip(a, b)]))
 
 
-def exact_rows(tv: Any, rows: np.ndarray, k: int) -> np.ndarray:
-    """The exact k nearest other samples of ``rows`` (brute force by blocks: ``search.SampledExact``)."""
-    from hdtwd_cli.knn import _search as search
+def exact_rows(X: Any, tree: Any, rows: np.ndarray, k: int) -> np.ndarray:
+    """The exact k nearest other samples of ``rows`` under the TWD on ``tree``, by brute force through the
+    public API: the cross distances from the sampled rows to every row (``hd.distance_vectors(X[rows], tree,
+    reference=X)``, in row blocks of 256 MB), the row itself left out, the k smallest by (distance, index)."""
+    import hdtwd_cli as hd
 
-    return search.SampledExact(tv, k, rows=rows).scan(tv).indices
+    dv = hd.distance_vectors(X[rows], tree, reference=X, progress=False)
+    out = np.empty((rows.size, k), dtype=np.int64)
+    for start, D in dv.blocks():
+        for i, d in enumerate(D):
+            d[rows[start + i]] = np.inf  # not its own neighbour
+            near = np.flatnonzero(d <= np.partition(d, k - 1)[k - 1])  # the k smallest and their ties
+            out[start + i] = near[np.lexsort((near, d[near]))][:k]
+    return out
 
 
 def sampled_exact(n: int, k: int = 14, denoise: str = "0") -> tuple[np.ndarray, np.ndarray]:
     """1,000 sampled rows of ``synth(n)`` (seed 1, sorted) and their exact k neighbours on the tree learned
     with ``denoise`` (``"0"``: the undenoised tree of the earlier defaults; ``"auto"``: today's default).
 
-    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` for ``"0"`` (``partition_probe.py`` writes and reads the
-    same file: the same rows, and the same tree since learning is deterministic) and
-    ``exact_<n>_<k>_d<denoise>.npy`` otherwise.
+    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` for ``"0"`` and ``exact_<n>_<k>_d<denoise>.npy`` otherwise (the
+    same rows, and the same tree: learning is deterministic).
     """
     rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
     cache = EXACT_DIR / (f"exact_{n}_{k}.npy" if denoise == "0" else f"exact_{n}_{k}_d{denoise}.npy")
@@ -142,7 +150,7 @@ def sampled_exact(n: int, k: int = 14, denoise: str = "0") -> tuple[np.ndarray, 
 
     X = sp.load_npz(synth(n)).tocsr()
     params = hd.TreeParams(denoise=denoise if denoise == "auto" else int(denoise))
-    exact = exact_rows(hd.distance_vectors(X, params=params).base, rows, k)
+    exact = exact_rows(X, hd.learn_tree(X, params=params), rows, k)
     np.save(cache, exact)
     return rows, exact
 

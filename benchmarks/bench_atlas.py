@@ -2,8 +2,7 @@
 
 - ``single N``: ``hdtwd distance SYNTH_N.npz --knn 15 --knn-method nndescent -o G.npz`` under
   ``/usr/bin/time -v`` (wall time, peak RSS), then recall@14 of 1,000 sampled rows against their
-  exact neighbours (brute force on the same tree vectors, ``atlas.sampled_exact``; cached with
-  ``partition_probe.py``);
+  exact neighbours (brute force on the same tree vectors, ``atlas.sampled_exact``, cached);
 - ``dask N W``: the same command with ``--scheduler`` on a ``LocalCluster`` of ``W`` single-threaded
   worker processes started by this script (numba loaded in them before the clock): wall time of the
   command, each worker's peak RSS (``VmHWM``), and whether the graph is the single process's bits.
@@ -12,7 +11,7 @@ Results: ``atlas_<part>_<N>[_W].json`` in the cache folder ``scale-issue13``; RE
 
     python benchmarks/bench_atlas.py single 100000
     python benchmarks/bench_atlas.py dask 1000000 2
-    python benchmarks/bench_atlas.py project 1000000 1.26   # placements per sample (partition_probe.py)
+    python benchmarks/bench_atlas.py project 1000000 1.26   # placements per sample (RESULTS.md § 10)
     python benchmarks/bench_atlas.py project-single 1000000  # from the single process's -v log
     python benchmarks/bench_atlas.py genes 100000 20000    # all genes, the defaults (denoising's rule)
     python benchmarks/bench_atlas.py genes-dask 100000 2 --genes 20000   # the same on a 2-worker LocalCluster
@@ -119,18 +118,6 @@ sc.pp.neighbors(a, n_neighbors=15)
 """
 
 
-def stage_times(log_text: str) -> dict[str, float]:
-    """``-v``'s ``stage: N s`` lines of a run: stage -> seconds (the last number of each line)."""
-    import re
-
-    out: dict[str, float] = {}
-    for line in log_text.splitlines():
-        hit = re.match(r"hdtwd: (.+?): ([0-9.]+) s", line)
-        if hit:
-            out[hit.group(1)[:90]] = float(hit.group(2))
-    return out
-
-
 def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dict[str, Any]:
     """``hdtwd distance`` with the defaults on ``n`` cells x ``m`` genes (:func:`atlas.synth_genes`, a realistic
     tail of rare genes), ``--knn 15``: time, peak memory, each stage's time, whether and why it denoised,
@@ -153,7 +140,7 @@ def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dic
         out = {"n": n, "genes": m, "machine": harness.machine_line(), "commit": harness.git_commit()}
         out["date"] = harness.utc_stamp()
         out.update(harness.run_timed_once([*cmd, "--save-tree", str(t), "-o", str(g)], log))
-        out["stages"] = stage_times(log.read_text())
+        out["stages"] = harness.stage_times(log.read_text())
         record.write_text(json.dumps(out, indent=1, default=str))
     recipe = WD / "scanpy_recipe.py"
     recipe.write_text(SCANPY_RECIPE)
@@ -165,7 +152,7 @@ def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dic
     out.update({k: tree.metadata.get(k) for k in ("denoise", "denoise_rule", "n_landmarks", "feature_source")})
     rows = np.sort(np.random.default_rng(1).choice(n, sampled, replace=False))
     X = sp.load_npz(data).tocsr()
-    exact = exact_rows(hd.distance_vectors(X, tree=tree).base, rows, 14)
+    exact = exact_rows(X, tree, rows, 14)
     G = sp.load_npz(g).tocsr()
     out["recall"] = recall(exact, [G[r].indices for r in rows])
     out["recall_rows"] = sampled
@@ -250,7 +237,7 @@ def main() -> None:
     ap.add_argument(
         "extra",
         nargs="?",
-        help="dask, genes-dask: the number of workers W; project: placements per sample (partition_probe.py); "
+        help="dask, genes-dask: the number of workers W; project: placements per sample (RESULTS.md section 10); "
         "genes: the genes M",
     )
     ap.add_argument("--genes", type=int, default=20000, help="genes-dask: the genes M of GENES_N_M.npz")

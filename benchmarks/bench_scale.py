@@ -128,7 +128,7 @@ def part_big(sizes: list[int], tag: str = "", extra: list[str] | None = None) ->
 
 def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
     """recall@14 of the 'big' run's graph (``G<n><tag>.npz``, --knn 15) on 1,000 sampled rows, exact by brute
-    force (:func:`atlas.sampled_exact`, cached with ``partition_probe.py``'s, the same rows and tree)."""
+    force (:func:`atlas.sampled_exact`, cached, the same rows and tree)."""
     rows, exact = sampled_exact(n, 14)
     G = sp.load_npz(WD / f"G{n}{tag}.npz").tocsr()
     out = {"n": n, "recall": recall(exact, [G[r].indices for r in rows]), "sampled_rows": 1000}
@@ -137,34 +137,21 @@ def part_recall_big(n: int, tag: str = "") -> dict[str, Any]:
 
 
 def part_stages(n: int) -> dict[str, Any]:
-    """Seconds of each stage of ``--knn 15 --knn-method nndescent`` on ``n`` synthetic cells, in one process
-    (unpartitioned: hdtwd's own NN-descent on all rows' uint16 vectors, then the exact re-ranking).
-    Until issue 28 this timed pynndescent and broke when it was replaced."""
-    import hdtwd_cli as hd
-    from hdtwd_cli.knn import _search as search
-    from hdtwd_cli.knn._nndescent import nn_descent
-
-    out: dict[str, Any] = {}
-
-    def timed(name: str, fn: Any) -> Any:
-        t = time.perf_counter()
-        r = fn()
-        out[name] = time.perf_counter() - t
-        print(name, f"{out[name]:.1f} s", flush=True)
-        return r
-
-    X = timed("read the .npz", lambda: sp.load_npz(synth(n)).tocsr())
-    tree = timed("learn the tree", lambda: hd.learn_tree(X))
-    tv = timed("tree vectors (kept columns)", lambda: hd.distance_vectors(X, tree).base)
-    code = timed("column ranges (the byte code of the search vectors)", lambda: search.search_code(tv))
-    Q = timed("byte search vectors", lambda: search.byte_vectors(tv, np.arange(tv.n), code))
-    k = 14
-    c = int(np.ceil(search.CANDIDATE_FACTOR * k))
-    cand = timed(f"NN-descent ({c} candidates)", lambda: nn_descent(Q, code, c, seed=0))
-    Q = None  # the vectors are freed before the re-ranking
-    timed("exact re-ranking", lambda: search.rerank(tv, cand, k))
-    out["n"], out["dim"] = n, tv.dim
-    return out
+    """Seconds of each stage of ``hdtwd distance SYNTH_n.npz --knn 15 --knn-method nndescent -v`` on ``n``
+    synthetic cells, as the command itself accounts for them (its ``-v`` lines, :func:`harness.stage_times`:
+    the tree's stages, the search's byte code, NN-descent and exact re-ranking), with the whole process's
+    wall time and peak memory."""
+    cmd = [harness.require_tools(), "distance", str(synth(n)), "--knn", "15", "--knn-method", "nndescent", "-v"]
+    log = WD / f"bench_scale_stages_{n}.log"
+    run = harness.run_timed_once([*cmd, "-o", str(WD / f"bench_scale_stages_G{n}.npz")], log)
+    return {
+        "n": n,
+        "wall_s": run["wall_s"],
+        "max_rss_MB": run["max_rss_MB"],
+        "stages": harness.stage_times(log.read_text()),
+        "machine": harness.machine_line(),
+        "commit": harness.git_commit(),
+    }
 
 
 def _dask_run(n_workers: int, dv: Any, k: int) -> dict[str, Any]:
@@ -389,15 +376,15 @@ def markdown() -> str:
             )
         o.append("")
     st = _load("stages")
-    if st:
+    if st and "stages" in st:
         o += [
-            f"### Where the time goes: {st['n']:,} x 2,000, `--knn 15`, in one process ({st['dim']} tree-vector columns)",
+            f"### Where the time goes: {st['n']:,} x 2,000, `--knn 15 --knn-method nndescent`, the command's `-v`",
             "",
             "| stage | seconds |",
             "|---|---|",
         ]
-        o += [f"| {k} | {v:.1f} |" for k, v in st.items() if k not in ("n", "dim")]
-        o.append(f"| total | {sum(v for k, v in st.items() if k not in ('n', 'dim')):.1f} |")
+        o += [f"| {k} | {v:.1f} |" for k, v in st["stages"].items()]
+        o.append(f"| whole process (peak {st['max_rss_MB'] / 1000:.2f} GB) | {st['wall_s']:.1f} |")
         o.append("")
     for name in ("dask", "dask100000"):
         dk = _load(name)

@@ -529,6 +529,17 @@ def run_timed_once(cmd: list[str], log: Path, env: Mapping[str, str] | None = No
     }
 
 
+def stage_times(log_text: str) -> dict[str, float]:
+    """``hdtwd -v``'s ``hdtwd: STAGE: N s`` lines of a run's log: stage -> seconds (the command's own account
+    of where its time went; the stage profilers read it rather than the package's insides)."""
+    out: dict[str, float] = {}
+    for line in log_text.splitlines():
+        hit = re.match(r"hdtwd: (.+): ([0-9.]+) s( to .+)?$", line)
+        if hit:
+            out[hit.group(1)[:80] + (hit.group(3) or "")] = float(hit.group(2))
+    return out
+
+
 def run_timed(cmd: list[str], log: Path, max_tries: int = 1, max_wait_s: float = 0.0) -> dict[str, Any]:
     """:func:`run_timed_once`, repeated while other processes disturbed it (:func:`least_disturbed`).
 

@@ -1,6 +1,5 @@
-"""Issue 28: recall@14 of ``--knn 15 --knn-method nndescent`` on every real set we have, against the
-exact search on every row, with the joins of issue 28 (3c candidates joined per row) and with
-pynndescent's rule (c joined per row, ``JOIN_FACTOR = 1``) in the same run.
+"""Recall@14 of ``--knn 15 --knn-method nndescent`` on every real set we have, against the exact search on
+every row, through the public API (``DistanceVectors.knn``); RESULTS.md section 10.
 
     python benchmarks/recall_real.py [pbmc cbmc zeisel bbcsport classic]
 """
@@ -19,7 +18,6 @@ from atlas import recall
 from datasets import load_set
 
 import hdtwd_cli as hd
-from hdtwd_cli.knn import _nndescent as _nndescent
 
 
 def main() -> None:
@@ -32,17 +30,11 @@ def main() -> None:
         X, feats, _ = load_set(name)
         dv = hd.distance_vectors(X, feature_names=feats)
         t = time.perf_counter()
-        ex = dv.knn(15).indices[:, 1:]
+        ex = dv.knn(15, "exact").indices[:, 1:]
         res = {"n": int(X.shape[0]), "m": int(X.shape[1]), "exact_s": time.perf_counter() - t}
-        for label, factor in (("join_c", 1), ("join_3c", _nndescent.JOIN_FACTOR)):
-            old = _nndescent.JOIN_FACTOR
-            _nndescent.JOIN_FACTOR = factor
-            try:
-                t = time.perf_counter()
-                ap = dv.knn(15, "nndescent", seed=0).indices[:, 1:]
-                res[label] = {"recall": recall(ex, ap), "s": time.perf_counter() - t}
-            finally:
-                _nndescent.JOIN_FACTOR = old
+        t = time.perf_counter()
+        ap = dv.knn(15, "nndescent", seed=0).indices[:, 1:]
+        res["nndescent"] = {"recall": recall(ex, ap), "s": time.perf_counter() - t}
         out[name] = res
         print(name, json.dumps(res), flush=True)
         path.write_text(json.dumps(out, indent=1))
