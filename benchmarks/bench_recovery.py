@@ -57,8 +57,6 @@ from hdtwd_cli.datasets import (
     produce_documents,
 )
 from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors
-from hdtwd_cli.evaluate._recovery import recovery
-from hdtwd_cli.tree._average import tree_from_linkage
 from hdtwd_cli.tree._learn import prepare
 
 DEPTHS = {"bulk": 20.0, "umi": 0.15}
@@ -107,11 +105,24 @@ def planted_set(family: str, m: int, depth: str, seed: int) -> tuple[np.ndarray,
     raise ValueError(f"unknown family {family!r}")
 
 
+def scipy_tree(Z: np.ndarray, names: list[str]) -> hd.Tree:
+    """SciPy's linkage ``Z`` as an :class:`hd.Tree`: merge ``i`` is node ``m + i`` (the root last), every node at
+    half its merge distance (made non-decreasing: UPGMA's heights), each edge the difference of its ends'."""
+    m = len(names)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    parent[Z[:, 0].astype(np.int64)] = parent[Z[:, 1].astype(np.int64)] = np.arange(m, 2 * m - 1)
+    height = np.zeros(2 * m - 1)
+    height[m:] = np.maximum.accumulate(Z[:, 2] / 2.0)
+    length = np.zeros(2 * m - 1)
+    length[:-1] = height[parent[:-1]] - height[:-1]
+    return hd.Tree(parent=parent, length=length, leaf_names=list(names), merge_height=height[m:].copy())
+
+
 def _scipy_tree(X: np.ndarray, names: list[str], method: str):
     keep = X.sum(axis=0) > 0
     L = np.log1p(np.maximum(X[:, keep], 0))
     Z = linkage(L.T, method="average", metric="correlation") if method == "average" else linkage(L.T, method="ward")
-    return tree_from_linkage(Z, [n for n, k in zip(names, keep) if k])
+    return scipy_tree(Z, [n for n, k in zip(names, keep) if k])
 
 
 def measure(family: str, m: int, depth: str, seed: int, learner: str) -> dict:
@@ -295,7 +306,7 @@ def joint(args: argparse.Namespace) -> None:
                     rec[label] = [r.triplets, r.spearman]
                 L = np.log1p(X)
                 Z = linkage(L, method="average", metric="correlation")
-                r = recovery(tree_from_linkage(Z, kept).parent, kept, parent, pnames)
+                r = hd.datasets.recovery(scipy_tree(Z, kept), parent, planted_names=pnames)
                 rec["scipy-average"] = [r.triplets, r.spearman]
                 key.write_text(json.dumps(rec))
                 print(json.dumps(rec), flush=True)

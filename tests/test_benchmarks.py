@@ -112,8 +112,6 @@ PRIVATE_ALLOWED = {
     "bench_recovery.py": {
         "hdtwd_cli.evaluate._competitors.BUILDERS",
         "hdtwd_cli.evaluate._competitors.feature_vectors",
-        "hdtwd_cli.evaluate._recovery.recovery",
-        "hdtwd_cli.tree._average.tree_from_linkage",
         "hdtwd_cli.tree._learn.prepare",
     },
     "bench_table1.py": {
