@@ -275,10 +275,12 @@ def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
         str(budget),
         "-q",
     ]
-    run_hdtwd(*args, "--json", tmp_path / "a.json")
+    first = run_hdtwd(*args, "--json", tmp_path / "a.json")
     run_hdtwd(*args, "--json", tmp_path / "b.json")
     assert (tmp_path / "a.json").read_bytes() == (tmp_path / "b.json").read_bytes()
     ot = json.loads((tmp_path / "a.json").read_text())["methods"]["ot"]
+    paired = ot["params"]["same_rows"]["hdtwd"]  # the caption says what hdtwd scores on ot's rows
+    assert f"where hdtwd scores {paired['mean']:.1f} ± {paired['std']:.1f}" in " ".join(first.stdout.decode().split())
     assert ot["params"]["test_rows_of"] == [24, 24]
     assert OT_MIN_TEST_ROWS <= min(ot["params"]["test_rows"]) < 24  # the budget bound: a subset was scored
     assert ot["mean"] > 70
@@ -292,6 +294,40 @@ def test_classify_ot_reports_its_rows_and_is_deterministic(tmp_path):
     assert rep["ot"]["status"].startswith("skipped: exact OT ('ot'): a budget of 1,000 transport variables")
     assert "--ot-budget" in rep["ot"]["status"] and "mean" not in rep["ot"]
     assert rep["hdtwd"]["status"] == "ok" and rep["hdtwd"]["mean"] > 70
+
+
+def test_every_other_method_is_scored_on_exact_ots_rows_too(tmp_path):
+    """The paired comparison: ot scores a budgeted subset of each split's test rows; the report gives every
+    method that scores all rows on that subset (``same_rows``), here checked against L1 computed by SciPy on
+    the positions the protocol's split scores, and against the methods' own scores when every row fits."""
+    pytest.importorskip("ot")
+    from scipy.spatial.distance import cdist
+
+    import hdtwd_cli as hd
+    from hdtwd_cli.evaluate._families import Split, Study
+    from hdtwd_cli.evaluate._splits import knn_accuracy
+
+    X, y = _two_classes_arrays(40)
+    nnz = np.count_nonzero(X, axis=1)
+    splits = stratified_splits(y, 2, 0.3, 0)
+    budget = max(int(np.sort(nnz[te])[::-1][:21].sum() * nnz[tr].sum()) for tr, te in splits)
+    ks = [1, 3, 5]
+    rep = hd.classify(X, y, methods=["hdtwd", "l1", "ot"], splits=2, k=ks, ot_budget=budget)["methods"]
+    same = rep["ot"]["params"]["same_rows"]
+    assert sorted(same) == ["hdtwd", "l1"]
+    study = Study(X, [f"f{j}" for j in range(16)], y, TreeParams(), splits, budget=budget)
+    P = X / X.sum(axis=1, keepdims=True)
+    acc = []
+    for s, (tr, te) in enumerate(splits):
+        pos = Split(study, s).scored("ot")
+        assert pos.size < te.size  # a subset
+        acc.append(knn_accuracy(cdist(P[te[pos]], P[tr], "cityblock"), y[tr], y[te[pos]], ks))
+    means = np.mean(acc, axis=0)
+    assert same["l1"]["mean"] == pytest.approx(means.max(), abs=1e-9) and same["l1"]["best_k"] == ks[means.argmax()]
+    everything = hd.classify(X, y, methods=["hdtwd", "l1", "ot"], splits=2, k=ks, ot_budget=10**9)["methods"]
+    for m in ("hdtwd", "l1"):
+        own = everything[m]
+        assert everything["ot"]["params"]["same_rows"][m] == {k: own[k] for k in ("best_k", "mean", "std")}
 
 
 def test_ot_without_pot_is_one_clear_error(monkeypatch):

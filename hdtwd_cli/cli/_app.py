@@ -530,8 +530,10 @@ def _print_report(report: dict, per_k: bool) -> None:
         )
         rows, of = res["params"].get("test_rows"), res["params"].get("test_rows_of")
         if rows is not None and sum(rows) < sum(of):
+            paired = res["params"].get("same_rows", {}).get("hdtwd")
             notes.append(
                 f"{name}: scored on {sum(rows)} of the {sum(of)} test rows (--ot-budget {res['params']['budget']})"
+                + (f", where hdtwd scores {paired['mean']:.1f} ± {paired['std']:.1f}" if paired else "")
             )
     gain = report.get("margins", {})
     if "over_star" in gain:

@@ -226,9 +226,12 @@ class Route:
 
     ``prepared``: the family reads the split's first stage of the chain (its denoiser and weights), so
     the report gives that map (the features' space, the weighting, the denoising and each split's rank).
+    ``budgeted``: the family scores only the test rows that fit exact OT's budget (:meth:`Split.scored`),
+    so the protocol scores every other method on those rows too (the report's ``same_rows``).
     """
 
     prepared: bool = True
+    budgeted: bool = False
 
     def distances(self, spec: Method, run: Split, notes: Notes) -> tuple[np.ndarray, np.ndarray]:
         """Distances (scored test rows x training rows) of ``spec`` on ``run`` and the test rows scored;
@@ -380,6 +383,8 @@ def _budget(study: Study, notes: Notes) -> dict[str, object]:
 class Flow(Competitor):
     """``flow``: the quadtree's flow on exact OT's test rows, costed in its ground space."""
 
+    budgeted = True
+
     def distances(self, spec: Method, run: Split, notes: Notes) -> tuple[np.ndarray, np.ndarray]:
         rows = run.test[run.scored(spec.name)]
         notes.setdefault("test_rows", []).append(int(rows.size))
@@ -395,6 +400,8 @@ class Flow(Competitor):
 
 class ExactOT(Route):
     """``ot``: exact OT on the budgeted test rows, in the ground space of the training rows' unit vectors."""
+
+    budgeted = True
 
     def distances(self, spec: Method, run: Split, notes: Notes) -> tuple[np.ndarray, np.ndarray]:
         rows = run.test[run.scored(spec.name)]

@@ -179,24 +179,49 @@ def evaluate(
     notes: dict[str, Notes] = {m: {} for m in methods}
     skipped: dict[str, str] = {}
     ranks: list[int] = []
+    budgeted = [m for m in methods if route_of(METHODS[m].family).budgeted]
+    same: dict[str, np.ndarray] = {}  # the methods that score every test row, on the budgeted rows
     for s, (train, _) in enumerate(splits):
         run = Split(study, s)
+        pos = _budgeted_rows(run, budgeted)
         for name in methods:
             if name not in skipped:
                 spec = METHODS[name]
                 try:
                     D, rows = route_of(spec.family).distances(spec, run, notes[name])
                     acc[name][s] = knn_accuracy(D, y[train], y[rows], ks)
+                    if pos is not None and rows is run.test:  # exact OT's rows, from the same distances
+                        on = same.setdefault(name, np.zeros((n_splits, len(ks))))
+                        on[s] = knn_accuracy(D[pos], y[train], y[run.test[pos]], ks)
                 except OverBudget as e:
                     skipped[name] = f"skipped: {e}"
             if progress is not None:
                 progress(1)
         if run.denoised_rank is not None:
             ranks.append(run.denoised_rank)
-    return [
+    results = [
         MethodResult(name, list(ks), acc[name], report_params(name, study, notes[name], ranks), skipped.get(name, "ok"))
         for name in methods
     ]
+    for r in results:
+        if r.name in budgeted and r.status == "ok":
+            r.params["same_rows"] = {
+                m: {k: v for k, v in MethodResult(m, list(ks), a).summary().items() if k in ("best_k", "mean", "std")}
+                for m, a in same.items()
+                if m not in skipped
+            }
+    return results
+
+
+def _budgeted_rows(run: Split, budgeted: Sequence[str]) -> np.ndarray | None:
+    """Positions in the split's test rows that exact OT and flowtree score (:meth:`._families.Split.scored`,
+    the same for both), where one of them runs and fits its budget; else ``None``."""
+    if not budgeted:
+        return None
+    try:
+        return run.scored(budgeted[0])
+    except OverBudget:
+        return None
 
 
 def report_params(name: str, study: Study, notes: Notes, ranks: list[int]) -> dict[str, object]:
