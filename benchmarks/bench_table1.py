@@ -1,6 +1,6 @@
 """Issue 26: the seed paper's Table 1 rebuilt on every labelled set - hdtwd beside the competitors' trees.
 
-For each set, ``evaluate`` (the protocol of ``hdtwd classify``: 5 stratified 70/30 splits, seed 0,
+For each set, ``hd.classify`` (the protocol of ``hdtwd classify``: 5 stratified 70/30 splits, seed 0,
 best-k mean kNN accuracy ± std over splits) runs ONE method per call on the same splits, so each
 method's wall time is its own (tree building on the training rows and the TWDs of the split):
 hdtwd with the defaults and with ``--preset paper`` (its (c, K) for the set), the competitors'
@@ -23,24 +23,21 @@ to measure a set again); the report is rewritten after every row.
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import harness
 from bench_classify import PAPER, get
 
-from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
-from hdtwd_cli.evaluate._exact_ot import OverBudget
-from hdtwd_cli.evaluate._families import Split, Study, hdtwd_accuracies
-from hdtwd_cli.evaluate._methods import FITTED_METHODS, TREE_METHODS, of_family
-from hdtwd_cli.evaluate._protocol import evaluate, summarise
-from hdtwd_cli.evaluate._splits import stratified_splits
-from hdtwd_cli.tree._denoise import is_count_data
+import hdtwd_cli as hd
+from hdtwd_cli.evaluate._methods import of_family  # the registry (data only): which methods are which family
 
 WORKDIR = "table1-issue26"
 MST_MAX_FEATURES = 10000
@@ -48,7 +45,21 @@ MST_MAX_FEATURES = 10000
 #: comparison and a larger budget still runs in minutes (pbmc68k: 66 of 210 rows; BBCSPORT: all).
 OT_BUDGETS = {"bbcsport": 3 * 10**9, "pbmc": 2 * 10**9}
 BASE = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
-FLOW_METHODS = of_family("flow")
+TREE_METHODS, FITTED_METHODS, FLOW_METHODS = of_family("tree"), of_family("fitted"), of_family("flow")
+#: ``hd.classify``'s own budget of transport variables per split.
+OT_BUDGET = inspect.signature(hd.classify).parameters["ot_budget"].default
+
+
+def is_count_data(X) -> bool:
+    """Every stored value a whole number (the tf-idf baselines are for counts)."""
+    values = X.data if sp.issparse(X) else np.asarray(X)
+    return bool(np.all(values == np.round(values)))
+
+
+def classify(X, names, y, methods: list[str], params, budget: int) -> dict:
+    """``hd.classify``'s report of ``methods`` (the paper's protocol: 5 stratified 70/30 splits, seed 0, the
+    best k of 1..19) with the parameters' own (eps, K)."""
+    return hd.classify(X, y, names, methods=methods, params=params, ot_budget=budget)["methods"]
 
 
 def run(name: str) -> dict:
@@ -86,8 +97,7 @@ def run(name: str) -> dict:
             continue
         t = time.time()
         budget = OT_BUDGETS.get(name, OT_BUDGET)  # the fitted trees' pairs: the budget of ``ot``
-        res = evaluate(X, names, y, [method], [params.eps], [params.scales], params, ot_budget=budget)
-        s = summarise(res, {})["methods"][method]
+        s = classify(X, names, y, [method], params, budget)[method]
         if s["status"] != "ok":  # over its budget: the row says why
             rows[label] = {"skipped": s["status"], "seconds": time.time() - t}
             print(f"{name} {label}: {s['status']}", file=sys.stderr, flush=True)
@@ -95,9 +105,9 @@ def run(name: str) -> dict:
             continue
         rows[label] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "seconds": time.time() - t}
         if method in FITTED_METHODS:
-            rows[label]["pairs"] = res[0].params["pairs"]
+            rows[label]["pairs"] = s["params"]["pairs"]
         if method in FLOW_METHODS:  # scored on exact OT's test rows
-            rows[label]["test_rows"] = sum(res[0].params["test_rows"])
+            rows[label]["test_rows"] = sum(s["params"]["test_rows"])
         print(
             f"{name} {label}: {s['mean']:.1f} ± {s['std']:.1f} in {time.time() - t:.0f} s", file=sys.stderr, flush=True
         )
@@ -111,24 +121,20 @@ def run(name: str) -> dict:
 
 
 def fitted_together(name: str, X, names, y, methods: list[str], defaults) -> dict[str, dict]:
-    """The fitted trees ``methods`` in ONE ``evaluate`` call: each split's pairs and their exact transport
-    costs are computed once and shared (``_weighted.fit_pairs``); the time is the call's, for all of them."""
+    """The fitted trees ``methods`` in ONE ``hd.classify`` call: each split's pairs and their exact transport
+    costs are computed once and shared; the time is the call's, for all of them."""
     t = time.time()
-    res = evaluate(
-        X, names, y, methods, [defaults.eps], [defaults.scales], defaults, ot_budget=OT_BUDGETS.get(name, OT_BUDGET)
-    )
+    summary = classify(X, names, y, methods, defaults, OT_BUDGETS.get(name, OT_BUDGET))
     seconds = time.time() - t
-    summary = summarise(res, {})["methods"]
     out = {}
-    for r in res:
-        s = summary[r.name]
+    for method, s in summary.items():
         if s["status"] != "ok":
-            out[r.name] = {"skipped": s["status"], "seconds": seconds, "together": methods}
+            out[method] = {"skipped": s["status"], "seconds": seconds, "together": methods}
             continue
-        out[r.name] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "pairs": r.params["pairs"]}
-        out[r.name] |= {"seconds": seconds, "together": methods}
+        out[method] = {"mean": s["mean"], "std": s["std"], "best_k": s["best_k"], "pairs": s["params"]["pairs"]}
+        out[method] |= {"seconds": seconds, "together": methods}
         print(
-            f"{name} {r.name}: {s['mean']:.1f} ± {s['std']:.1f} ({len(methods)} together in {seconds:.0f} s)",
+            f"{name} {method}: {s['mean']:.1f} ± {s['std']:.1f} ({len(methods)} together in {seconds:.0f} s)",
             file=sys.stderr,
             flush=True,
         )
@@ -137,45 +143,37 @@ def fitted_together(name: str, X, names, y, methods: list[str], defaults) -> dic
 
 def exact_ot_rows(X, names, y, defaults, budget: int) -> dict[str, dict]:
     """``ot`` (exact OT, Euclidean ground cost) on the test rows that fit ``budget``, and hdtwd's defaults
-    on the SAME rows (the paired comparison; the classifier of each is unchanged, only fewer rows
-    are scored). Over the budget: the row says what it would need."""
-    codes = np.unique(y, return_inverse=True)[1]
-    splits = stratified_splits(codes, 5, 0.3, 0)  # evaluate's splits
-    study = Study(X, names, codes, defaults, splits, budget=budget)
-    runs = [Split(study, s) for s in range(len(splits))]
-    try:  # the rows ot scores (the split's histograms' supports: denoised rows are dense)
-        chosen = [run.scored("ot") for run in runs]
-    except OverBudget as e:
-        print(f"exact OT: {e}", file=sys.stderr, flush=True)
-        return {"exact OT": {"skipped": str(e), "budget": budget}}
-    used, of = sum(r.size for r in chosen), sum(te.size for _, te in splits)
+    on the SAME rows from the same call (``hd.classify``'s ``same_rows``: the paired comparison; the
+    classifier of each is unchanged, only fewer rows are scored). Over the budget: the row says what it
+    would need."""
     t = time.time()
-    s = summarise(evaluate(X, names, y, ["ot"], [defaults.eps], [defaults.scales], defaults, ot_budget=budget), {})[
-        "methods"
-    ]["ot"]
+    report = classify(X, names, y, ["hdtwd", "ot"], defaults, budget)
+    seconds = time.time() - t
+    s = report["ot"]
+    if s["status"] != "ok":
+        print(f"exact OT: {s['status']}", file=sys.stderr, flush=True)
+        return {"exact OT": {"skipped": s["status"], "budget": budget}}
+    used, of = sum(s["params"]["test_rows"]), sum(s["params"]["test_rows_of"])
+    paired = s["params"]["same_rows"]["hdtwd"]
     out = {
         "exact OT": {
             "mean": s["mean"],
             "std": s["std"],
             "best_k": s["best_k"],
-            "seconds": time.time() - t,
+            "seconds": seconds,
             "budget": budget,
             "test_rows": used,
             "test_rows_of": of,
-        }
+        },
+        "hdtwd defaults, OT rows": {
+            "mean": paired["mean"],
+            "std": paired["std"],
+            "seconds": seconds,
+            "test_rows": used,
+        },
     }
-    t = time.time()
-    acc = [
-        hdtwd_accuracies(
-            X, names, codes, tr, te[r], defaults.eps, [defaults.scales], defaults, DEFAULT_K, prepared=run.prepared
-        )[defaults.scales]
-        for (tr, te), r, run in zip(splits, chosen, runs)
-    ]
-    mean, std = harness.best_k(acc)
-    out["hdtwd defaults, OT rows"] = {"mean": mean, "std": std, "seconds": time.time() - t, "test_rows": used}
     print(
-        f"exact OT {out['exact OT']['mean']:.1f}, hdtwd {mean:.1f} on {used} of {of} test rows "
-        f"({out['exact OT']['seconds']:.0f} s)",
+        f"exact OT {s['mean']:.1f}, hdtwd {paired['mean']:.1f} on {used} of {of} test rows ({seconds:.0f} s)",
         file=sys.stderr,
         flush=True,
     )
