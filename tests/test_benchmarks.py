@@ -155,6 +155,14 @@ TINY_RUNS = {
     "soak": (["soak.py", "--processes", "2", "--rounds", "1"], "final outputs valid | True"),
     "bench_scale": (["bench_scale.py", "stages", "--sizes", "1500", "--markdown"], "| whole process (peak"),
     "walk": (["walk.py", "--samples", "60", "--features", "40"], '"storage": "csr"'),
+    "bench_table1": (
+        ["bench_table1.py", "--sets", "planted", "--rows", "hdtwd defaults,star,l1"],
+        "| hdtwd defaults - star (same histograms) |",
+    ),
+    "bench_joint": (
+        ["bench_joint.py", "table", "--sets", "planted", "--splits", "2", "--methods", "hdtwd,star,joint"],
+        "planted {'hdtwd'",
+    ),
 }
 
 
