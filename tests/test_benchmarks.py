@@ -163,6 +163,12 @@ TINY_RUNS = {
         ["bench_joint.py", "table", "--sets", "planted", "--splits", "2", "--methods", "hdtwd,star,joint"],
         "planted {'hdtwd'",
     ),
+    "bench_atlas": (["bench_atlas.py", "single", "1500"], '"recall": '),
+    "fuzz_readers": (
+        ["fuzz_readers.py", "--per-seed", "2", "--seeds", "1"],
+        "| input | cases | exit 0 | exit 2 | failures |",
+    ),
+    "pdist_pipeline": (["pdist_pipeline.py", "sample_data/cells.h5ad", "-o", "{tmp}/D.npy"], "pdist_pipeline: n=300"),
 }
 
 
