@@ -1,7 +1,7 @@
 r"""The features' tree learned end to end: features' space -> diffusion -> embedding -> HD-LCA tree.
 
 :func:`learn_trees` composes the stages of the paper's Sec. 3 (docs/method.md sections 1-3, 6-7):
-the features' ambient space and weights (:mod:`._features`), the diffusion operator (Eq. 1;
+the features' ambient space and weights (:mod:`._space`), the diffusion operator (Eq. 1;
 :mod:`._diffusion`, or landmarks, :mod:`._landmarks`), the multi-scale hyperbolic embedding
 (:mod:`._hyperbolic`) and the HD-LCA binary tree (Alg. 1; :mod:`._hd_lca`), then the departures
 of section 7 (features that cannot be placed hang from the root, the leaf term). It is the one
