@@ -9,9 +9,8 @@ For each data set (Zeisel: stored log1p values, 3005 cells x 4000 genes; CBMC: r
    (b) ``python benchmarks/pdist_pipeline.py DATA.npy -o D_pdist.npy``,
    recording wall time and maximum resident set size;
 3. compares the two matrices;
-4. times the stages of ``hdtwd distance`` once in a fresh Python process (the same calls as
-   ``hdtwd_cli.cli._app.distance``, one by one), with the peak RSS of each stage (``VmHWM`` after
-   resetting it through ``/proc/self/clear_refs``);
+4. runs ``hdtwd distance DATA -o OUT -v`` once more and reads each stage's seconds from the command's
+   own ``-v`` lines (the whole process's peak memory from GNU time);
 5. writes a JSON record next to the data and (with ``--write``) replaces the issue-2 section of
    ``benchmarks/archive/RESULTS-history.md`` (``harness.HISTORY``).
 
@@ -76,166 +75,59 @@ def _compare(path_a: Path, path_b: Path) -> dict[str, float]:
     }
 
 
-# ------------------------------------------------------------------ in-process stages
-def _hwm_reset() -> bool:
-    try:
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
-        return True
-    except OSError:
-        return False
+# ------------------------------------------------------------------ stages, as the command accounts for them
+#: The group of a ``-v`` stage line, by its first words.
+_GROUPS = (
+    ("reading", "read"),
+    ("denoising", "denoise"),
+    ("feature space", "features' space"),
+    ("diffusion operator", "diffusion"),
+    ("landmark", "diffusion"),
+    ("multi-scale", "diffusion"),
+    ("hd-lca", "tree decode"),
+    ("complete linkage", "tree decode"),
+    ("average linkage", "tree decode"),
+    ("single linkage", "tree decode"),
+    ("tree-wasserstein", "distance"),
+)
 
 
-def _hwm_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024 / 1e6
-    return float("nan")
-
-
-#: Functions timed inside the in-process ``hdtwd distance`` run: (module, name, group). Every
-#: reference to the function object in any loaded ``hdtwd_cli`` module is replaced by a timing
-#: wrapper, so nested calls nest in the report. Names missing from the installed version are skipped.
-_TIMED = [
-    ("hdtwd_cli.io._matrix", "read_matrix", "read"),
-    ("hdtwd_cli.io", "fingerprint", "read"),
-    ("hdtwd_cli.tree._params", "apply_transform", "read"),
-    ("hdtwd_cli.tree._learn", "learn_tree", "learn tree"),
-    ("hdtwd_cli.tree._learn", "embed", "diffusion+embedding"),
-    ("hdtwd_cli.tree._learn", "feature_operator", "diffusion+embedding"),
-    ("hdtwd_cli.tree._diffusion", "diffusion_operator", "diffusion+embedding"),
-    ("hdtwd_cli.tree._diffusion", "feature_distances", "diffusion+embedding"),
-    ("hdtwd_cli.tree._hyperbolic", "hyperbolic_embedding", "diffusion+embedding"),
-    ("hdtwd_cli.tree._landmarks", "landmark_operator", "diffusion+embedding"),
-    ("hdtwd_cli.tree._learn", "feature_space", "learn tree"),
-    ("hdtwd_cli.tree._learn", "decode_from_embedding", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_lca_product", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_lca_products", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "lca_tree", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "stable_argsort", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_lca_product_merge_order", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_lca", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_lca_merge_order", "tree decode"),
-    ("hdtwd_cli.tree._hd_lca", "hd_binary_tree", "tree decode"),
-    ("hdtwd_cli.twd._distance", "align_to_tree", "distance"),
-    ("hdtwd_cli.twd._distance", "tree_wasserstein", "distance"),
-    ("hdtwd_cli.twd._distance", "normalize_rows", "distance"),
-    ("hdtwd_cli.twd._distance", "tree_embedding", "distance"),
-    ("hdtwd_cli.twd._distance", "tree_distances", "distance"),
-    ("hdtwd_cli.twd._distance", "pruned_share", "distance"),
-    ("hdtwd_cli.twd._distance", "_panels", "distance"),
-    ("hdtwd_cli.twd._kernels", "l1_distances", "distance"),
-    ("hdtwd_cli.twd._pruned", "l1_distances_pruned", "distance"),
-    ("hdtwd_cli.io._output", "write_distances", "write"),
-    ("hdtwd_cli.io._output", "write_npy_in_place", "write"),
-]
+def _group(stage: str) -> str:
+    low = stage.lower()
+    return next((g for prefix, g in _GROUPS if low.startswith(prefix)), "other")
 
 
 def stages_main(data: str, out: str, compare_to: str | None) -> None:
-    """Run ``hdtwd distance DATA -o OUT -q`` in this process with its stages timed; print JSON.
+    """Run ``hdtwd distance DATA -o OUT -v`` once and print its stages as JSON (``STAGES_JSON``).
 
-    The command itself is invoked (``hdtwd_cli.cli._app.app``), so the defaults and the order of the
-    calls are the CLI's; only timing wrappers are added (overhead: microseconds per call).
+    The stages and their seconds are the command's own ``-v`` lines (:func:`harness.stage_times`), so the
+    profile follows the command as it is (no wrapper names a function of the package); the whole process's
+    wall time and peak memory come from GNU time; what the lines do not cover (start-up, option checks,
+    writing) is one row.
     """
-    import functools
-    import importlib
-
-    t0 = time.perf_counter()
-    from hdtwd_cli._runtime.simd import prefer_wide_vectors
-
-    prefer_wide_vectors()  # as the `hdtwd` command does before its first kernel
-    import hdtwd_cli.cli._app as cli
-
-    importlib.import_module("hdtwd_cli.twd._kernels")  # numba, part of the startup cost
-    t_import = time.perf_counter() - t0
-    events: list[dict[str, Any]] = []
-    stack: list[dict[str, Any]] = []
-    hwm_ok = [True]
-
-    def wrap(fn: Any, name: str, group: str) -> Any:
-        @functools.wraps(fn)
-        def timed(*a: Any, **k: Any) -> Any:
-            if stack:  # the parent's peak so far, before the child resets the high-water mark
-                stack[-1]["peak_MB"] = max(stack[-1]["peak_MB"], _hwm_mb())
-            hwm_ok[0] = _hwm_reset() and hwm_ok[0]
-            ev = {"stage": name, "group": group, "depth": len(stack), "peak_MB": 0.0, "s": 0.0}
-            events.append(ev)
-            stack.append(ev)
-            t = time.perf_counter()
-            try:
-                return fn(*a, **k)
-            finally:
-                ev["s"] = time.perf_counter() - t
-                ev["peak_MB"] = max(ev["peak_MB"], _hwm_mb())
-                stack.pop()
-                if stack:
-                    stack[-1]["peak_MB"] = max(stack[-1]["peak_MB"], ev["peak_MB"])
-
-        return timed
-
-    # the commands import their modules lazily: load every module a command may use before patching
-    for modname in {m for m, _, _ in _TIMED} | {
-        "hdtwd_cli._api",
-        "hdtwd_cli.io",
-        "hdtwd_cli.io._output",
-        "hdtwd_cli.knn._dask",
-        "hdtwd_cli.knn._search",
-        "hdtwd_cli.knn._graph",
-    }:
-        try:
-            importlib.import_module(modname)
-        except ImportError:
-            pass
-    mods = [m for k, m in sys.modules.items() if k == "hdtwd_cli" or k.startswith("hdtwd_cli.")]
-    skipped = []
-    for modname, name, group in _TIMED:
-        try:
-            fn = getattr(importlib.import_module(modname), name)
-        except (ImportError, AttributeError):
-            skipped.append(f"{modname}.{name}")
-            continue
-        w = wrap(fn, name, group)
-        for m in mods:
-            for attr, val in list(vars(m).items()):
-                if val is fn:
-                    setattr(m, attr, w)
-
-    t1 = time.perf_counter()
-    try:
-        cli.app(["distance", data, "-o", out, "-q"], standalone_mode=False)
-    except SystemExit as e:  # typer.Exit may surface as SystemExit
-        if e.code:
-            raise
-    total = time.perf_counter() - t1
-    covered = sum(e["s"] for e in events if e["depth"] == 0)
-    rows = [
-        {
-            "stage": "import hdtwd_cli.cli._app + numba",
-            "group": "startup",
-            "depth": 0,
-            "s": t_import,
-            "peak_MB": float("nan"),
-        }
+    log = Path(out).with_suffix(".log")
+    run = harness.run_timed_once([harness.require_tools(), "distance", data, "-o", out, "-v"], log)
+    stages = harness.stage_times(log.read_text())
+    nan = float("nan")
+    rows: list[dict[str, Any]] = [
+        {"stage": k, "group": _group(k), "depth": 0, "s": v, "peak_MB": nan} for k, v in stages.items()
     ]
-    rows += events
     rows.append(
         {
-            "stage": "(rest of the command: option checks, metadata, untimed glue)",
+            "stage": "(rest of the process: start-up, option checks, writing)",
             "group": "other",
             "depth": 0,
-            "s": total - covered,
-            "peak_MB": float("nan"),
+            "s": run["wall_s"] - sum(stages.values()),
+            "peak_MB": nan,
         }
     )
     D = np.load(out, mmap_mode="r")
     result: dict[str, Any] = {
         "rows": rows,
-        "hwm_reset_worked": hwm_ok[0],
-        "skipped": skipped,
         "n": int(D.shape[0]),
-        "command_s": total,
-        "total_s": total + t_import,
+        "command_s": run["wall_s"],
+        "total_s": run["wall_s"],
+        "peak_MB": run["max_rss_MB"],
     }
     if compare_to:
         ref = np.load(compare_to)
@@ -370,12 +262,9 @@ def render(record: dict[str, Any]) -> str:
     out.append("### Where the time goes")
     out.append("")
     out.append(
-        "`hdtwd distance DATA -o OUT -q` run once more inside one Python process "
-        "(`bench_end_to_end.py --stages-only`) with timing wrappers around the library functions it "
-        "calls; nested calls are indented (`·`), their time is part of the parent's. % = share of "
-        "import + command. Peak MB = the process's VmHWM during the call (reset at each call via "
-        "`/proc/self/clear_refs`), so it includes everything still alive from earlier stages; "
-        "the import row's peak is the baseline RSS after imports."
+        "`hdtwd distance DATA -o OUT -v` run once more (`bench_end_to_end.py --stages-only`): each stage's "
+        "seconds as the command's `-v` lines give them, the rest of the process (start-up, option checks, "
+        "writing) in one row. % = share of the whole process; its peak memory from GNU time."
     )
     for _name, r in record["datasets"].items():
         s = r["stages"]
@@ -384,8 +273,8 @@ def render(record: dict[str, Any]) -> str:
         out.append("")
         out.append(
             f"**{r['label']}**, {n} x {m}; learned tree: {info.get('tree_nodes', '?')} nodes, "
-            f"tree-embedding dimension {info.get('embedding_dim', '?')}. In-process import + "
-            f"command {s['total_s']:.2f} s (CLI subprocess: {r['hdtwd']['wall_s']:.2f} s wall); "
+            f"tree-embedding dimension {info.get('embedding_dim', '?')}. The profiled run "
+            f"{s['total_s']:.2f} s, peak {s.get('peak_MB', float('nan')):.0f} MB (the timed run: {r['hdtwd']['wall_s']:.2f} s wall); "
             f"other load {s['background_cores']:.2f} cores, {len(s.get('attempts', [1]))} run(s)."
         )
         out.append("")

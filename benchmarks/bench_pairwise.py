@@ -15,14 +15,12 @@ Trees
     Zeisel and CBMC: the tree hdtwd learns from the same counts (``learn_tree`` with the
     ``default`` preset), cached as ``.h5`` and ``.nwk`` under ``<cache_dir>/pairwise/``.
     Corpus: learning a tree over 24,000 features is too expensive, so a random binary tree
-    (``hdtwd_cli.evaluate._synthetic.random_binary_tree(24000, seed=0)``) with edge lengths drawn uniformly
+    (:func:`random_tree`: random pairs of subtrees joined, seed 0) with edge lengths drawn uniformly
     from [0.01, 1) (seed 1).
 
 Methods
-    hdtwd          ``hdtwd_cli.twd._distance.tree_wasserstein(tree, X)``: normalisation + tree vectors +
-                   compiled kernel, timed whole (the kernel ``l1_distances`` is timed inside the same
-                   calls through a wrapper);
-    scipy          ``pdist(Y, "cityblock")`` on ``Y = TreeVectors(tree, X).rows()``, without and with the
+    hdtwd          ``hd.distances(X, tree)``: normalisation + tree vectors + compiled kernel, timed whole;
+    scipy          ``pdist(Y, "cityblock")`` on ``Y = hd.tree_vectors(tree, X)``, without and with the
                    time to build ``Y`` (same run);
     scikit-bio     ``beta_diversity("weighted_unifrac", counts, ..., normalized=False,
                    validate=False)`` with the default engine and with ``engine="numba"``; the Newick
@@ -32,9 +30,9 @@ Methods
                    extrapolated by n(n-1) scaling;
     Striped UniFrac the result of one ``pip install unifrac`` attempt (``--unifrac-log``).
 
-Also: an in-cache roofline (abs-diff-adds per second of a tight numba loop over arrays held in L1
-and in L2) and the streaming memory bandwidth, and two memory runs of the CLI under
-``/usr/bin/time -v`` (blocked HDF5 output for 30,000 x 2,000; ``--knn 15`` for 100,000 x 2,000).
+Also: two memory runs of the CLI under ``/usr/bin/time -v`` (blocked HDF5 output for 30,000 x 2,000;
+``--knn 15`` for 100,000 x 2,000). Public names only. (The in-cache roofline of the kernel, answered in the
+history's "Issue 5" and "Issue 14" sections, was a probe: ``git show 7dc0ed9:benchmarks/bench_pairwise.py``.)
 
 Each part writes a JSON record under ``<cache_dir>/pairwise/``; ``--render`` merges the latest
 record of every part into the issue-5 section, printed (and with ``--write`` put into
@@ -73,7 +71,7 @@ import datasets
 import harness
 
 SECTION_TITLE = "## Issue 5: the pairwise distance step vs pdist, scikit-bio and Striped UniFrac"
-PARTS = ("roofline", "zeisel", "cbmc", "corpus", "memory")
+PARTS = ("zeisel", "cbmc", "corpus", "memory")
 LABELS = {
     "zeisel": "Zeisel (raw counts)",
     "cbmc": "CBMC (raw counts)",
@@ -185,14 +183,23 @@ def make_corpus(
 
 
 def random_tree(m: int, seed: int = 0, length_seed: int = 1, prefix: str = "w"):
-    """Random binary tree over ``m`` leaves named ``{prefix}0..``, edge lengths U[0.01, 1)."""
-    from hdtwd_cli import Tree
-    from hdtwd_cli.evaluate._synthetic import random_binary_tree
+    """Random binary tree over ``m`` leaves named ``{prefix}0..``: two random subtrees joined at a time (seed
+    ``seed``), edge lengths U[0.01, 1) (seed ``length_seed``); an :class:`hd.Tree`, leaves first, the root last."""
+    import hdtwd_cli as hd
 
-    parent = random_binary_tree(m, seed)
+    rng = np.random.default_rng(seed)
+    parent = np.full(2 * m - 1, -1, dtype=np.int64)
+    active = list(range(m))
+    for node in range(m, 2 * m - 1):
+        for _ in range(2):  # draw a subtree, move the last one into its place
+            i = int(rng.integers(len(active)))
+            parent[active[i]] = node
+            active[i] = active[-1]
+            active.pop()
+        active.append(node)
     length = np.random.default_rng(length_seed).uniform(0.01, 1.0, size=parent.shape[0])
     length[-1] = 0.0
-    t = Tree(parent=parent, length=length, leaf_names=[f"{prefix}{j}" for j in range(m)])
+    t = hd.Tree(parent=parent, length=length, leaf_names=[f"{prefix}{j}" for j in range(m)])
     t.validate()
     return t
 
@@ -220,9 +227,8 @@ def learned_tree(key: str, X: np.ndarray, names: list[str]):
 
 
 def load_part(name: str, small: int | None, seed: int = 0):
-    """(X aligned to the tree's leaves (dense or CSR, float64 counts), tree, info, rows of the full set)."""
-    from hdtwd_cli.twd._histograms import align_to_tree
-
+    """(X with one column per leaf of the tree, in its leaf order (dense or CSR, float64 counts), tree, info,
+    rows of the full set)."""
     if name in ("zeisel", "cbmc"):
         ds = datasets.load("zeisel7" if name == "zeisel" else "cbmc", values="counts")
         X, names = np.ascontiguousarray(ds.X, dtype=np.float64), ds.feature_names
@@ -235,11 +241,12 @@ def load_part(name: str, small: int | None, seed: int = 0):
         t0 = time.perf_counter()
         tree = random_tree(X.shape[1])
         tinfo = {
-            "source": "random_binary_tree(24000, seed=0), edge lengths U[0.01, 1) (seed 1); "
+            "source": "random_tree(24000, seed=0), edge lengths U[0.01, 1) (seed 1); "
             "not learned (too expensive at m = 24,000)",
             "build_s": time.perf_counter() - t0,
         }
-    X = align_to_tree(X, names, tree)
+    column = {n: j for j, n in enumerate(names)}
+    X = X[:, [column[n] for n in tree.leaf_names]]  # every feature is a leaf of these trees
     if sp.issparse(X):
         X = sp.csr_matrix(X)
     rows = np.arange(X.shape[0])
@@ -295,51 +302,26 @@ def agreement(ref: np.ndarray, other: np.ndarray) -> dict[str, Any]:
 
 # ------------------------------------------------------------------ methods on one data set
 def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any], np.ndarray]:
-    """Time hdtwd and scipy on the rows of ``X``; the condensed hdtwd result for agreement checks."""
+    """Time hdtwd and scipy on the rows of ``X`` (columns in the tree's leaf order); the condensed hdtwd
+    result for agreement checks."""
     from scipy.spatial.distance import pdist
 
-    import hdtwd_cli.twd._distance as hd
+    import hdtwd_cli as hd
 
     n = X.shape[0]
+    names = tree.leaf_names
     res: dict[str, Any] = {"n": n}
-
-    # hdtwd, timed whole; the kernel is timed inside the same calls
-    kern = {"s": 0.0}
-    orig = hd.l1_distances
-
-    def wrapped(*a, **k):
-        t = time.perf_counter()
-        try:
-            return orig(*a, **k)
-        finally:
-            kern["s"] = time.perf_counter() - t
-
-    hd.l1_distances = wrapped
-    try:
-        D, r = repeat(
-            lambda: hd.tree_wasserstein(tree, X),
-            reps,
-            max_wait_s,
-            "hdtwd tree_wasserstein",
-            split=lambda: {"kernel_s": kern["s"]},
-        )
-    finally:
-        hd.l1_distances = orig
-    Y = hd.TreeVectors(tree, X).rows()
-    r["d"] = int(Y.shape[1])
+    D, r = repeat(lambda: hd.distances(X, tree, feature_names=names), reps, max_wait_s, "hdtwd distances")
     res["hdtwd"] = r
     ref = condensed(D)
     del D
-    # the wrapped calls are the library's own: the result equals an unwrapped call bit for bit
-    res["hdtwd"]["equals_l1_of_tree_vectors"] = bool(np.array_equal(ref, condensed(orig(Y))))
-    del Y
 
     tY = {"s": 0.0}
 
     def y_then_pdist():
         t = time.perf_counter()
-        Yl = hd.TreeVectors(tree, X).rows()
-        tY["s"] = time.perf_counter() - t
+        Yl = hd.tree_vectors(tree, X, names)
+        tY["s"], tY["d"] = time.perf_counter() - t, Yl.shape[1]
         t = time.perf_counter()
         out = pdist(Yl, "cityblock")
         tY["pdist_s"] = time.perf_counter() - t
@@ -354,6 +336,7 @@ def time_methods(X, tree, reps: int, max_wait_s: float) -> tuple[dict[str, Any],
     )
     r["agreement"] = agreement(ref, d)
     res["scipy"] = r
+    res["hdtwd"]["d"] = int(tY["d"])  # the tree vectors' columns: nodes with mass in some row
     return res, ref
 
 
@@ -509,9 +492,9 @@ def run_dataset(name: str, args) -> dict[str, Any]:
     info["skbio_newick_parse_s"] = time.perf_counter() - t0
 
     # warm-ups (untimed): numba caches of hdtwd and scikit-bio's numba kernel
-    from hdtwd_cli.twd._distance import tree_wasserstein
+    import hdtwd_cli as hd
 
-    tree_wasserstein(tree, X[:5])
+    hd.distances(X[:5], tree, feature_names=tree.leaf_names)
     c5 = (X[:5].toarray() if sp.issparse(X) else X[:5]).astype(np.int64)
     _skbio_call(c5, tree, tnode, "numba")
 
@@ -558,118 +541,6 @@ def run_dataset(name: str, args) -> dict[str, Any]:
     return rec
 
 
-# ------------------------------------------------------------------ roofline
-def micro_kernel(nk: int, nj: int, target: float = 4e9) -> tuple[Callable[[], Any], float]:
-    """The library's own register-blocked micro-kernel (``_kernels._rows4``) on data that stays in L1,
-    one packed ``nk x nj`` block per thread: the compute ceiling of exactly the instruction mix the
-    distance kernel runs. Returns a compiled, warmed-up ``run()`` and the terms one run computes."""
-    import numba
-    from numba import njit, prange
-
-    from hdtwd_cli.twd._kernels import _rows4
-
-    @njit(parallel=True)
-    def micro_in_cache(As, Bps, accs, reps, nk, nj):  # pragma: no cover - compiled
-        for t in prange(As.shape[0]):
-            for _ in range(reps):
-                _rows4(As[t], 0, 0, nk, Bps[t], 0, accs[t], 0, 0, nj)
-        return accs[:, 0, 0].sum()
-
-    nt = numba.get_num_threads()
-    rng = np.random.default_rng(0)
-    As, Bps, accs = rng.random((nt, 4, nk)), rng.random((nt, nk, nj)), np.zeros((nt, 4, nj))
-    micro_in_cache(As, Bps, accs, 2, nk, nj)
-    reps = max(1, int(target / (nt * 4 * nk * nj)))
-    return (lambda: micro_in_cache(As, Bps, accs, reps, nk, nj)), float(nt * 4 * nk * nj * reps)
-
-
-def roofline(args) -> dict[str, Any]:
-    import numba
-    from numba import njit, prange
-
-    @njit(parallel=True, fastmath=True)
-    def absdiff_in_cache(A, B, reps):  # pragma: no cover - compiled
-        nt, L = A.shape
-        out = np.zeros(nt)
-        for t in prange(nt):
-            a = A[t]
-            b = B[t]
-            s = 0.0
-            for _ in range(reps):
-                acc = 0.0
-                for k in range(L):
-                    acc += abs(a[k] - b[k])
-                s += acc
-                a[0] = s * 1e-300  # a store the next pass depends on: no hoisting of the pass
-            out[t] = s
-        return out
-
-    @njit(parallel=True, fastmath=True)
-    def stream_sum(x):  # pragma: no cover - compiled
-        s = 0.0
-        for i in prange(x.shape[0]):
-            s += x[i]
-        return s
-
-    @njit(parallel=True, fastmath=True)
-    def stream_absdiff(a, b):  # pragma: no cover - compiled
-        s = 0.0
-        for i in prange(a.shape[0]):
-            s += abs(a[i] - b[i])
-        return s
-
-    nt = numba.get_num_threads()
-    rng = np.random.default_rng(0)
-    out: dict[str, Any] = {"threads": nt}
-    for key, L, target in (("L1", 1024, 4e9), ("L2", 16384, 4e9)):
-        A = rng.random((nt, L))
-        B = rng.random((nt, L))
-        absdiff_in_cache(A, B, 2)
-        reps = max(1, int(target / (nt * L)))
-        _, r = repeat(
-            lambda A=A, B=B, reps=reps: absdiff_in_cache(A, B, reps),
-            args.reps,
-            args.max_wait,
-            f"in-cache abs-diff ({key})",
-        )
-        ops = nt * L * reps
-        r.update(
-            {
-                "L_per_thread": L,
-                "bytes_per_thread": 2 * 8 * L,
-                "reps": reps,
-                "ops": ops,
-                "ops_per_s": ops / r["median_s"],
-            }
-        )
-        out[f"absdiff_{key}"] = r
-        log(f"  in-cache ({key}, 2 x {L} float64 per thread): {r['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s")
-    # the library's own register-blocked micro-kernel on data that stays in L1: the compute
-    # ceiling of exactly the instruction mix the distance kernel runs
-    nk, nj = 32, 64  # packed B block 32 x 64 float64 = 16 KiB per thread
-    run, ops = micro_kernel(nk, nj)
-    _, r = repeat(run, args.reps, args.max_wait, "in-cache micro-kernel (L1)")
-    r.update({"ops": ops, "ops_per_s": ops / r["median_s"], "bytes_per_thread": 8 * (4 * nk + nk * nj + 4 * nj)})
-    out["microkernel_L1"] = r
-    log(f"  in-cache micro-kernel: {r['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s")
-    N = (1 << 30) // 8  # 1 GiB per array
-    x = np.ones(N)
-    stream_sum(x[:1000])
-    _, r = repeat(lambda: stream_sum(x), args.reps, args.max_wait, "stream sum (1 GiB)")
-    r.update({"bytes": 8 * N, "bytes_per_s": 8 * N / r["median_s"]})
-    out["stream_sum"] = r
-    y = np.full(N, 0.5)
-    stream_absdiff(x[:1000], y[:1000])
-    _, r = repeat(lambda: stream_absdiff(x, y), args.reps, args.max_wait, "stream abs-diff (2 x 1 GiB)")
-    r.update({"bytes": 16 * N, "bytes_per_s": 16 * N / r["median_s"], "ops_per_s": N / r["median_s"]})
-    out["stream_absdiff"] = r
-    log(
-        f"  stream sum {out['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s, "
-        f"stream abs-diff {r['ops_per_s'] / 1e9:.2f} G/s ({r['bytes_per_s'] / 1e9:.1f} GB/s)"
-    )
-    return out
-
-
 # ------------------------------------------------------------------ memory runs (CLI)
 def synth_counts(n: int, m: int, seed: int, nnz_per_row: int = 100) -> sp.csr_matrix:
     """Sparse counts: each row has about ``nnz_per_row`` distinct features with Poisson(3)+1 counts."""
@@ -714,7 +585,7 @@ def memory_runs(args) -> dict[str, Any]:
     tpath.write_text(tree.to_newick())
     out: dict[str, Any] = {
         "m": m,
-        "tree": "random_binary_tree(2000, seed=0), lengths U[0.01, 1) (seed 1), leaves f0..f1999, Newick",
+        "tree": "random_tree(2000, seed=0), lengths U[0.01, 1) (seed 1), leaves f0..f1999, Newick",
         "data": "sparse counts, 50-150 distinct features per row, Poisson(3)+1 values, scipy.sparse .npz",
     }
 
@@ -830,19 +701,18 @@ def run_capped(cmd: list[str], max_s: float, cap_bytes: float) -> dict[str, Any]
 
 
 def _check_h5_rows(data: Path, tree, dout: Path, rows: int = 64) -> dict[str, Any]:
-    """Spot check: the first and last rows of the blocked output vs an in-process computation."""
+    """Spot check: the first and last rows of the blocked output against the public cross distances."""
     import h5py
 
-    from hdtwd_cli.twd._distance import TreeVectors
-    from hdtwd_cli.twd._kernels import l1_distances
+    import hdtwd_cli as hd
 
     X = sp.load_npz(data).tocsr()
-    Y = TreeVectors(tree, X).rows()
-    n = Y.shape[0]
+    names = [f"f{j}" for j in range(X.shape[1])]  # the command's default names
+    n = X.shape[0]
     sel = np.r_[0:rows, n - rows : n]
     with h5py.File(dout, "r") as f:
         Dh = f["distances"][sel, :]
-    Dr = l1_distances(Y[sel], Y)  # rows sel, all columns
+    Dr = hd.distances(X[sel], tree, reference=X, feature_names=names, reference_feature_names=names)
     Dr[np.arange(sel.size), sel] = 0.0
     a = agreement(Dr, Dh)
     return {"rows_checked": int(sel.size), **a}
@@ -883,11 +753,11 @@ def render(rec: dict[str, Any]) -> str:
     )
     o.append("")
     o.append(
-        "- hdtwd: `hdtwd_cli.twd._distance.tree_wasserstein(tree, X)` (row normalisation + tree vectors "
-        '`Y` + compiled kernel; returns the n x n matrix). "kernel" is `pairwise_l1(Y)` inside the same calls.'
+        "- hdtwd: `hd.distances(X, tree)` (row normalisation + tree vectors `Y` + compiled kernel; returns the "
+        "n x n matrix)."
     )
     o.append(
-        "- scipy: `pdist(Y, 'cityblock')` on `Y = TreeVectors(tree, X).rows()` (returns the condensed "
+        "- scipy: `pdist(Y, 'cityblock')` on `Y = hd.tree_vectors(tree, X)` (returns the condensed "
         'n(n-1)/2 vector; single-threaded); "+ Y" adds the time to build `Y` in the same run.'
     )
     o.append(
@@ -945,49 +815,6 @@ def render(rec: dict[str, Any]) -> str:
             f"scikit-bio probes (decide full set vs subset, budget {d.get('skbio_budget_s', 600):.0f} s per run): {probes}. "
             f"Newick parse into a TreeNode: {info['skbio_newick_parse_s']:.2f} s (untimed above)."
         )
-        o.append("")
-
-    if "roofline" in rec:
-        rf = rec["roofline"]
-        l1, l2 = rf["absdiff_L1"], rf["absdiff_L2"]
-        mk = rf.get("microkernel_L1")
-        roof = max(l1["ops_per_s"], l2["ops_per_s"], mk["ops_per_s"] if mk else 0.0)
-        o.append("### Roofline")
-        o.append("")
-        o.append(
-            f"Tight numba loop (`parallel=True, fastmath=True`, {rf['threads']} threads), "
-            "s += |a_k - b_k| over two contiguous float64 arrays per thread, repeated: "
-            f"{l1['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s with 2 x {l1['L_per_thread']} values per thread "
-            f"({l1['bytes_per_thread'] // 1024} KiB, in L1), {l2['ops_per_s'] / 1e9:.2f} G/s with "
-            f"2 x {l2['L_per_thread']} ({l2['bytes_per_thread'] // 1024} KiB, in L2). "
-            + (
-                f"The library's own register-blocked micro-kernel (`_kernels._rows4`: 4 rows x 4 columns in "
-                f"registers, vectorised across pairs) on a 32 x 64 packed block that stays in L1: "
-                f"{mk['ops_per_s'] / 1e9:.2f} G/s. "
-                if mk
-                else ""
-            )
-            + f"Streaming from memory: sum of a 1 GiB array {rf['stream_sum']['bytes_per_s'] / 1e9:.1f} GB/s; "
-            f"sum |a - b| over two 1 GiB arrays {rf['stream_absdiff']['ops_per_s'] / 1e9:.2f} G abs-diff-adds/s "
-            f"({rf['stream_absdiff']['bytes_per_s'] / 1e9:.1f} GB/s). In-cache roofline = "
-            f"{roof / 1e9:.2f} G/s (the best of these in-cache kernels). Memory is not the limit: the kernel "
-            "streams each row from memory once per tile, not once per pair."
-        )
-        o.append("")
-        o.append(
-            "| data | n | d | abs-diff-adds n(n-1)/2 x d | kernel s (median) | achieved G/s | "
-            "fraction of in-cache roofline | tree_wasserstein s | G/s over the whole call |"
-        )
-        o.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-        for _name, d in rec["datasets"].items():
-            h = d["full"]["hdtwd"]
-            ops = pairs(d["full"]["n"]) * h["d"]
-            k = h["median_kernel_s"]
-            o.append(
-                f"| {d['label']} | {d['full']['n']} | {h['d']} | {ops:.3g} | {fmt_s(k)} | "
-                f"{ops / k / 1e9:.2f} | {ops / k / roof:.2f} | {fmt_s(h['median_s'])} | "
-                f"{ops / h['median_s'] / 1e9:.2f} |"
-            )
         o.append("")
 
     if "memory" in rec:
@@ -1098,12 +925,8 @@ def _rows(b: dict[str, Any], nlab: str, h: float) -> list[str]:
 
     hd = b["hdtwd"]
     out.append(
-        f"| {nlab} | **hdtwd** `tree_wasserstein` | {fmt_s(hd['median_s'])} | {runs(hd)} | 1.00 | - | "
+        f"| {nlab} | **hdtwd** `hd.distances` | {fmt_s(hd['median_s'])} | {runs(hd)} | 1.00 | - | "
         f"{hd['max_background_cores']:.2f} |"
-    )
-    out.append(
-        f"| {nlab} | · of which kernel `l1_distances(Y)` | {fmt_s(hd['median_kernel_s'])} | "
-        f"{', '.join(fmt_s(x['kernel_s']) for x in hd['runs'])} | {hd['median_kernel_s'] / h:.2f} | | |"
     )
     if "scipy" in b:
         s = b["scipy"]
@@ -1265,9 +1088,7 @@ def main(argv: list[str] | None = None) -> int:
                 "loadavg_start": os.getloadavg(),
             }
             log(f"=== part {part} ({tag}); load average {rec['loadavg_start']}")
-            if part == "roofline":
-                rec["result"] = roofline(args)
-            elif part == "memory":
+            if part == "memory":
                 rec["result"] = memory_runs(args)
             else:
                 rec["result"] = run_dataset(part, args)
@@ -1306,9 +1127,7 @@ def merge(wd: Path, tag: str, args) -> dict[str, Any]:
         merged["args"] = {**rec["args"], **{k: v for k, v in vars(args).items() if k == "note"}}
         commits.add(rec["machine"]["git_commit"])
         dates.append(rec["machine"]["date_utc"])
-        if part == "roofline":
-            merged["roofline"] = rec["result"]
-        elif part == "memory":
+        if part == "memory":
             merged["memory"] = rec["result"]
         else:
             merged["datasets"][part] = rec["result"]

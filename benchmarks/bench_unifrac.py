@@ -14,13 +14,14 @@ renders them all, ``--write`` replaces the issue-14 section of archive/RESULTS-h
   float32, so about 1e-7 relative is expected).
 - ``e2e``: ``hdtwd distance DATA -o D.npy -q`` with the defaults (the tree learned too):
   medians of 3 (1 run for the corpora).
-- ``stages``: the same command once more in one process with its stages timed
+- ``stages``: the same command once more with ``-v``, each stage's seconds from its lines
   (``bench_end_to_end.py --stages-only``).
 - ``startup``: ``hdtwd --version`` and ``hdtwd distance sample_data/produce.csv``, medians of 5.
 
 Every run first byte-compiles ``hdtwd_cli`` (as ``pip install`` does; :func:`byte_compile`).
-- ``roofline``: the sparse corpus's kernel in one process: the pruned kernel's executed terms
-  per second against the in-cache ceiling of its own micro-kernel.
+
+(The sparse corpus's kernel against its micro-kernel's in-cache ceiling, the ``roofline`` probe, is answered in
+the history's "Issue 14" section: ``git show 7dc0ed9:benchmarks/bench_unifrac.py``.)
 
 With ``--cpus native,avx2`` the ``distance`` and ``e2e`` parts run hdtwd on each CPU kind's code
 paths in turns with ssu (``cpu_kind.py``: the AVX2 paths on an AVX-512 machine), check that the
@@ -30,7 +31,7 @@ keeps such a run's records apart from the issue-14 ones.
 Usage::
 
     apt-get install -y unifrac-tools && pip install biom-format   # ssu and its input format
-    python benchmarks/bench_unifrac.py prepare distance e2e stages startup roofline
+    python benchmarks/bench_unifrac.py prepare distance e2e stages startup
     python benchmarks/bench_unifrac.py --markdown --write
     python benchmarks/bench_unifrac.py --workdir unifrac-issue24 --cpus native,avx2 prepare distance e2e
     python benchmarks/bench_unifrac.py --workdir unifrac-issue24 --cpus native,avx2 --markdown --write
@@ -44,13 +45,8 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
-
-from hdtwd_cli._runtime.simd import prefer_wide_vectors
-
-prefer_wide_vectors()  # the in-process kernels (roofline part) compiled as `hdtwd` compiles them
 
 import numpy as np
 import scipy.sparse as sp
@@ -99,7 +95,7 @@ def _tool(kind: str) -> str:
 
 def _save(part: str, rec: dict[str, Any], facts: dict[str, Any] | None = None) -> None:
     """Store a part's record with the facts of its run (date, commit, machine), taken at run time."""
-    old = _load(part) if part not in ("startup", "roofline") else {}
+    old = _load(part) if part != "startup" else {}
     rec = {**old, **rec, "facts": facts or harness.machine_facts()}
     (WD / f"{part}.json").write_text(json.dumps(rec, indent=1, default=str))
 
@@ -320,78 +316,12 @@ def part_startup(reps: int = 5) -> dict[str, Any]:
     return out
 
 
-def part_roofline(reps: int = 3) -> dict[str, Any]:
-    """Executed terms of the pruned kernel per second on the 5,000 x 24,000 corpus vs its micro-kernel's ceiling."""
-    import numba
-
-    import hdtwd_cli as hd
-    from hdtwd_cli.io import read_tree_file
-    from hdtwd_cli.twd._distance import _panels, pruned_share
-    from hdtwd_cli.twd._pruned import l1_distances_pruned
-
-    X = sp.load_npz(data_path("corpus24k")).tocsr()
-    dv = hd.distance_vectors(X, tree=read_tree_file(str(WD / "corpus24k.nwk")))
-    tv = dv.base
-    t = time.perf_counter()
-    P = _panels(tv, tv.x)
-    t_panels = time.perf_counter() - t
-    l1_distances_pruned(_panels(tv, tv.x[:64]))  # compiled / loaded before the clock
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        l1_distances_pruned(P)
-        times.append(time.perf_counter() - t)
-    # terms executed: per pair of blocks (J >= I) rows x rows x |shared nodes| (diagonal pairs: about half)
-    nb = P.sizes.size
-    supp = [P.supp[P.supp_ptr[b] : P.supp_ptr[b + 1]] for b in range(nb)]
-    rows = np.minimum(P.R, P.n - np.arange(nb) * P.R)
-    terms, shared, passes = 0.0, 0, 0
-    for i in range(nb):
-        for j in range(i, nb):
-            u = np.intersect1d(supp[i], supp[j], assume_unique=True)
-            terms += rows[i] * rows[j] * u.size * (0.5 if i == j else 1.0)
-            shared += u.size
-            passes += np.unique(u // 256).size
-
-    from hdtwd_cli.twd._kernels import l1_distances
-
-    Ys = tv.rows(0, 1024)  # the dense tiled kernel on 1,024 of the same documents: the practical ceiling
-    l1_distances(Ys[:64])
-    dt = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        l1_distances(Ys)
-        dt.append(time.perf_counter() - t)
-    ceiling = Ys.shape[0] * (Ys.shape[0] - 1) / 2 * Ys.shape[1] / statistics.median(dt)
-    del Ys
-    med = statistics.median(times)
-    dense_terms = tv.n * (tv.n - 1) / 2 * tv.dim
-    return {
-        "n": tv.n,
-        "dim": tv.dim,
-        "threads": numba.get_num_threads(),
-        "share": pruned_share(tv),
-        "panels_s": t_panels,
-        "panels_MB": P.nbytes / 1e6,
-        "kernel_s": times,
-        "kernel_median_s": med,
-        "terms": terms,
-        "dense_terms": dense_terms,
-        "G_terms_per_s": terms / med / 1e9,
-        "ceiling_G_per_s": ceiling / 1e9,
-        "fraction_of_ceiling": terms / med / ceiling,
-        "dense_equivalent_G_per_s": dense_terms / med / 1e9,
-        "nodes_per_pass": shared / max(1, passes),
-    }
-
-
 PARTS = {
     "prepare": part_prepare,
     "distance": part_distance,
     "e2e": part_e2e,
     "stages": part_stages,
     "startup": part_startup,
-    "roofline": part_roofline,
 }
 
 
@@ -430,9 +360,7 @@ def landmark_switch() -> list[str]:
 
 
 def markdown() -> str:
-    return render(
-        _load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"), _load("roofline")
-    )
+    return render(_load("prepare"), _load("distance"), _load("e2e"), _load("stages"), _load("startup"))
 
 
 NOTES = """### Reading these figures: what is met, what is not
@@ -558,8 +486,8 @@ def render_cpus(prep: dict, dist: dict, e2e: dict) -> str:
     return "\n".join(o)
 
 
-def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: dict) -> str:
-    facts = next((p["facts"] for p in (dist, e2e, stages, start, roof) if p.get("facts")), None)
+def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict) -> str:
+    facts = next((p["facts"] for p in (dist, e2e, stages, start) if p.get("facts")), None)
     o = [HEADING, "", harness.machine_line(facts), ""]  # the run's date and commit, not the rendering's
     if dist:
         o += [
@@ -612,7 +540,7 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
             "",
         ]
     if stages:
-        o += ["### Where the time goes (one process, stages timed; nested calls indented)", ""]
+        o += ["### Where the time goes (each stage's seconds from the command's `-v` lines)", ""]
         for name, (label, _) in WORKLOADS.items():
             r = stages.get(name)
             if not r:
@@ -627,21 +555,6 @@ def render(prep: dict, dist: dict, e2e: dict, stages: dict, start: dict, roof: d
                     f"{'' if pk is None or pk != pk else f'{pk:.0f}'} |"
                 )
             o.append("")
-    if roof:
-        o += [
-            "### The kernel on the sparse corpus",
-            "",
-            f"{roof['n']:,} documents, {roof['dim']:,} tree nodes, {roof['threads']} threads: the block-pair "
-            f"pruned kernel visits {roof['share']:.1%} of the nodes per pair of 32-row blocks (those with mass in both; sampled). "
-            f"Kernel {roof['kernel_median_s']:.2f} s (median of 3; panels {roof['panels_s']:.2f} s, "
-            f"{roof['panels_MB']:.0f} MB), {roof['terms'] / 1e9:.1f} G executed abs-diff-adds: "
-            f"{roof['G_terms_per_s']:.1f} G/s = {roof['fraction_of_ceiling']:.0%} of the rate of the dense tiled "
-            f"kernel, the same micro-kernel on full 256-node passes ({roof['ceiling_G_per_s']:.1f} G/s on 1,024 of "
-            "the same documents, same run). The shared nodes of a pair of blocks fall into many passes, "
-            f"{roof['nodes_per_pass']:.0f} per 256-node pass on average: short inner loops are what costs. "
-            f"Dense-equivalent rate (n(n-1)/2 x d terms / time): {roof['dense_equivalent_G_per_s']:.1f} G/s.",
-            "",
-        ]
     o.append(NOTES)
     return "\n".join(o)
 
