@@ -139,8 +139,7 @@ def all_genes(n: int, m: int, sampled: int = 500, *, reuse: bool = False) -> dic
     else:
         out = {"n": n, "genes": m, "machine": harness.machine_line(), "commit": harness.git_commit()}
         out["date"] = harness.utc_stamp()
-        out.update(harness.run_timed_once([*cmd, "--save-tree", str(t), "-o", str(g)], log))
-        out["stages"] = harness.stage_times(log.read_text())
+        out.update(harness.run_with_stages([*cmd, "--save-tree", str(t), "-o", str(g)], log))
         record.write_text(json.dumps(out, indent=1, default=str))
     recipe = WD / "scanpy_recipe.py"
     recipe.write_text(SCANPY_RECIPE)

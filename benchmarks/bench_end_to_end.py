@@ -106,8 +106,8 @@ def stages_main(data: str, out: str, compare_to: str | None) -> None:
     writing) is one row.
     """
     log = Path(out).with_suffix(".log")
-    run = harness.run_timed_once([harness.require_tools(), "distance", data, "-o", out, "-v"], log)
-    stages = harness.stage_times(log.read_text())
+    run = harness.run_with_stages([harness.require_tools(), "distance", data, "-o", out, "-v"], log)
+    stages = run["stages"]
     nan = float("nan")
     rows: list[dict[str, Any]] = [
         {"stage": k, "group": _group(k), "depth": 0, "s": v, "peak_MB": nan} for k, v in stages.items()

@@ -143,12 +143,12 @@ def part_stages(n: int) -> dict[str, Any]:
     wall time and peak memory."""
     cmd = [harness.require_tools(), "distance", str(synth(n)), "--knn", "15", "--knn-method", "nndescent", "-v"]
     log = WD / f"bench_scale_stages_{n}.log"
-    run = harness.run_timed_once([*cmd, "-o", str(WD / f"bench_scale_stages_G{n}.npz")], log)
+    run = harness.run_with_stages([*cmd, "-o", str(WD / f"bench_scale_stages_G{n}.npz")], log)
     return {
         "n": n,
         "wall_s": run["wall_s"],
         "max_rss_MB": run["max_rss_MB"],
-        "stages": harness.stage_times(log.read_text()),
+        "stages": run["stages"],
         "machine": harness.machine_line(),
         "commit": harness.git_commit(),
     }

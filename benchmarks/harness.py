@@ -540,6 +540,14 @@ def stage_times(log_text: str) -> dict[str, float]:
     return out
 
 
+def run_with_stages(cmd: list[str], log: Path) -> dict[str, Any]:
+    """:func:`run_timed_once` of an ``hdtwd ... -v`` command, with ``stages``: its own account of where the time
+    went (:func:`stage_times` of its log)."""
+    run = run_timed_once(cmd, log)
+    run["stages"] = stage_times(log.read_text())
+    return run
+
+
 def run_timed(cmd: list[str], log: Path, max_tries: int = 1, max_wait_s: float = 0.0) -> dict[str, Any]:
     """:func:`run_timed_once`, repeated while other processes disturbed it (:func:`least_disturbed`).
 
