@@ -36,7 +36,7 @@ __all__ = [
     "OT_BUDGET",
 ]
 
-Metric = Literal["cosine", "euclidean"]
+Metric = Literal["cosine", "correlation", "euclidean"]
 Bandwidth = Literal["median", "knn"]
 METRICS: tuple[str, ...] = get_args(Metric)
 BANDWIDTHS: tuple[str, ...] = get_args(Bandwidth)

@@ -64,6 +64,37 @@ def test_sparse_and_dense_give_same_distances():
     assert np.allclose(feature_distances(X), feature_distances(sp.csr_matrix(X)), atol=1e-14)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_correlation_distance_is_one_minus_pearson_for_every_storage(dtype):
+    """The correlation distance from the centred Gram matrix (no centred copy) equals NumPy's Pearson
+    correlation; dense and sparse storage of counts give the same bits; a constant column (all zero, or
+    the same count in every sample) is at distance 1 from every other."""
+    from scipy.spatial.distance import squareform
+
+    from hdtwd_cli.tree._average import correlation_distances
+
+    rng = np.random.default_rng(4)
+    X = rng.poisson(rng.gamma(1.0, 2.0, (1, 25)) * rng.uniform(0.5, 3.0, (80, 1))).astype(dtype)
+    X[:, 3] = 0.0
+    X[:, 7] = 5.0
+    live = np.setdiff1d(np.arange(25), [3, 7])
+    D = feature_distances(X, "correlation")
+    oracle = 1.0 - np.corrcoef(X[:, live].astype(np.float64).T)
+    np.testing.assert_allclose(D[np.ix_(live, live)], np.clip(oracle, 0.0, 2.0), rtol=0, atol=1e-12)
+    for j in (3, 7):
+        assert np.all(np.delete(D[j], j) == 1.0) and D[j, j] == 0.0
+    assert D.tobytes() == feature_distances(sp.csr_matrix(X.astype(np.float64)), "correlation").tobytes()
+    assert np.array_equal(D, D.T)
+    # the average learner reads the same values (its condensed form, no rounding to zero of tiny distances)
+    np.testing.assert_allclose(squareform(D, checks=False), correlation_distances(X), rtol=0, atol=1e-9)
+    # correlation ignores a shift of a column (the cosine does not)
+    Y = X.astype(np.float64)
+    Y[:, live[0]] += 7.0
+    np.testing.assert_allclose(feature_distances(Y, "correlation"), D, rtol=0, atol=1e-12)
+    cos_x, cos_y = feature_distances(X[:, live], "cosine"), feature_distances(Y[:, live], "cosine")
+    assert not np.allclose(cos_x[0], cos_y[0])
+
+
 def test_zero_column_is_refused():
     X = np.ones((5, 3))
     X[:, 1] = 0
@@ -251,7 +282,7 @@ def test_symmetrize_is_the_bits_of_the_expression(m, block):
     assert np.array_equal(_mirror_upper(B, block), upper)  # the triangle of S^t made whole
 
 
-@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("metric", ["cosine", "correlation", "euclidean"])
 def test_features_identical_up_to_rounding_get_the_same_kernel_on_every_cpu(metric):
     """A distance of 0 on one CPU and 1e-16 on another switched the self-tuning bandwidth of
     a feature with k identical copies between the median and ~1e-8 (a kernel that differed by 1.0,

@@ -45,7 +45,7 @@ def _alpha1_operator(A):
     return Ah / Ah.sum(axis=1)[:, None]
 
 
-@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("metric", ["cosine", "correlation", "euclidean"])
 @pytest.mark.parametrize("bandwidth", ["median", "knn"])
 @pytest.mark.parametrize("sparse", [False, True])
 def test_all_landmarks_give_the_alpha1_operator_of_w_wt(metric, bandwidth, sparse):
@@ -70,7 +70,7 @@ def test_distances_to_every_landmark_equal_the_exact_feature_distances():
 
     X = _counts(m=30)
     L, idx = select_landmarks(X, 30, "random")
-    for metric in ("cosine", "euclidean"):
+    for metric in ("cosine", "correlation", "euclidean"):
         L, idx = select_landmarks(X, 30, "random", metric=metric)
         D = landmark_distances(X, L, metric, idx)
         np.testing.assert_allclose(D, feature_distances(X, metric), rtol=1e-9, atol=1e-12)
@@ -339,7 +339,7 @@ def test_embed_then_decode_hangs_the_unreached_features_from_the_root_as_learn_t
     assert all(learned.parent[leaf[f"f{j}"]] == root for j in lost)
 
 
-@pytest.mark.parametrize("metric", ["cosine", "euclidean"])
+@pytest.mark.parametrize("metric", ["cosine", "correlation", "euclidean"])
 def test_streamed_columns_read_the_rows_once_less_for_the_same_bits(metric, monkeypatch):
     """The scaled columns' squared norms come from the statistics' pass (a power-of-two scale scales them
     exactly) and the random landmarks' products from the pass that takes them: the bits of summing the
@@ -364,6 +364,12 @@ def test_streamed_columns_read_the_rows_once_less_for_the_same_bits(metric, monk
         Xs.mul = mul
         if metric == "cosine":
             assert mul is not None and mul.tobytes() == (1.0 / np.sqrt(sq)).tobytes()
+            sq = np.ones_like(sq)
+        elif metric == "correlation":  # unit centred columns: |x|^2 - s^2 / n from the same squares
+            s = rows.column_sums() / Xs.div
+            assert mul is not None and Xs.sums is not None
+            assert mul.tobytes() == (1.0 / np.sqrt(sq - s * (s / 300))).tobytes()
+            assert Xs.sums.tobytes() == (s * mul).tobytes()
             sq = np.ones_like(sq)
         assert Xs.sq.tobytes() == sq.tobytes()
         reads: list[int] = []

@@ -40,41 +40,21 @@ import scipy.sparse as sp
 
 from hdtwd_cli._defaults import AVERAGE_HEIGHT_POWER
 from hdtwd_cli.tree._denoise import DenoisedRows
-from hdtwd_cli.tree._diffusion import column_gram, column_scale
+from hdtwd_cli.tree._diffusion import correlation_gram
 from hdtwd_cli.tree._hd_lca import linkage_parents
 from hdtwd_cli.tree._tree import Tree
 
 __all__ = ["correlation_distances", "average_linkage_from_distances", "average_linkage_tree", "tree_from_linkage"]
 
 
-def _column_sums(F: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
-    """Column sums of ``F / scale``, over the rows in order (dense and sparse storage: the same bits)."""
-    if isinstance(F, DenoisedRows):
-        return F.column_sums() / scale
-    if sp.issparse(F):
-        F = sp.csr_matrix(F, dtype=np.float64)
-        return np.bincount(F.indices, weights=F.data / scale[F.indices], minlength=F.shape[1])
-    return (np.asarray(F, dtype=np.float64) / scale).sum(axis=0)
-
-
 def correlation_distances(F: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
     r"""Condensed correlation distances :math:`1 - r_{jj'}` between the columns of ``F`` (``n x m``), clipped to [0, 2].
 
-    From the Gram matrix of the columns scaled by powers of two (:func:`~._diffusion.column_scale`,
-    exact), centred as :math:`C = G - s s^\top / n` with ``s`` the scaled column sums. A column
-    with no spread (constant over the rows) has no correlation: it is at distance 1 from every other.
+    From the centred Gram matrix of :func:`~._diffusion.correlation_gram`. A column with no spread
+    (constant over the rows) has no correlation: it is at distance 1 from every other.
     """
-    n, m = F.shape
-    scale = column_scale(F)
-    s = _column_sums(F, scale)  # first: the denoised rows' pass keeps their Gram matrix, handed over below
-    G = column_gram(F, scale, release=True)
-    norm2 = np.diag(G).copy()
-    mean = s / n
-    for i0 in range(0, m, 1024):  # C = G - s mean^T by row blocks: no m x m temporary
-        G[i0 : i0 + 1024] -= np.outer(s[i0 : i0 + 1024], mean)
-    var = np.diag(G).copy()
-    spread = var > 1e-12 * norm2  # beyond the rounding of the centring
-    inv = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
+    m = F.shape[1]
+    G, inv = correlation_gram(F, release=True)
     d = np.empty(m * (m - 1) // 2)
     at = 0
     for j in range(m - 1):  # the upper triangle row by row (no m^2/2 index arrays), 1 - r clipped to [0, 2]

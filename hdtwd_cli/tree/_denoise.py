@@ -544,7 +544,7 @@ class DenoisedRows:
 
     def summarise(self, *, gram: bool = False) -> None:
         r"""One pass over the row blocks, in order: the column statistics (:meth:`column_stats`,
-        :meth:`column_squares`) and, with
+        :meth:`column_squares`, :meth:`column_sums`) and, with
         ``gram``, the upper triangle of :math:`\hat X^\top \hat X` (:meth:`gram_upper`), kept for later.
 
         Learning the tree by the exact operator reads both: one pass denoises every row once instead
@@ -565,13 +565,13 @@ class DenoisedRows:
                 squares += np.einsum("ij,ij->j", R, R)
             if G is not None:
                 gram_upper(R.T, add_to=G)
-                sums += R.sum(axis=0)
+            sums += R.sum(axis=0)
         if stats:
             self._stats = (nonzero, absmax)
             self._squares = squares
         if G is not None:
             self._gram = G
-            self._sums = sums
+        self._sums = sums
 
     def column_stats(self) -> tuple[np.ndarray, np.ndarray]:
         """Per column: the number of rows where it is positive (its document frequency) and its largest value."""
@@ -589,9 +589,10 @@ class DenoisedRows:
         return self._squares
 
     def column_sums(self) -> np.ndarray:
-        """Per column: the sum of its values over the rows (row blocks in order; read in the Gram matrix's pass)."""
+        """Per column: the sum of its values over the rows (row blocks in order; read in whichever pass of
+        :meth:`summarise` ran: the same bits)."""
         if self._sums.size != self.shape[1]:
-            self.summarise(gram=True)
+            self.summarise()
         return self._sums
 
     def gram_upper(self, scale: np.ndarray | float = 1.0, *, release: bool = False) -> np.ndarray:

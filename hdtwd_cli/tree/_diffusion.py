@@ -5,7 +5,8 @@ is the vector :math:`a_j = X_{:,j} \in \mathbb{R}^n` and the diffusion operator 
 their pairwise distances:
 
 1. initial distance, cosine by default,
-   :math:`d(j,j') = 1 - \langle a_j, a_{j'}\rangle / (\lVert a_j\rVert \lVert a_{j'}\rVert)`;
+   :math:`d(j,j') = 1 - \langle a_j, a_{j'}\rangle / (\lVert a_j\rVert \lVert a_{j'}\rVert)`, or the
+   correlation distance, the cosine of the centred columns :math:`a_j - \bar a_j \mathbf 1`;
 2. kernel scale :math:`\epsilon = c\,\sigma`, :math:`\sigma = \operatorname{median}_{j<j'} d(j,j')`;
 3. Gaussian kernel :math:`Q = \exp(-d^2/\epsilon)`;
 4. density normalisation (alpha = 1) :math:`\hat Q = D^{-1} Q D^{-1}`, :math:`D = \mathrm{diag}(Q\mathbf 1)`;
@@ -46,6 +47,9 @@ __all__ = [
     "POWER_DTYPE",
     "column_scale",
     "column_gram",
+    "column_sums",
+    "correlation_gram",
+    "SPREAD_ROUNDING",
 ]
 
 
@@ -58,6 +62,9 @@ EIGENVALUE_FLOOR = 1e-12
 #: and ``sqrt(|a|^2 + |b|^2 - 2 a.b)`` of two identical columns about 1e-8 of their norm.
 COSINE_ROUNDING = 1e-9
 EUCLIDEAN_ROUNDING = 1e-6
+#: A column whose centred squared norm is at most this share of its squared norm has no spread beyond the
+#: rounding of the centring (:func:`correlation_gram`): it is treated as constant (no correlation with any column).
+SPREAD_ROUNDING = 1e-12
 
 #: Precision of the BLAS product :math:`S^t = W W^\top` behind the embedding
 #: (:func:`diffusion_sqrt_densities`): float32, like the HD-LCA Gram matrices
@@ -155,10 +162,54 @@ def column_scale(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
     return np.ldexp(1.0, e - 1)
 
 
+def column_sums(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
+    """Column sums of ``X / scale``, over the rows in order (dense and sparse storage: the same bits)."""
+    if isinstance(X, DenoisedRows):
+        return X.column_sums() / scale
+    if sp.issparse(X):
+        X = sp.csr_matrix(X, dtype=np.float64)
+        return np.bincount(X.indices, weights=X.data / scale[X.indices], minlength=X.shape[1])
+    return (np.asarray(X, dtype=np.float64) / scale).sum(axis=0)
+
+
+def correlation_gram(
+    X: np.ndarray | sp.spmatrix | DenoisedRows, *, release: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The centred Gram matrix of the columns and the inverse norms of the centred columns.
+
+    With the columns scaled by powers of two (:func:`column_scale`, exact), ``G`` their Gram matrix
+    (:func:`column_gram`) and ``s`` their sums (:func:`column_sums`),
+
+    .. math:: C = G - s\,s^	op / n = (X_s - \mathbf 1 ar x^	op)^	op (X_s - \mathbf 1 ar x^	op),
+
+    formed in place by row blocks (no second ``m x m`` array, and no centred copy of a sparse ``X``).
+    ``inv[j]`` is :math:`C_{jj}^{-1/2}`, or 0 for a column without spread (:data:`SPREAD_ROUNDING`):
+    Pearson's :math:`r_{jl} = C_{jl}\,\mathrm{inv}_j \mathrm{inv}_l`, and 0 against a constant column.
+    ``release``: as for :func:`column_gram`.
+
+    Returns
+    -------
+    C : ndarray, shape (m, m)
+    inv : ndarray, shape (m,)
+    """
+    n, m = X.shape
+    scale = column_scale(X)
+    G = column_gram(X, scale, release=release)
+    s = column_sums(X, scale)  # after: the denoised rows' Gram pass reads their sums too
+    norm2 = np.diag(G).copy()
+    mean = s / n
+    for i0 in range(0, m, 1024):  # C = G - s mean^T by row blocks: no m x m temporary
+        G[i0 : i0 + 1024] -= np.outer(s[i0 : i0 + 1024], mean)
+    var = np.diag(G).copy()
+    spread = var > SPREAD_ROUNDING * norm2
+    inv = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
+    return G, inv
+
+
 def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: np.ndarray) -> None:
     r"""Set, in place, the distances that are zero up to the rounding of their formula to exactly 0.
 
-    ``cosine``: :math:`d \le` :data:`COSINE_ROUNDING`; ``euclidean`` (``D`` in the scaled units of
+    ``cosine`` and ``correlation``: :math:`d \le` :data:`COSINE_ROUNDING`; ``euclidean`` (``D`` in the scaled units of
     the squared norms ``sq``): :math:`d \le` :data:`EUCLIDEAN_ROUNDING` :math:`\sqrt{s_j + s_l}`.
 
     Why: the self-tuning bandwidth replaces a zero k-th neighbour distance by the median (a
@@ -170,7 +221,7 @@ def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: n
     """
     for i0 in range(0, D.shape[0], 256):
         blk = D[i0 : i0 + 256]
-        if metric == "cosine":
+        if metric != "euclidean":
             tol: np.ndarray | float = COSINE_ROUNDING
         else:
             tol = np.sqrt(sq_rows[i0 : i0 + 256, None] + sq_cols[None, :])
@@ -185,8 +236,11 @@ def feature_distances(X: np.ndarray | sp.spmatrix | DenoisedRows, metric: Metric
     ----------
     X : ndarray or sparse matrix, shape (n, m)
         Samples x features, non-negative. No column may be all zero.
-    metric : {"cosine", "euclidean"}
+    metric : {"cosine", "correlation", "euclidean"}
         ``cosine``: :math:`d = 1 - \cos(a_j, a_{j'})`, clipped to ``[0, 2]``;
+        ``correlation``: :math:`d = 1 - r_{jj'}`, Pearson's correlation across the samples (the cosine of
+        the centred columns, :func:`correlation_gram`), clipped to ``[0, 2]``; a constant column is at
+        distance 1 from every other;
         ``euclidean``: :math:`d = \lVert a_j - a_{j'}\rVert_2`.
 
     Returns
@@ -195,6 +249,15 @@ def feature_distances(X: np.ndarray | sp.spmatrix | DenoisedRows, metric: Metric
         Symmetric with a zero diagonal; distances within rounding of 0 are exactly 0
         (:func:`zero_rounding`).
     """
+    if metric == "correlation":
+        C, inv = correlation_gram(X)
+        for i0 in range(0, C.shape[0], 1024):  # 1 - C_jl (inv_j inv_l) by row blocks
+            C[i0 : i0 + 1024] *= inv[i0 : i0 + 1024, None] * inv[None, :]
+        D = np.subtract(1.0, C, out=C)
+        np.clip(D, 0.0, 2.0, out=D)
+        zero_rounding(D, "correlation", inv, inv)
+        np.fill_diagonal(D, 0.0)
+        return _mirror_upper(D)  # the centring's products are not symmetric to the last bit
     colmax = column_scale(X)
     if metric == "cosine":
         G = column_gram(X, colmax)
@@ -265,8 +328,8 @@ def diffusion_operator(
     eps : float
         Multiplier ``c`` of the median distance: :math:`\epsilon = c\,\sigma` (paper grid
         ``{0.1, 1, 2, 5, 10}``).
-    metric : {"cosine", "euclidean"}
-        Initial distance between feature columns.
+    metric : {"cosine", "correlation", "euclidean"}
+        Initial distance between feature columns (:func:`feature_distances`).
     eigenvalue_floor : float
         Eigenvalues of :math:`S` are clipped to ``[eigenvalue_floor, 1]``.
     bandwidth : {"median", "knn"}

@@ -45,10 +45,12 @@ from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.tree._denoise import BLOCK_ROWS, DenoisedRows
 from hdtwd_cli.tree._diffusion import (
     EIGENVALUE_FLOOR,
+    SPREAD_ROUNDING,
     Bandwidth,
     Metric,
     clip_negative,
     column_scale,
+    column_sums,
     zero_rounding,
 )
 
@@ -171,17 +173,21 @@ class StreamedColumns:
     Attributes
     ----------
     sq : ndarray, shape (m,)
-        Squared norms of the scaled columns (ones for ``cosine``).
+        Squared norms of the scaled (for ``correlation``, centred) columns: ones for ``cosine`` and
+        ``correlation`` (0 for a constant column).
     scale : float
-        The global scale of ``euclidean`` distances (1 for ``cosine``).
+        The global scale of ``euclidean`` distances (1 otherwise).
+    sums : ndarray or None
+        ``correlation``: the sums of the scaled columns, whose centring :func:`_products` applies.
     """
 
     def __init__(self, rows: DenoisedRows, metric: Metric) -> None:
         n, m = rows.shape
         colmax = column_scale(rows)
         self.rows, self.metric = rows, metric
-        self.div = colmax if metric == "cosine" else np.full(m, float(colmax.max()))
+        self.div = colmax if metric != "euclidean" else np.full(m, float(colmax.max()))
         self.mul: np.ndarray | None = None
+        self.sums: np.ndarray | None = None
         self._taken: tuple[np.ndarray, np.ndarray] | None = None
         # the scaled columns' squared norms from the statistics' pass: every column is divided by a power of
         # two, which scales its squares and their sums exactly (the bits of summing the scaled blocks' squares)
@@ -191,6 +197,10 @@ class StreamedColumns:
                 raise ValueError("cosine distance is undefined for an all-zero feature column")
             self.mul = 1.0 / np.sqrt(sq)
             sq = np.ones_like(sq)
+        elif metric == "correlation":
+            s = rows.column_sums() / self.div
+            self.mul, sq = _centred_unit(sq, s, n)
+            self.sums = s * self.mul
         self.sq = sq
         self.scale = float(self.div.max()) if metric == "euclidean" else 1.0
 
@@ -259,12 +269,28 @@ def _add_product(G: np.ndarray | None, B: np.ndarray, L: np.ndarray | sp.spmatri
 Scaled: TypeAlias = np.ndarray | sp.csc_matrix | StreamedColumns
 
 
+def _centred_unit(sq: np.ndarray, sums: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    r"""The factors that make the centred columns unit vectors, and their squared norms after it.
+
+    ``sq`` and ``sums``: the columns' squared norms and sums; the centred squared norm is
+    :math:`v = \lVert x\rVert^2 - s^2 / n`. A column without spread beyond the rounding of the centring
+    (:data:`~._diffusion.SPREAD_ROUNDING`) gets the factor 0: a zero column, uncorrelated with every other.
+    """
+    var = sq - sums * (sums / n)
+    spread = var > SPREAD_ROUNDING * sq
+    mul = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
+    return mul, spread.astype(np.float64)
+
+
 def _scaled_columns(
     X: np.ndarray | sp.spmatrix | DenoisedRows | StreamedColumns, metric: Metric
-) -> tuple[Scaled, np.ndarray, float]:
-    """Columns of ``X`` scaled for the metric, their squared norms and the global scale.
+) -> tuple[Scaled, np.ndarray, float, np.ndarray | None]:
+    r"""Columns of ``X`` scaled for the metric, their squared norms, the global scale and, for ``correlation``,
+    their sums (the centring that :func:`_products` applies).
 
     cosine: unit columns (scaled first by an exact power of two, so counts cannot overflow);
+    correlation: columns whose centred versions are unit vectors, never centred themselves (a sparse
+    matrix stays sparse): the products of the centred columns are :math:`X_s^\top L - s\,\bar l^\top`;
     euclidean: ``X / s`` with one power-of-two scale ``s`` (distances are multiplied back by ``s``).
     Sparse input stays sparse (CSC); denoised rows are read by row blocks (:class:`StreamedColumns`).
     """
@@ -273,24 +299,30 @@ def _scaled_columns(
     if isinstance(X, StreamedColumns):
         if X.metric != metric:
             raise ValueError("the streamed columns were scaled for another metric")
-        return X, X.sq, X.scale
+        return X, X.sq, X.scale, X.sums
     colmax = column_scale(X)
-    scale = colmax if metric == "cosine" else np.full(X.shape[1], float(colmax.max()))
+    scale = colmax if metric != "euclidean" else np.full(X.shape[1], float(colmax.max()))
     if sp.issparse(X):
         Xs = sp.csc_matrix(X, dtype=np.float64) @ sp.diags(1.0 / scale)
         sq = np.asarray(Xs.multiply(Xs).sum(axis=0)).ravel()
     else:
         Xs = np.asarray(X, dtype=np.float64) / scale
         sq = np.einsum("ij,ij->j", Xs, Xs)
+    sums = None
     if metric == "cosine":
         if np.any(sq <= 0):
             raise ValueError("cosine distance is undefined for an all-zero feature column")
         inv = 1.0 / np.sqrt(sq)
-        Xs = Xs @ sp.diags(inv) if sp.issparse(Xs) else Xs * inv[None, :]
         sq = np.ones_like(sq)
+    elif metric == "correlation":
+        s = column_sums(X, scale)
+        inv, sq = _centred_unit(sq, s, X.shape[0])
+        sums = s * inv
+    if metric != "euclidean":
+        Xs = Xs @ sp.diags(inv) if sp.issparse(Xs) else Xs * inv[None, :]
         if sp.issparse(Xs):
             Xs = sp.csc_matrix(Xs)
-    return Xs, sq, float(scale.max()) if metric == "euclidean" else 1.0
+    return Xs, sq, float(scale.max()) if metric == "euclidean" else 1.0, sums
 
 
 def _gram_with(Xs: Scaled, L: np.ndarray | sp.spmatrix) -> np.ndarray:
@@ -299,6 +331,21 @@ def _gram_with(Xs: Scaled, L: np.ndarray | sp.spmatrix) -> np.ndarray:
         return Xs.t_dot(L)
     G = Xs.T @ L
     return np.asarray(G.toarray() if sp.issparse(G) else G, dtype=np.float64)
+
+
+def _column_means(L: np.ndarray | sp.spmatrix) -> np.ndarray:
+    """The mean of each column of ``L`` (dense or sparse)."""
+    return np.asarray(L.sum(axis=0), dtype=np.float64).ravel() / L.shape[0]
+
+
+def _products(Xs: Scaled, sums: np.ndarray | None, L: np.ndarray | sp.spmatrix) -> np.ndarray:
+    r"""``m x m'`` products of the columns with ``L``: :math:`X_s^\top L`, and for ``correlation`` (``sums``
+    given) those of the centred columns, :math:`(X_s - \mathbf 1 \bar x^\top)^\top L = X_s^\top L - s\,\bar l^\top`
+    (``L`` itself need not be centred: a centred column is orthogonal to :math:`\mathbf 1`)."""
+    G = _gram_with(Xs, L)
+    if sums is not None:
+        G -= np.outer(sums, _column_means(L))
+    return G
 
 
 def select_landmarks(
@@ -313,13 +360,14 @@ def select_landmarks(
 
     ``random``: ``m'`` distinct feature columns drawn with ``numpy.random.default_rng(seed)``.
     ``kmeans``: :data:`KMEANS_ITERATIONS` Lloyd iterations started from those columns
-    (spherical k-means for ``cosine``: centroids renormalised to unit length); a cluster that
+    (spherical k-means for ``cosine``: centroids renormalised to unit length; for ``correlation`` the
+    same on the centred columns, so the centroids are centred); a cluster that
     empties keeps its previous centroid. The index returned for a centroid is its nearest feature.
     """
     m = X.shape[1]
     if not 2 <= n_landmarks <= m:
         raise ValueError(f"the number of landmarks must be between 2 and the number of features ({m})")
-    Xs, sq, _ = _scaled_columns(X, metric)
+    Xs, sq, _, sums = _scaled_columns(X, metric)
     rng = np.random.default_rng(seed)
     idx = np.sort(rng.choice(m, size=n_landmarks, replace=False)).astype(np.int64)
     L = Xs.take(idx, with_products=method == "random") if isinstance(Xs, StreamedColumns) else Xs[:, idx]
@@ -330,9 +378,12 @@ def select_landmarks(
     if method != "kmeans":
         raise ValueError(f"unknown landmark method {method!r}; choose from {', '.join(LANDMARK_METHODS)}")
     C = np.asarray(L.toarray() if sp.issparse(L) else L, dtype=np.float64)  # type: ignore[union-attr]
+    n = C.shape[0]
+    if sums is not None:  # the centred columns
+        C -= sums[idx][None, :] / n
     for _ in range(KMEANS_ITERATIONS):
-        G = _gram_with(Xs, C)
-        if metric == "cosine":
+        G = _products(Xs, sums, C)
+        if metric != "euclidean":
             score = G
         else:
             score = 2.0 * G - np.einsum("ij,ij->j", C, C)[None, :]
@@ -344,8 +395,10 @@ def select_landmarks(
         else:
             P = Xs @ onehot
             S = np.asarray(P.toarray() if sp.issparse(P) else P, dtype=np.float64)
+        if sums is not None:  # the sums of the centred members
+            S -= (onehot.T @ sums)[None, :] / n
         live = counts > 0
-        if metric == "cosine":
+        if metric != "euclidean":
             norm = np.sqrt(np.einsum("ij,ij->j", S, S))
             live &= norm > 0
             C[:, live] = S[:, live] / norm[None, live]
@@ -353,8 +406,8 @@ def select_landmarks(
             C[:, live] = S[:, live] / counts[None, live]
         if progress is not None:
             progress(1)
-    G = _gram_with(Xs, C)
-    if metric == "cosine":
+    G = _products(Xs, sums, C)
+    if metric != "euclidean":
         near = np.argmax(G, axis=0)
     else:
         near = np.argmin(sq[:, None] - 2.0 * G, axis=0)
@@ -370,17 +423,24 @@ def landmark_distances(
     r"""Initial distances ``m x m'`` between the feature columns of ``X`` and the landmarks.
 
     ``L`` holds landmark vectors in the scaled space of :func:`select_landmarks` (unit columns
-    for ``cosine``). Distances from a landmark feature to itself (``landmark_index``, random
-    landmarks) are set to exactly 0, and so are distances within rounding of 0
+    for ``cosine``; for ``correlation`` columns whose centred versions are unit, or centred centroids:
+    the correlation is that of the centred ``L``). Distances from a landmark feature to itself
+    (``landmark_index``, random landmarks) are set to exactly 0, and so are distances within rounding of 0
     (:func:`_diffusion.zero_rounding`).
     """
-    Xs, sq, scale = _scaled_columns(X, metric)
-    G = _gram_with(Xs, L)
+    Xs, sq, scale, sums = _scaled_columns(X, metric)
+    G = _products(Xs, sums, L)
     if sp.issparse(L):
         lsq = np.asarray(L.multiply(L).sum(axis=0)).ravel()  # type: ignore[union-attr]
     else:
         lsq = np.einsum("ij,ij->j", L, L)
-    if metric == "cosine":
+    if metric == "correlation":  # 1 / |l - mean|, or 0 for a landmark without spread
+        n = L.shape[0]
+        linv, _ = _centred_unit(lsq, _column_means(L) * n, n)
+        D = 1.0 - G * linv[None, :]
+        np.clip(D, 0.0, 2.0, out=D)
+        zero_rounding(D, "correlation", sq, lsq)
+    elif metric == "cosine":
         D = 1.0 - G / np.sqrt(lsq)[None, :]
         np.clip(D, 0.0, 2.0, out=D)
         zero_rounding(D, "cosine", sq, lsq)
