@@ -12,6 +12,7 @@ from typing import Any, Literal, get_args
 __all__ = [
     "LEARNERS",
     "AVERAGE_LEAF_LENGTH",
+    "DIFFUSION_LEAF_LENGTH",
     "AVERAGE_HEIGHT_POWER",
     "JOINT_SHARE",
     "JOINT_GAMMA",
@@ -67,9 +68,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learner": "diffusion",
         "eps": 1.0,
         "scales": 7,
-        "metric": "cosine",
+        "metric": "correlation",
         "linkage": "complete",
-        "bandwidth": "knn",
+        "bandwidth": "median",
         "edge_weights": "lca",
         "transform": "none",
         "landmark_eps": 0.1,
@@ -88,6 +89,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 LEARNERS = ("diffusion", "average")
 #: The automatic leaf term of the average learner, added to the features' space's own (docs/method.md section 14).
 AVERAGE_LEAF_LENGTH = 2.0
+#: The automatic leaf term of the diffusion learner, added to the features' space's own (docs/method.md section 7).
+DIFFUSION_LEAF_LENGTH = 1.0
 #: The average learner's node heights: the UPGMA heights raised to this whole power relative to the root's
 #: (docs/method.md section 14; by products, the same bits on every CPU): the coarse levels weigh more in the TWD.
 AVERAGE_HEIGHT_POWER = 4

@@ -398,6 +398,7 @@ def test_distance_tree_with_unseen_features_errors_or_hangs_them_from_the_root(t
 
 
 def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
+    from hdtwd_cli._defaults import AVERAGE_LEAF_LENGTH, DIFFUSION_LEAF_LENGTH
     from hdtwd_cli.tree._space import auto_leaf_length, feature_space
 
     X, _, _ = planted_counts(200, 150, 4, seed=10)
@@ -411,16 +412,17 @@ def test_automatic_leaf_length_is_the_unexplained_to_shared_energy_ratio():
     exact = float((s[:8] ** 2).sum() / M.shape[0])
     assert space.shared == pytest.approx(exact, rel=1e-4)
     tree = learn_tree(X, names, params)
-    lam = (1 - exact) / exact
+    lam = (1 - exact) / exact + DIFFUSION_LEAF_LENGTH  # the diffusion learner's own term on top
     assert tree.metadata["leaf_length"] == pytest.approx(lam, rel=1e-3)
-    assert auto_leaf_length(1.0) == 0.0
-    # a fixed value overrides the rule; small data (nothing to truncate) get no leaf term
+    assert auto_leaf_length(1.0) == DIFFUSION_LEAF_LENGTH == 1.0
+    assert auto_leaf_length(1.0, "average") == AVERAGE_LEAF_LENGTH
+    # a fixed value overrides the rule; small data (nothing to truncate) keep everything: only the learner's term
     assert learn_tree(X, names, params.replace(leaf_length=0.5)).metadata["leaf_length"] == 0.5
     small = learn_tree(X[:20, :12], names[:12], resolve_params("default", feature_space="svd")[0])
-    assert small.metadata["leaf_length"] == 0.0 and small.metadata["feature_source"] == "data"
-    # a tree learned from the whole data columns leaves nothing to the leaf term
+    assert small.metadata["leaf_length"] == DIFFUSION_LEAF_LENGTH and small.metadata["feature_source"] == "data"
+    # a tree learned from the whole data columns leaves the leaf term only the learner's own
     cells = learn_tree(X, names, resolve_params("default", feature_dims=8, feature_space="data")[0])
-    assert cells.metadata["leaf_length"] == 0.0 and cells.metadata["latent_energy"] == 1.0
+    assert cells.metadata["leaf_length"] == DIFFUSION_LEAF_LENGTH and cells.metadata["latent_energy"] == 1.0
 
 
 def test_overlap_kernel_equals_the_dense_kernel_on_documents(monkeypatch):

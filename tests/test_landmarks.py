@@ -271,9 +271,10 @@ def test_landmark_path_kernel_scale_default_and_override():
 
 
 def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
-    """A corpus whose rare words have no affinity to any landmark (the self-tuning kernel
-    underflows for them) ran into an error with the defaults; now they hang from the root, ``-v``
-    says how many, and the TWD on that tree is still exact OT on its path metric."""
+    """A corpus whose rare words have no affinity to any landmark (the self-tuning kernel on cosine
+    distances underflows for them) ran into an error; now they hang from the root, ``-v`` says how many,
+    and the TWD on that tree is still exact OT on its path metric. (The defaults' global kernel scale
+    places every word of this corpus.)"""
     from conftest import exact_ot, run_hdtwd
 
     from hdtwd_cli.evaluate._synthetic import planted_corpus
@@ -283,7 +284,8 @@ def test_defaults_never_fail_on_words_far_from_every_landmark(tmp_path):
     assert X.shape[1] > AUTO_LANDMARKS_ABOVE  # the defaults take the landmark path
     data = tmp_path / "corpus.npz"
     sp.save_npz(data, X)
-    proc = run_hdtwd("distance", data, "-o", tmp_path / "D.npy", "--save-tree", tmp_path / "t.h5", "-v")
+    kernel = ("--metric", "cosine", "--bandwidth", "knn")
+    proc = run_hdtwd("distance", data, *kernel, "-o", tmp_path / "D.npy", "--save-tree", tmp_path / "t.h5", "-v")
     err = proc.stderr.decode()
     import re
 

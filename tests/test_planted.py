@@ -4,14 +4,17 @@ Thresholds were measured and are written here (c = 1, K = 7 in both presets):
 
 - produce model, seeds 0-9, 100 documents, clades formed out of 10:
   ``--preset paper``: fruits 10, root vegetables 10, leaf vegetables 9, vegetables 8;
-  defaults (complete linkage, lca weights, self-tuning bandwidth): 10, 10, 10, 5.
+  defaults (correlation distances, global bandwidth, complete linkage, lca weights): 10, 10, 10, 10 (the
+  former defaults, cosine with the self-tuning bandwidth: 10, 10, 10, 5).
 - App. E toy (balanced binary tree, 15 nodes, x ~ N(5, pinv(L)) drawn along the tree's edges, the
   same samples on every CPU; n = 1000): Pearson correlation of hdtwd's TWD with the true tree's TWD
   over 400 seeds (``benchmarks/bench_toy.py``; benchmarks/RESULTS.md):
   ``--preset paper``: mean 0.871, std 0.086, min 0.643, 1 % quantile 0.672, and the lowest mean
-  of 5 consecutive seeds 0.774; defaults: mean 0.992, std 0.0004, min 0.991. The thresholds below
+  of 5 consecutive seeds 0.774; defaults: mean 0.987, std 0.001, min 0.983, the lowest mean of 5
+  consecutive seeds 0.985 (the leaf term, an L1 share the planted tree's TWD does not have, costs 0.005:
+  0.992 at leaf 0, as the former defaults). The thresholds below
   hold for ANY draw of that distribution (below its minimum over 400 seeds), not only for the
-  seeds 0-4 used here (paper 0.906, 0.932, 0.871, 0.907, 0.972; defaults 0.992-0.993): a value
+  seeds 0-4 used here (paper 0.906, 0.932, 0.871, 0.907, 0.972; defaults 0.987-0.989): a value
   under them is a change of the method, not an unlucky sample. A random tree over the same
   features stays far below (test_random_tree_is_a_weaker_control...).
 """
@@ -45,7 +48,7 @@ def clades(tree):
     "preset, minimum",
     [
         ("paper", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 8, "vegetables": 6}),
-        ("default", {"fruits": 9, "root vegetables": 9, "leaf vegetables": 9, "vegetables": 3}),
+        ("default", {"fruits": 10, "root vegetables": 10, "leaf vegetables": 10, "vegetables": 10}),
     ],
 )
 def test_produce_model_categories_form_clades(preset, minimum):
@@ -62,7 +65,7 @@ def test_produce_model_categories_form_clades(preset, minimum):
         assert counts[name] >= low, (name, counts)
 
 
-@pytest.mark.parametrize("preset, low, mean", [("paper", 0.63, 0.77), ("default", 0.99, 0.99)])
+@pytest.mark.parametrize("preset, low, mean", [("paper", 0.63, 0.77), ("default", 0.98, 0.984)])
 def test_gaussian_tree_toy_twd_correlates_with_truth(preset, low, mean):
     params, _ = resolve_params(preset)
     rs = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from conftest import assert_twd_is_exact_ot
+from conftest import SAMPLE, assert_twd_is_exact_ot
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import pdist
 from scipy.stats import rankdata
@@ -159,6 +159,41 @@ def test_learner_average_recovers_a_planted_hierarchy():
     got = recovery(tree.parent, tree.leaf_names, parent, pnames)
     assert got.triplets >= 0.95
     assert got.spearman >= 0.7
+
+
+@pytest.mark.parametrize("landmarks", [0, 100])
+def test_the_default_learner_recovers_a_planted_hierarchy(landmarks):
+    """The defaults (the diffusion on correlation distances with the global bandwidth) on a planted balanced tree
+    of 512 features, Poisson counts at bulk depth: rooted triplets >= 0.95 on the exact operator and through 100
+    landmarks (the paper's cosine with the self-tuning bandwidth, the former defaults: 0.38, chance 1/3)."""
+    X, _, parent = planted_hierarchy(1000, 512, shape="balanced", counts_per_feature=20.0, seed=1)
+    names = [f"g{j}" for j in range(512)]
+    tree = learn_tree(X, names, TreeParams(landmarks=landmarks))
+    got = recovery(tree.parent, tree.leaf_names, parent, names + [f"n{j}" for j in range(511)])
+    assert got.triplets >= 0.95
+    assert got.spearman >= 0.7
+
+
+def test_the_defaults_give_the_produce_models_tree():
+    """sample_data/produce.csv (the paper's Sec. 5.1 produce model): the learned tree joins the fruits, the root
+    vegetables and the leaf vegetables, and the two kinds of vegetable before the fruits (the paper's Fig. 2(b))."""
+    import hdtwd_cli as hd
+
+    table = np.genfromtxt(SAMPLE / "produce.csv", delimiter=",", names=True, dtype=None, encoding="utf-8")
+    words = list(table.dtype.names[1:])
+    X = np.column_stack([table[w] for w in words]).astype(np.float64)
+    tree = hd.learn_tree(X, words)
+    # each word's path to the root, as sets of leaves under each ancestor
+    leaves_under: dict[int, set[str]] = {}
+    for j, w in enumerate(tree.leaf_names):
+        v = j
+        while v >= 0:
+            leaves_under.setdefault(v, set()).add(w)
+            v = int(tree.parent[v])
+    clusters = {frozenset(c) for c in leaves_under.values()}
+    fruits, roots, leaves = {"apple", "orange", "banana"}, {"carrot", "beetroot"}, {"kale", "spinach", "lettuce"}
+    for group in (fruits, roots, leaves, roots | leaves):
+        assert frozenset(group) in clusters
 
 
 @pytest.mark.parametrize("builder", sorted(set(BUILDERS) - {"hhc", "ghhc"}))

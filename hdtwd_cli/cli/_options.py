@@ -24,10 +24,12 @@ import typer
 import hdtwd_cli.cli._help as _help
 from hdtwd_cli._defaults import (
     AUTO_LANDMARKS_ABOVE,
+    AVERAGE_LEAF_LENGTH,
     BANDWIDTHS,
     DEFAULT_EPS,
     DEFAULT_LANDMARKS,
     DEFAULT_SCALES,
+    DIFFUSION_LEAF_LENGTH,
     EDGE_WEIGHTS,
     FEATURE_SPACES,
     JOINT_GAMMA,
@@ -123,13 +125,19 @@ TREE = {
         _opt(
             float,
             "--eps",
-            help="Kernel scale multiplier c. With --bandwidth knn (the default) the kernel is "
-            "exp(-d^2 / (c s_j s_j')), s_j the distance from feature j to its k-th nearest feature; with "
-            f"--bandwidth median (the paper) eps = c x the median feature distance [default: {DEFAULT_EPS:g}; "
+            help="Kernel scale multiplier c. With --bandwidth median (the default and the paper) the kernel is "
+            "exp(-d^2 / eps), eps = c x the median feature distance; with --bandwidth knn it is "
+            "exp(-d^2 / (c s_j s_j')), s_j the distance from feature j to its k-th nearest feature "
+            f"[default: {DEFAULT_EPS:g}; "
             f"{_D['landmark_eps']:g} on the landmark path].",
         ),
         _opt(int, "--scales", help=f"Largest diffusion scale K (K+1 dyadic scales) [default: {DEFAULT_SCALES}]."),
-        _opt(Choice("Metric", METRICS), "--metric", help="Initial distance between feature columns [default: cosine]."),
+        _opt(
+            Choice("Metric", METRICS),
+            "--metric",
+            help="Initial distance between feature columns: correlation (1 - Pearson's r across the samples), "
+            f"cosine (the paper) or euclidean [default: {_D['metric']}].",
+        ),
         _opt(
             LINKAGE,
             "--linkage",
@@ -195,7 +203,8 @@ TREE = {
             metavar="LAMBDA",
             help="Lengthen every leaf edge by LAMBDA x the "
             "tree's mean leaf depth (adds LAMBDA x depth x L1 to the TWD) [default: automatic, (1 - e) / e with e the "
-            "fraction of the data's energy in --feature-dims latent dimensions].",
+            f"fraction of the data's energy in --feature-dims latent dimensions (1 for the data columns), plus "
+            f"{DIFFUSION_LEAF_LENGTH:g} (diffusion) or {AVERAGE_LEAF_LENGTH:g} (average)].",
         ),
         _opt(
             int,

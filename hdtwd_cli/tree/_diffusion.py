@@ -49,6 +49,7 @@ __all__ = [
     "column_gram",
     "column_sums",
     "correlation_gram",
+    "require_spread",
     "SPREAD_ROUNDING",
 ]
 
@@ -202,8 +203,15 @@ def correlation_gram(
         G[i0 : i0 + 1024] -= np.outer(s[i0 : i0 + 1024], mean)
     var = np.diag(G).copy()
     spread = var > SPREAD_ROUNDING * norm2
+    require_spread(spread)
     inv = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
     return G, inv
+
+
+def require_spread(spread: np.ndarray) -> None:
+    """Refuse data in which fewer than two features vary across the samples: they have no correlations."""
+    if np.count_nonzero(spread) < 2:
+        raise ValueError("fewer than two features vary across the samples: no correlations (too few samples?)")
 
 
 def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: np.ndarray) -> None:

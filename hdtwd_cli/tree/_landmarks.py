@@ -51,6 +51,7 @@ from hdtwd_cli.tree._diffusion import (
     clip_negative,
     column_scale,
     column_sums,
+    require_spread,
     zero_rounding,
 )
 
@@ -278,6 +279,7 @@ def _centred_unit(sq: np.ndarray, sums: np.ndarray, n: int) -> tuple[np.ndarray,
     """
     var = sq - sums * (sums / n)
     spread = var > SPREAD_ROUNDING * sq
+    require_spread(spread)
     mul = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
     return mul, spread.astype(np.float64)
 

@@ -98,12 +98,15 @@ def feature_operator(
     c = params.kernel_eps(bool(nl))
     if params.bandwidth == "knn":
         kernel = (
-            f"self-tuning kernel exp(-d^2 / (c s_j s_j')), c = {c:g}, s_j = distance to the k-th nearest "
-            f"{'landmark' if nl else 'feature'}, k = {params.knn} (c x median s_j^2 = {op.eps:.6g}; median distance "
-            f"{op.sigma:.6g})"
+            f"{params.metric} distances, self-tuning kernel exp(-d^2 / (c s_j s_j')), c = {c:g}, s_j = distance to "
+            f"the k-th nearest {'landmark' if nl else 'feature'}, k = {params.knn} (c x median s_j^2 = {op.eps:.6g}; "
+            f"median distance {op.sigma:.6g})"
         )
     else:
-        kernel = f"kernel exp(-d^2 / eps), eps = {op.eps:.6g} = c {c:g} x median distance {op.sigma:.6g}"
+        kernel = (
+            f"{params.metric} distances, kernel exp(-d^2 / eps), eps = {op.eps:.6g} = c {c:g} x median distance "
+            f"{op.sigma:.6g}"
+        )
     rep.info(f"{kernel}; clipped spectral mass {op.clipped_spectral_mass:.3g}")
     return op
 

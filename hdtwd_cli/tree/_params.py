@@ -74,10 +74,10 @@ class TreeParams:
 
     eps: float = DEFAULT_EPS
     scales: int = DEFAULT_SCALES
-    metric: str = "cosine"
+    metric: str = "correlation"
     seed: int = 0
     linkage: str = "complete"
-    bandwidth: str = "knn"
+    bandwidth: str = "median"
     knn: int = 7
     edge_weights: str = "lca"
     landmarks: int | None = None

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._defaults import AVERAGE_LEAF_LENGTH
+from hdtwd_cli._defaults import AVERAGE_LEAF_LENGTH, DIFFUSION_LEAF_LENGTH
 from hdtwd_cli._runtime.blas import serial_blas
 from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._features import (
@@ -162,8 +162,9 @@ def latent_energy(latent: np.ndarray, X: np.ndarray | sp.spmatrix) -> float:
 
 
 def auto_leaf_length(shared: float, learner: str = "diffusion") -> float:
-    r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon` (docs/method.md section 7), plus
-    :data:`~hdtwd_cli._defaults.AVERAGE_LEAF_LENGTH` for the average learner (section 14).
+    r"""The automatic leaf term :math:`\lambda = (1 - \varepsilon) / \varepsilon + \lambda_0` (docs/method.md
+    section 7), :math:`\lambda_0` the learner's own: :data:`~hdtwd_cli._defaults.DIFFUSION_LEAF_LENGTH` (1) or
+    :data:`~hdtwd_cli._defaults.AVERAGE_LEAF_LENGTH` (2, section 14).
 
     :math:`\varepsilon` is the fraction of the data's energy that the tree's input keeps
     (:attr:`FeatureSpace.shared`): with the latent space, what its ``feature_dims`` dimensions
@@ -171,7 +172,10 @@ def auto_leaf_length(shared: float, learner: str = "diffusion") -> float:
     rest is feature-specific, and the leaf term gives it the weight :math:`1 - \varepsilon`
     against the tree's :math:`\varepsilon`. Documents (a few dozen words of tens of thousands)
     keep most of their energy outside any low-rank space (CLASSIC: :math:`\varepsilon = 0.19`,
-    lambda = 4.1; BBCSPORT 0.39, 1.5). A tree learned from the data columns themselves (cells)
-    sees all of it: :math:`\varepsilon = 1`, lambda = 0.
+    4.1 + 1; BBCSPORT 0.39, 1.5 + 1). A tree learned from the data columns themselves (cells)
+    sees all of it: :math:`\varepsilon = 1`, only :math:`\lambda_0`. :math:`\lambda_0` is the feature-resolution
+    term a tree whose coarse levels carry the hierarchy still needs (the fine clusters of noisy features are
+    not resolved by any tree; RESULTS.md section 15).
     """
-    return (1.0 - shared) / max(shared, 1e-3) + (AVERAGE_LEAF_LENGTH if learner == "average" else 0.0)
+    own = AVERAGE_LEAF_LENGTH if learner == "average" else DIFFUSION_LEAF_LENGTH
+    return (1.0 - shared) / max(shared, 1e-3) + own
