@@ -50,8 +50,8 @@ class TreeParams:
     see :func:`_landmarks.effective_landmarks`) and ``landmark_method`` ``random`` or ``kmeans``;
     ``landmark_eps`` is the kernel-scale multiplier used on the landmark path instead of ``eps``
     (``None``: ``eps``). The distance to the k-th nearest LANDMARK is much larger than to the k-th
-    nearest feature, so the self-tuning kernel needs a smaller c there (docs/defaults.md, "Large
-    feature counts: landmarks").
+    nearest feature, so the self-tuning kernel needs a smaller c there, and the global one keeps the
+    planted hierarchies' coarse levels with it too (docs/defaults.md, "Large feature counts: landmarks").
     ``feature_space`` is the features' ambient space for the initial distance: ``data`` (the data
     columns), ``svd`` (``feature_dims`` latent dimensions, :mod:`._features`) or ``auto`` (``svd``
     when the features rarely co-occur, :func:`_features.never_cooccur_fraction`); a
