@@ -79,10 +79,10 @@ def auto_rank(
         return 0, what
     if never_cooccur > limit:
         return 0, f"{what}, but {never_cooccur:.0%} of feature pairs (by mass) never co-occur"
-    if min(n, m) < 2 * rank:
-        return 0, f"{what}, but fewer than {2 * rank} samples or features"
     if zero_share < DENSE_ZERO_SHARE:
         return 0, f"{what}, but dense: {zero_share:.0%} of the values are zero (bulk-like)"
+    if min(n, m) < 2 * rank:
+        return 0, f"{what}, but fewer than {2 * rank} samples or features"
     return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs by mass never do)"
 
 
