@@ -323,26 +323,6 @@ def test_auto_denoises_above_the_landmark_threshold():
     assert denoise_rank(X[:, :4000].tocsr(), TreeParams(feature_space="svd"))[0] == 50
 
 
-def test_auto_leaves_dense_bulk_like_counts_as_they_are():
-    """Counts planted at bulk depth (about 17 % zeros) are not denoised, and -v's reason says so; the same
-    counts with sampling zeros (every other entry zeroed: single-cell-like) are; a sparse matrix's stored
-    zeros count as zeros."""
-    from hdtwd_cli.datasets import planted_hierarchy
-    from hdtwd_cli.tree._values import DENSE_ZERO_SHARE, denoise_rank, zero_share
-
-    X, _, _ = planted_hierarchy(300, 200, shape="random", counts_per_feature=20.0, seed=1)
-    assert zero_share(X) < DENSE_ZERO_SHARE
-    rank, why = denoise_rank(X, TreeParams())
-    assert rank == 0 and "dense" in why and f"{zero_share(X):.0%}" in why
-    assert denoise_rank(sp.csr_matrix(X), TreeParams()) == (rank, why)
-    S = X.copy()
-    S[np.random.default_rng(0).random(S.shape) < 0.5] = 0
-    assert zero_share(S) > DENSE_ZERO_SHARE and denoise_rank(S, TreeParams())[0] == 50
-    stored = sp.csr_matrix(np.ones((4, 5)))
-    stored.data[:10] = 0.0  # explicit zeros
-    assert zero_share(stored) == 0.5
-
-
 @pytest.mark.parametrize("blocks", [1, 4])
 def test_the_denoised_landmark_tree_has_the_same_bits_for_any_dtype_thread_count_or_memory(blocks, monkeypatch):
     """The landmark operator reads the denoised rows by row blocks (held in memory or computed again):

@@ -39,10 +39,6 @@ HOLD_FRACTION = 0.25
 #: The rank of ``denoise="auto"`` for each form of the values (:func:`~hdtwd_cli.tree._forms.value_form`),
 #: chosen by the evidence of docs/method.md section 11 (0: off).
 AUTO_RANKS: dict[ValueForm, int] = {"counts": 50, "log1p_counts": 50, "lognorm": 50, "lognorm_subset": 20, "other": 0}
-#: Values with fewer zeros than this share of their entries are dense (bulk-like counts): ``denoise="auto"`` leaves
-#: them as they are (docs/method.md section 11). Every single-cell set we have holds 40-72 % zeros in every form;
-#: planted counts at bulk depth 16-21 %, where the rank-50 map cost 4-14 points of kNN accuracy.
-DENSE_ZERO_SHARE = 0.3
 #: What each form is, for the rule's reason.
 FORM_NAMES: dict[ValueForm, str] = {
     "counts": "raw counts",
@@ -53,12 +49,9 @@ FORM_NAMES: dict[ValueForm, str] = {
 }
 
 
-def auto_rank(
-    n: int, m: int, form: ValueForm, never_cooccur: float, limit: float, zero_share: float = 1.0
-) -> tuple[int, str]:
+def auto_rank(n: int, m: int, form: ValueForm, never_cooccur: float, limit: float) -> tuple[int, str]:
     r"""The rank of ``denoise="auto"`` and why: :data:`AUTO_RANKS` of the values' ``form`` where the features
-    co-occur, at least :data:`DENSE_ZERO_SHARE` of the values are zero and both the samples and the features
-    number at least twice the rank; else 0.
+    co-occur and both the samples and the features number at least twice the rank; else 0.
 
     The ranks are the evidence's (docs/method.md section 11: hdtwd's kNN accuracy off and on, every
     cell set we have in every form): rank 50, scanpy's number of principal components, for raw
@@ -70,17 +63,13 @@ def auto_rank(
     ``limit``, the threshold that also picks the features' space,
     :data:`_features.NEVER_COOCCUR_LIMIT`) have no shared axes to average along; a rank-``r``
     projection of fewer than ``2 r`` features or samples keeps most of the data as it is; values
-    of no known form (scaled, centred, tf-idf, ...) are left as they are. Dense values (``zero_share``, the
-    share of zero entries, below :data:`DENSE_ZERO_SHARE`: bulk-like counts, no sampling zeros to fill)
-    are read as they are: on counts planted at bulk depth the map cost 4-14 points (section 11).
+    of no known form (scaled, centred, tf-idf, ...) are left as they are.
     """
     rank, what = AUTO_RANKS[form], FORM_NAMES[form]
     if not rank:
         return 0, what
     if never_cooccur > limit:
         return 0, f"{what}, but {never_cooccur:.0%} of feature pairs (by mass) never co-occur"
-    if zero_share < DENSE_ZERO_SHARE:
-        return 0, f"{what}, but dense: {zero_share:.0%} of the values are zero (bulk-like)"
     if min(n, m) < 2 * rank:
         return 0, f"{what}, but fewer than {2 * rank} samples or features"
     return rank, f"{what} whose features co-occur ({max(never_cooccur, 0.0):.0%} of pairs by mass never do)"
@@ -97,13 +86,7 @@ def denoise_rank(X: np.ndarray | sp.spmatrix, params: TreeParams, *, df: np.ndar
         return r, ("asked for" if r else "0 asked for")
     form = value_form(X)
     never = never_cooccur_fraction(X, seed=params.seed, df=df) if form != "other" else -1.0
-    return auto_rank(X.shape[0], X.shape[1], form, never, NEVER_COOCCUR_LIMIT, zero_share(X))
-
-
-def zero_share(X: np.ndarray | sp.spmatrix) -> float:
-    """The share of ``X``'s entries that are zero (stored zeros of a sparse matrix count as zeros)."""
-    nonzero = np.count_nonzero(X.data) if sp.issparse(X) else np.count_nonzero(X)
-    return 1.0 - nonzero / max(X.shape[0] * X.shape[1], 1)
+    return auto_rank(X.shape[0], X.shape[1], form, never, NEVER_COOCCUR_LIMIT)
 
 
 def denoised_rows_made_dense(params: TreeParams, *, embedding: bool = False) -> bool:
