@@ -323,6 +323,38 @@ def test_auto_denoises_above_the_landmark_threshold():
     assert denoise_rank(X[:, :4000].tocsr(), TreeParams(feature_space="svd"))[0] == 50
 
 
+def test_auto_on_dense_counts_learns_from_the_denoised_rows_and_compares_the_samples_own_values():
+    """Bulk-like counts (about 19 % zeros, under DENSE_ZERO_SHARE): the tree is the one learned from the
+    denoised rows (the same bits as --denoise 50), the samples are compared by their own values (no map on
+    the tree, so the distances are those of that tree without its map), by every route (embed -> decode);
+    the same counts with sampling zeros keep the map; a forced rank keeps it too; stored zeros count."""
+    import dataclasses
+
+    import hdtwd_cli as hd
+    from hdtwd_cli.datasets import planted_hierarchy
+    from hdtwd_cli.tree._values import DENSE_ZERO_SHARE, zero_share
+
+    X, _, _ = planted_hierarchy(300, 200, shape="random", counts_per_feature=20.0, seed=1)
+    names = [f"g{j}" for j in range(200)]
+    assert zero_share(X) < DENSE_ZERO_SHARE
+    auto = hd.learn_tree(X, names)
+    forced = hd.learn_tree(X, names, params=hd.TreeParams(denoise=50))
+    assert auto.parent.tobytes() == forced.parent.tobytes() and auto.length.tobytes() == forced.length.tobytes()
+    assert auto.denoiser is None and forced.denoiser is not None
+    assert "dense (" in auto.metadata["denoise_rule"] and "own values" in auto.metadata["denoise_rule"]
+    own = hd.distances(X, auto, feature_names=names)
+    assert own.tobytes() == hd.distances(X, dataclasses.replace(forced, denoiser=None), feature_names=names).tobytes()
+    chained = hd.decode_tree(hd.embed(X, names))
+    assert chained.denoiser is None and chained.parent.tobytes() == auto.parent.tobytes()
+    assert hd.distances(X, chained, feature_names=names).tobytes() == own.tobytes()
+    S = X.copy()
+    S[np.random.default_rng(0).random(S.shape) < 0.5] = 0  # sampling zeros: single-cell-like
+    assert zero_share(S) > DENSE_ZERO_SHARE and hd.learn_tree(S, names).denoiser is not None
+    stored = sp.csr_matrix(np.ones((4, 5)))
+    stored.data[:10] = 0.0  # explicit zeros
+    assert zero_share(stored) == 0.5
+
+
 @pytest.mark.parametrize("blocks", [1, 4])
 def test_the_denoised_landmark_tree_has_the_same_bits_for_any_dtype_thread_count_or_memory(blocks, monkeypatch):
     """The landmark operator reads the denoised rows by row blocks (held in memory or computed again):

@@ -230,7 +230,8 @@ TREE = {
             "with the tree, stored in its .h5 and applied by --tree; 0 = off; auto = by the values' form where the "
             "features co-occur (cells): rank 50 for raw counts, their log1p and log-normalised values (scanpy's "
             "normalize_total + log1p), rank 20 for log-normalised values of a gene subset (highly variable genes), "
-            "off otherwise (documents, scaled values); -v says what was chosen and why [default: auto].",
+            "off otherwise (documents, scaled values); dense counts (under 30% zeros: bulk-like) learn the tree from "
+            "the denoised rows and keep their own values; -v says what was chosen and why [default: auto].",
         ),
         _opt(int, "--seed", default=0, help="Random seed (recorded; used where randomness enters)."),
     )

@@ -52,7 +52,7 @@ from hdtwd_cli.tree._landmarks import (
 from hdtwd_cli.tree._params import TreeParams
 from hdtwd_cli.tree._space import FeatureSpace, auto_leaf_length, feature_space
 from hdtwd_cli.tree._tree import Tree, attach_at_root, lengthen_leaves, mean_leaf_depth
-from hdtwd_cli.tree._values import denoised_rows
+from hdtwd_cli.tree._values import denoised_rows, histogram_map
 
 
 def feature_operator(
@@ -228,7 +228,9 @@ class Prepared:
     columns : list of str
         The input's features in column order: the rows of :attr:`denoiser`.
     denoiser : Denoiser or None
-        The rank-``r`` map fitted on the rows (:mod:`._values`), one entry per column; ``None``: off.
+        The map every sample goes through before it becomes a histogram, one entry per column
+        (:func:`_values.histogram_map`): the rank-``r`` map fitted on the rows the tree was learned from
+        (:mod:`._values`), or ``None``: off, or dense values compared by their own values.
     rule : str
         Why denoising is on or off (recorded in every tree's metadata as ``denoise_rule``).
     """
@@ -308,7 +310,10 @@ def prepare(
             f"{len(space.unplaced)} feature(s) without a vector hang from the root "
             f"(e.g. {', '.join(space.unplaced[:3])})"
         )
-    return Prepared(space, list(feature_names), den, why)
+    hist, why = histogram_map(X, den, params, why)  # the tree's rows above; the samples' map from here on
+    if hist is not den:
+        rep.info(f"histograms: {why}")
+    return Prepared(space, list(feature_names), hist, why)
 
 
 def learn_tree(
