@@ -181,7 +181,7 @@ def correlation_gram(
     With the columns scaled by powers of two (:func:`column_scale`, exact), ``G`` their Gram matrix
     (:func:`column_gram`) and ``s`` their sums (:func:`column_sums`),
 
-    .. math:: C = G - s\,s^	op / n = (X_s - \mathbf 1 ar x^	op)^	op (X_s - \mathbf 1 ar x^	op),
+    .. math:: C = G - s\,s^\top / n = (X_s - \mathbf 1 \bar x^\top)^\top (X_s - \mathbf 1 \bar x^\top),
 
     formed in place by row blocks (no second ``m x m`` array, and no centred copy of a sparse ``X``).
     ``inv[j]`` is :math:`C_{jj}^{-1/2}`, or 0 for a column without spread (:data:`SPREAD_ROUNDING`):
