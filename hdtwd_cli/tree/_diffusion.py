@@ -31,7 +31,7 @@ from hdtwd_cli._runtime.blas import gram_upper, symmetric_eigh
 from hdtwd_cli._runtime.blas import mirror_upper as _mirror_upper
 from hdtwd_cli._runtime.sparse import require_canonical
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.tree._denoise import DenoisedRows
+from hdtwd_cli.tree._denoise import DenoisedRows, _column_sums
 
 __all__ = [
     "DiffusionOperator",
@@ -49,7 +49,7 @@ __all__ = [
     "column_gram",
     "column_sums",
     "correlation_gram",
-    "require_spread",
+    "inverse_spread",
     "SPREAD_ROUNDING",
 ]
 
@@ -164,13 +164,9 @@ def column_scale(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
 
 
 def column_sums(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
-    """Column sums of ``X / scale``, over the rows in order (dense and sparse storage: the same bits)."""
-    if isinstance(X, DenoisedRows):
-        return X.column_sums() / scale
-    if sp.issparse(X):
-        X = sp.csr_matrix(X, dtype=np.float64)
-        return np.bincount(X.indices, weights=X.data / scale[X.indices], minlength=X.shape[1])
-    return (np.asarray(X, dtype=np.float64) / scale).sum(axis=0)
+    """Column sums of ``X / scale``: the sums of ``X`` over the rows in order (:func:`_denoise._column_sums`: dense
+    and sparse storage give the same bits), divided by the power-of-two ``scale`` (exact)."""
+    return (X.column_sums() if isinstance(X, DenoisedRows) else _column_sums(X)) / scale
 
 
 def correlation_gram(
@@ -201,17 +197,17 @@ def correlation_gram(
     mean = s / n
     for i0 in range(0, m, 1024):  # C = G - s mean^T by row blocks: no m x m temporary
         G[i0 : i0 + 1024] -= np.outer(s[i0 : i0 + 1024], mean)
-    var = np.diag(G).copy()
+    return G, inverse_spread(np.diag(G).copy(), norm2)
+
+
+def inverse_spread(var: np.ndarray, norm2: np.ndarray) -> np.ndarray:
+    """``1 / sqrt(var)`` per column, 0 where the centred squared norm ``var`` is within the rounding of the
+    centring of the squared norm ``norm2`` (:data:`SPREAD_ROUNDING`: a constant column, uncorrelated with every
+    other); refuses data in which fewer than two columns vary (they have no correlations)."""
     spread = var > SPREAD_ROUNDING * norm2
-    require_spread(spread)
-    inv = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
-    return G, inv
-
-
-def require_spread(spread: np.ndarray) -> None:
-    """Refuse data in which fewer than two features vary across the samples: they have no correlations."""
     if np.count_nonzero(spread) < 2:
         raise ValueError("fewer than two features vary across the samples: no correlations (too few samples?)")
+    return np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
 
 
 def zero_rounding(D: np.ndarray, metric: Metric, sq_rows: np.ndarray, sq_cols: np.ndarray) -> None:

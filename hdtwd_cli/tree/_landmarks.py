@@ -45,13 +45,12 @@ from hdtwd_cli.errors import InputError, ParameterError
 from hdtwd_cli.tree._denoise import BLOCK_ROWS, DenoisedRows
 from hdtwd_cli.tree._diffusion import (
     EIGENVALUE_FLOOR,
-    SPREAD_ROUNDING,
     Bandwidth,
     Metric,
     clip_negative,
     column_scale,
     column_sums,
-    require_spread,
+    inverse_spread,
     zero_rounding,
 )
 
@@ -277,11 +276,8 @@ def _centred_unit(sq: np.ndarray, sums: np.ndarray, n: int) -> tuple[np.ndarray,
     :math:`v = \lVert x\rVert^2 - s^2 / n`. A column without spread beyond the rounding of the centring
     (:data:`~._diffusion.SPREAD_ROUNDING`) gets the factor 0: a zero column, uncorrelated with every other.
     """
-    var = sq - sums * (sums / n)
-    spread = var > SPREAD_ROUNDING * sq
-    require_spread(spread)
-    mul = np.where(spread, 1.0 / np.sqrt(np.where(spread, var, 1.0)), 0.0)
-    return mul, spread.astype(np.float64)
+    mul = inverse_spread(sq - sums * (sums / n), sq)
+    return mul, (mul > 0).astype(np.float64)
 
 
 def _scaled_columns(
