@@ -33,6 +33,7 @@ from hdtwd_cli.tree._forms import is_count_data, is_log1p_counts
 
 __all__ = [
     "BLOCK_ROWS",
+    "ordered_column_sums",
     "Denoiser",
     "DenoisedRows",
     "HeldRows",
@@ -181,7 +182,7 @@ def _column_sums_and_gram(F: np.ndarray | sp.spmatrix) -> tuple[np.ndarray, np.n
     C = _stored_csr(F)
     if C.nnz >= DENSE_GRAM_FRACTION * C.shape[0] * C.shape[1]:
         return _dense_column_sums_and_gram(C.toarray())
-    return _column_sums(C), column_gram_csr(C)
+    return ordered_column_sums(C), column_gram_csr(C)
 
 
 def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,7 +195,7 @@ def _dense_column_sums_and_gram(F: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """
     from hdtwd_cli._runtime.blas import gram_upper, mirror_upper
 
-    sums = _column_sums(F)
+    sums = ordered_column_sums(F)
     Ft = F.T.copy(order="C")  # a copy: the caller's block is never written
     Ft += 0.0  # -0.0 -> +0.0
     return sums, mirror_upper(gram_upper(Ft))
@@ -298,7 +299,7 @@ def fit_denoiser(X: np.ndarray | sp.spmatrix, rank: int, *, nonzeros: np.ndarray
         elif n <= m:
             total = np.zeros(m)
             for i0 in _blocks(n):
-                total += _column_sums(_values(X[i0 : i0 + BLOCK_ROWS], counts))
+                total += ordered_column_sums(_values(X[i0 : i0 + BLOCK_ROWS], counts))
             mu = total / n
             Fc = np.empty((n, m))
             for i0 in _blocks(n):
@@ -381,7 +382,7 @@ def _leading(C: Any, r: int) -> tuple[np.ndarray, np.ndarray]:
     return lam[::-1][:r].copy(), np.ascontiguousarray(U[:, ::-1][:, :r])
 
 
-def _column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
+def ordered_column_sums(F: np.ndarray | sp.spmatrix) -> np.ndarray:
     """Each column's values added in row order (dense) or stored order (canonical CSR, zeros dropped): the
     same bits for either storage (adding a zero changes no sum)."""
     from hdtwd_cli._runtime.sparse import require_canonical

@@ -31,7 +31,7 @@ from hdtwd_cli._runtime.blas import gram_upper, symmetric_eigh
 from hdtwd_cli._runtime.blas import mirror_upper as _mirror_upper
 from hdtwd_cli._runtime.sparse import require_canonical
 from hdtwd_cli.errors import ParameterError
-from hdtwd_cli.tree._denoise import DenoisedRows, _column_sums
+from hdtwd_cli.tree._denoise import DenoisedRows, ordered_column_sums
 
 __all__ = [
     "DiffusionOperator",
@@ -164,9 +164,10 @@ def column_scale(X: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
 
 
 def column_sums(X: np.ndarray | sp.spmatrix | DenoisedRows, scale: np.ndarray) -> np.ndarray:
-    """Column sums of ``X / scale``: the sums of ``X`` over the rows in order (:func:`_denoise._column_sums`: dense
-    and sparse storage give the same bits), divided by the power-of-two ``scale`` (exact)."""
-    return (X.column_sums() if isinstance(X, DenoisedRows) else _column_sums(X)) / scale
+    """Column sums of ``X / scale``: the sums of ``X`` over the rows in order
+    (:func:`_denoise.ordered_column_sums`: dense and sparse storage give the same bits), divided by the
+    power-of-two ``scale`` (exact)."""
+    return (X.column_sums() if isinstance(X, DenoisedRows) else ordered_column_sums(X)) / scale
 
 
 def correlation_gram(
