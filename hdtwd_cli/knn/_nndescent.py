@@ -474,7 +474,9 @@ class ByteCode(NamedTuple):
     :math:`\sum_j 2^{s_j} |b_{aj} - b_{bj}|` (:func:`l1_bytes`), the uint16 L1 to within
     :math:`2^{s_j}` per column: every column keeps 8 bits of its own range (one byte on the common
     scale would leave the small columns, a sixth of the 14 nearest, at zero). The columns are grouped by
-    :math:`s_j` (stable), each group padded with zero bytes to a multiple of :data:`SAD_WIDTH`.
+    :math:`s_j` (stable), each group padded with zero bytes to a multiple of :data:`SAD_WIDTH`. A code
+    may hold only some of the columns (:func:`byte_code`'s ``keep``): the distance is then that sum over
+    the coded columns.
     """
 
     #: Column of the uint16 vectors at each byte position (``-1``: padding).
@@ -493,10 +495,18 @@ class ByteCode(NamedTuple):
         return int(self.columns.size)
 
 
-def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
-    """The :class:`ByteCode` of uint16 columns whose values lie in ``[lows, highs]`` (on the grid of ``top``)."""
+def byte_code(lows: np.ndarray, highs: np.ndarray, top: float, keep: int | None = None) -> ByteCode:
+    """The :class:`ByteCode` of uint16 columns whose values lie in ``[lows, highs]`` (on the grid of ``top``).
+
+    ``keep``: code only the ``keep`` columns of widest range :math:`h_j - l_j` (ties: the lower index), the
+    others left out of the bytes (:func:`widest_columns`); default all.
+    """
     lows = np.asarray(lows, dtype=np.int64)
     span = np.maximum(np.asarray(highs, dtype=np.int64) - lows, 0)
+    chosen = np.ones(span.size, dtype=bool)
+    if keep is not None and keep < span.size:
+        chosen[:] = False
+        chosen[widest_columns(span, keep)] = True
     shift = np.zeros(span.size, dtype=np.int64)
     while True:
         wide = (span >> shift) > 255
@@ -505,8 +515,8 @@ def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
         shift[wide] += 1
     parts: list[np.ndarray] = []
     groups, start = [], 0
-    for s in np.unique(shift):
-        cols = np.flatnonzero(shift == s)
+    for s in np.unique(shift[chosen]):
+        cols = np.flatnonzero((shift == s) & chosen)
         width = -(-cols.size // SAD_WIDTH) * SAD_WIDTH
         parts += [cols, np.full(width - cols.size, -1)]
         groups.append((start, start + width, int(s)))
@@ -518,6 +528,11 @@ def byte_code(lows: np.ndarray, highs: np.ndarray, top: float) -> ByteCode:
     out_shifts = np.zeros(columns.size, dtype=np.uint8)
     out_shifts[real] = shift[columns[real]]
     return ByteCode(columns, out_lows, out_shifts, np.array(groups, dtype=np.int64).reshape(-1, 3), float(top))
+
+
+def widest_columns(span: np.ndarray, keep: int) -> np.ndarray:
+    """The ``keep`` columns of largest ``span`` (integers; ties: the lower index), in increasing order."""
+    return np.sort(np.argsort(-np.asarray(span, dtype=np.int64), kind="stable")[:keep])
 
 
 @njit(parallel=True, cache=True, nogil=True)
@@ -561,14 +576,14 @@ def encode(Q: np.ndarray, code: ByteCode) -> np.ndarray:
     return out
 
 
-def range_code(lows: np.ndarray, highs: np.ndarray) -> ByteCode:
+def range_code(lows: np.ndarray, highs: np.ndarray, keep: int | None = None) -> ByteCode:
     """The :class:`ByteCode` of float columns whose values lie in ``[lows, highs]``: their uint16 grid is
     that of the largest value (:func:`quantise`), and rounding is monotone, so the grid values of the
-    extremes are the extremes of the grid values."""
+    extremes are the extremes of the grid values. ``keep``: as :func:`byte_code`'s."""
     lows = np.asarray(lows, dtype=np.float64)[None, :]
     highs = np.asarray(highs, dtype=np.float64)[None, :]
     top = max(float(highs.max()) if highs.size else 0.0, 0.0)
-    return byte_code(quantise(lows, top)[0], quantise(highs, top)[0], top)
+    return byte_code(quantise(lows, top)[0], quantise(highs, top)[0], top, keep)
 
 
 def encode_floats(Y: np.ndarray) -> tuple[np.ndarray, ByteCode]:

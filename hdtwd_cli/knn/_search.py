@@ -16,8 +16,11 @@ so the graph is too; only :func:`partitions` uses BLAS (its k-means), whose roun
 kind may change for a sample on a border. Above
 :data:`SEARCH_BYTES` of search vectors the samples are searched in overlapping k-means partitions
 (:func:`partitions`), each one task (here, one after another; with a client, on its workers).
-All the tree-vector columns are searched: keeping only the few columns that carry most of the TWD
-loses much of the recall.
+The columns NN-descent compares: all of them for raw samples (a column subset of full-rank counts
+loses much of the recall), the :data:`SEARCH_COLUMNS` of widest range where the samples are denoised
+(:func:`searched_columns`): their histograms lie near a subspace of the denoiser's rank, so a tenth of
+40,000 columns ranks the candidates as well as all of them, at a tenth of the bytes read per pair
+(the re-ranking uses every column).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import scipy.sparse as sp
 from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli.errors import HdtwdWarning, ParameterError
 from hdtwd_cli.knn._nndescent import ByteCode, column_extremes, encode, range_code
+from hdtwd_cli.tree._denoise import DenoisedRows
 from hdtwd_cli.tree._kernels import nearest_centres
 from hdtwd_cli.twd._distance import (
     TreeVectors,
@@ -43,6 +47,7 @@ from hdtwd_cli.twd._kernels import l1_distances, l1_gather
 
 __all__ = [
     "CANDIDATE_FACTOR",
+    "SEARCH_COLUMNS",
     "approximate_neighbors",
     "rerank",
     "locality_order",
@@ -70,6 +75,11 @@ PARTITION_BORDER = 1.3
 #: places each sample in fewer partitions and keeps more of the exact neighbours in a partition
 #: shared with their row (benchmarks/RESULTS.md, "Approximate neighbours").
 PARTITION_FILL = 0.5
+#: Tree-vector columns NN-descent compares when the samples are denoised (their widest, by range): on
+#: denoised all-genes cells (40,000 columns) the candidates of 4,096 columns re-ranked exactly keep every
+#: exact neighbour, at a tenth of the bytes read per pair (benchmarks/RESULTS.md, "Approximate neighbours").
+#: A multiple of :data:`hdtwd_cli.knn._nndescent.SAD_WIDTH`.
+SEARCH_COLUMNS = 4096
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
 #: Samples whose exact neighbours check a partitioned search (``-v`` reports its recall on them).
@@ -114,19 +124,29 @@ class ColumnRange:
         if Y.shape[0]:
             column_extremes(np.ascontiguousarray(Y), self.lows, self.highs)
 
-    def code(self) -> ByteCode:
-        """The byte code of these columns (:func:`hdtwd_cli.knn._nndescent.range_code`)."""
+    def code(self, keep: int | None = None) -> ByteCode:
+        """The byte code of these columns (:func:`hdtwd_cli.knn._nndescent.range_code`; ``keep``: of the
+        ``keep`` widest only)."""
         seen = np.isfinite(self.lows)
-        return range_code(np.where(seen, self.lows, 0.0), np.where(seen, self.highs, 0.0))
+        return range_code(np.where(seen, self.lows, 0.0), np.where(seen, self.highs, 0.0), keep)
 
 
-def search_code(tv: TreeVectors) -> ByteCode:
-    """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors (a pass of its own;
-    :class:`ColumnRange`)."""
+def searched_columns(tv: TreeVectors) -> int:
+    """The tree-vector columns NN-descent compares: :data:`SEARCH_COLUMNS` (the widest) where the samples
+    are denoised rows and have more columns, else all of them (``tv.dim``)."""
+    return min(tv.dim, SEARCH_COLUMNS) if isinstance(tv.x, DenoisedRows) else tv.dim
+
+
+def search_code(tv: TreeVectors, visit: Callable[[int, np.ndarray], None] | None = None) -> ByteCode:
+    """The :class:`~hdtwd_cli.knn._nndescent.ByteCode` of all samples' tree vectors on their
+    :func:`searched_columns` (a pass of its own; :class:`ColumnRange`); ``visit(i0, Y)``, if given, sees
+    each block of tree vectors."""
     bounds = ColumnRange(tv.dim)
-    for _, Y in vector_blocks(tv):
+    for i0, Y in vector_blocks(tv):
         bounds.add(Y)
-    return bounds.code()
+        if visit is not None:
+            visit(i0, Y)
+    return bounds.code(searched_columns(tv))
 
 
 def byte_vectors(tv: TreeVectors, rows: np.ndarray, code: ByteCode) -> np.ndarray:
@@ -302,10 +322,13 @@ def approximate_neighbors(
     say = note if note is not None else (lambda message: None)
     clock = time.perf_counter()
     c = min(n - 1, int(np.ceil(CANDIDATE_FACTOR * k)))
+    width = searched_columns(tv)
     check = None
-    if n * tv.dim * 2 <= SEARCH_BYTES:  # one group: its rows held before the pass that finds the code
+    if n * width * 2 <= SEARCH_BYTES:  # one group: its rows held before the pass that finds the code
         tv = tv.holding(np.arange(n), int(available_memory() * HOLD_FRACTION))
-        code = search_code(tv)
+        if width < tv.dim:  # a column subset: its recall checked in the same pass
+            check = SampledExact(tv, k, seed)
+        code = search_code(tv, visit=None if check is None else check.add)
         groups = [np.arange(n)]
     else:  # one pass over the tree vectors: the projection, the recall's exact rows and the columns' ranges
         check = SampledExact(tv, k, seed)
@@ -315,13 +338,14 @@ def approximate_neighbors(
             check.add(i0, Y)
             bounds.add(Y)
 
-        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * tv.dim)), seed, visit=visit, min_size=c + 1)
-        code = bounds.code()
+        groups = partitions(tv, max(c + 2, SEARCH_BYTES // (2 * width)), seed, visit=visit, min_size=c + 1)
+        code = bounds.code(width)
     placed = sum(g.size for g in groups)
     say(
         f"NN-descent in {len(groups)} partition(s) of {min(g.size for g in groups)}-{max(g.size for g in groups)} "
-        f"samples ({placed / n:.2f} per sample), lists of {c}, {first_width(c)} then {join_width(c)} joined per row: "
-        f"{time.perf_counter() - clock:.1f} s to partition"
+        f"samples ({placed / n:.2f} per sample) on {width} of {tv.dim} tree-vector columns"
+        f"{' (the widest: denoised samples)' if width < tv.dim else ''}, lists of {c}, {first_width(c)} then "
+        f"{join_width(c)} joined per row: {time.perf_counter() - clock:.1f} s to partition"
     )
     remote = None
     if client is not None:
@@ -341,16 +365,21 @@ def approximate_neighbors(
         say(f"merging the partitions' neighbours: {time.perf_counter() - clock:.1f} s")
     if check is not None:
         share = check.recall(out[1])
+        how = "partitioned" if len(groups) > 1 else f"{width}-column"
         say(
-            f"recall@{k} of the partitioned search on {check.rows.size} sampled samples (against their exact "
+            f"recall@{k} of the {how} search on {check.rows.size} sampled samples (against their exact "
             f"neighbours): {share:.3f}"
         )
         if share < RECALL_WARN:
+            why = (
+                "its k-means partitions do not follow these samples' neighbourhoods"
+                if len(groups) > 1
+                else f"the {width} widest tree-vector columns do not rank these samples' neighbours"
+            )
             warnings.warn(
                 HdtwdWarning(
-                    f"the partitioned approximate search found {share:.0%} of the exact {k} nearest neighbours of "
-                    f"{check.rows.size} sampled samples: its k-means partitions do not follow these samples' "
-                    f"neighbourhoods (--knn-method exact is complete)"
+                    f"the {how} approximate search found {share:.0%} of the exact {k} nearest neighbours of "
+                    f"{check.rows.size} sampled samples: {why} (--knn-method exact is complete)"
                 ),
                 stacklevel=2,
             )
