@@ -291,6 +291,22 @@ def test_a_sample_is_denoised_to_the_same_bits_in_any_block_and_on_either_kernel
     assert out_csr.tobytes() == out_jit.tobytes()
 
 
+def test_the_tiled_reconstruction_is_each_rows_own_sum_in_order():
+    """``mu + Z Vt`` in tiles of any shape (remainders included) is, bit for bit, each element's products
+    added over ``k`` in order onto ``mu`` (NumPy, one ``k`` at a time over all rows)."""
+    from hdtwd_cli.tree._kernels import reconstruct_tiles
+
+    rng = np.random.default_rng(3)
+    Z, mu, Vt = rng.standard_normal((45, 13)), rng.random(301), rng.standard_normal((13, 301))
+    want = np.repeat(mu[None, :], 45, axis=0)
+    for k in range(13):
+        want += Z[:, k : k + 1] * Vt[k]
+    for tiles in ((1, 301), (16, 512), (7, 33), (45, 1), (64, 64)):
+        out = np.full_like(want, np.nan)
+        reconstruct_tiles(Z, mu, Vt, out, *tiles)
+        assert out.tobytes() == want.tobytes(), tiles
+
+
 def test_the_axes_are_the_same_bits_from_dense_or_sparse_storage():
     import scipy.sparse as sp
 
