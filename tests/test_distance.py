@@ -109,6 +109,25 @@ def test_cross_distances_match_pairwise():
     assert np.allclose(Dq, D[:3], rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cross_distances_without_the_reference_vectors_held_are_the_same_bits(monkeypatch, dtype):
+    """Cross distances against a reference whose tree vectors would not fit the memory share are computed
+    against the reference block by block: the bits of the held vectors, in any blocks."""
+    from hdtwd_cli.twd import _distance
+    from hdtwd_cli.twd._distance import TreeVectors, tree_distance_blocks
+
+    X, tree = random_case(11)
+    Xq = np.vstack([X[:3], X[5:9]])
+    tv = TreeVectors(tree, X, dtype, extra=Xq)
+    held = np.vstack([b for _, b in tree_distance_blocks(tv, Xq, 4, dtype, kernel="dense")])
+    monkeypatch.setattr(_distance, "REFERENCE_FRACTION", 0.0)
+    for rows in (1, 3, X.shape[0]):
+        monkeypatch.setattr(_distance, "REFERENCE_BLOCK_BYTES", rows * tv.dim * 8)
+        got = list(tree_distance_blocks(tv, Xq, 4, dtype, kernel="dense"))
+        assert [i0 for i0, _ in got] == [0, 4]
+        assert np.vstack([b for _, b in got]).tobytes() == held.tobytes()
+
+
 def test_pairwise_l1_matches_scipy():
     from scipy.spatial.distance import cdist
 

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.tree._denoise import DenoisedRows, HeldRows
 from hdtwd_cli.tree._tree import Tree
@@ -191,6 +192,13 @@ def tree_distances(
     return l1_distances_pruned(_panels(tv, sp.csr_matrix(normalize_rows(Xq))), every, dtype, out)
 
 
+#: Cross distances hold the reference's tree vectors when they take at most this fraction of the
+#: available memory (:func:`tree_distance_blocks`); else they are computed block by block.
+REFERENCE_FRACTION = 0.25
+#: Bytes of reference tree vectors computed at once when they are not held.
+REFERENCE_BLOCK_BYTES = 1 << 28
+
+
 def tree_distance_blocks(
     tv: TreeVectors,
     Xq: np.ndarray | sp.spmatrix | None = None,
@@ -198,9 +206,25 @@ def tree_distance_blocks(
     dtype: DType = "float64",
     kernel: Kernel = "auto",
 ) -> Iterator[tuple[int, np.ndarray]]:
-    """:func:`tree_distances` by row blocks ``(start, D[start:start + block])`` (:func:`distance_blocks`)."""
+    """:func:`tree_distances` by row blocks ``(start, D[start:start + block])`` (:func:`distance_blocks`).
+
+    Cross distances whose reference vectors (``n x dim`` float64) would take more than
+    :data:`REFERENCE_FRACTION` of the available memory are computed against the reference's vectors
+    block by block, computed again for each block of queries (the same bits: a pair's sum does not
+    depend on the blocks it is computed in).
+    """
     if _kernel(tv, kernel) == "dense":
-        yield from distance_blocks(tv.rows(), None if Xq is None else tv.of(Xq), block, dtype)
+        if Xq is None or tv.n * tv.dim * 8 <= REFERENCE_FRACTION * available_memory():
+            yield from distance_blocks(tv.rows(), None if Xq is None else tv.of(Xq), block, dtype)
+            return
+        Yq = tv.of(Xq)
+        step = max(1, REFERENCE_BLOCK_BYTES // (8 * max(1, tv.dim)))
+        for i0 in range(0, Yq.shape[0], block):
+            A = Yq[i0 : i0 + block]
+            D = np.empty((A.shape[0], tv.n), dtype=np.dtype(dtype))
+            for j0 in range(0, tv.n, step):
+                D[:, j0 : j0 + step] = l1_distances(A, tv.rows(j0, j0 + step), np.dtype(dtype))
+            yield i0, D
         return
     every = _panels(tv, tv.x)
     xq = tv.x if Xq is None else sp.csr_matrix(normalize_rows(Xq))
