@@ -376,9 +376,10 @@ def test_ties_are_settled_by_index_whatever_the_block_order():
         assert np.array_equal(got[0], ref[0]) and np.array_equal(got[1], ref[1]), block
 
 
-def test_denoised_rows_give_the_single_process_graph_on_the_cluster(cluster, tmp_path):
+def test_denoised_rows_give_the_single_process_graph_on_the_cluster(cluster, monkeypatch, tmp_path):
     """A denoising tree (rows reconstructed on demand, on the workers too): the exact and the
-    approximate graphs on the cluster are the single process's bits, from the API and the command."""
+    approximate graphs on the cluster are the single process's bits, from the API and the command;
+    also where NN-descent compares the widest columns only (the byte code, made on the client, says which)."""
     c, client = cluster
     X, names = cells_X()
     dv = hd.distance_vectors(X, feature_names=names, params=hd.TreeParams(denoise=10))
@@ -389,6 +390,15 @@ def test_denoised_rows_give_the_single_process_graph_on_the_cluster(cluster, tmp
         many = dv.knn(15, method, seed=3, client=client)
         assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances), method
         assert not np.array_equal(one.indices, plain.knn(15, method, seed=3).indices), method  # denoising acted
+    from hdtwd_cli.knn import _search as search
+
+    every = dv.knn(15, "nndescent", seed=3)
+    monkeypatch.setattr(search, "SEARCH_COLUMNS", 32)
+    assert search.searched_columns(dv.base) == 32 < dv.base.dim
+    one = dv.knn(15, "nndescent", seed=3)
+    many = dv.knn(15, "nndescent", seed=3, client=client)
+    assert np.array_equal(one.indices, many.indices) and np.array_equal(one.distances, many.distances)
+    assert not np.array_equal(one.indices, every.indices)  # the subset acted
     for method in ("exact", "nndescent"):
         args = ("distance", SAMPLE / "cells.h5ad", "--denoise", "10", "--knn", "15", "--knn-method", method)
         run_hdtwd(*args, "-o", tmp_path / f"a_{method}.npz")

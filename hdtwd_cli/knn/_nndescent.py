@@ -496,17 +496,12 @@ class ByteCode(NamedTuple):
 
 
 def byte_code(lows: np.ndarray, highs: np.ndarray, top: float, keep: int | None = None) -> ByteCode:
-    """The :class:`ByteCode` of uint16 columns whose values lie in ``[lows, highs]`` (on the grid of ``top``).
-
-    ``keep``: code only the ``keep`` columns of widest range :math:`h_j - l_j` (ties: the lower index), the
-    others left out of the bytes (:func:`widest_columns`); default all.
-    """
+    """The :class:`ByteCode` of uint16 columns whose values lie in ``[lows, highs]`` (on the grid of ``top``);
+    ``keep``: of the ``keep`` columns of widest range :math:`h_j - l_j` only (:func:`widest_columns`)."""
     lows = np.asarray(lows, dtype=np.int64)
     span = np.maximum(np.asarray(highs, dtype=np.int64) - lows, 0)
-    chosen = np.ones(span.size, dtype=bool)
-    if keep is not None and keep < span.size:
-        chosen[:] = False
-        chosen[widest_columns(span, keep)] = True
+    chosen = np.zeros(span.size, dtype=bool)
+    chosen[widest_columns(span, span.size if keep is None else keep)] = True
     shift = np.zeros(span.size, dtype=np.int64)
     while True:
         wide = (span >> shift) > 255
