@@ -82,8 +82,8 @@ PARTITION_FILL = 0.5
 SEARCH_COLUMNS = 4096
 _PROJECTION_DIM = 32
 _KMEANS_ITERATIONS = 10
-#: Samples whose exact neighbours check a partitioned search (``-v`` reports its recall on them).
-#: Found during :func:`partitions`' pass over the tree vectors, so at the cost of the kernel alone.
+#: Samples whose exact neighbours check a partitioned or column-subset search (``-v`` reports its recall on
+#: them). Found during the pass that finds the byte code, so at the cost of the kernel alone.
 RECALL_SAMPLE = 50
 #: Below this recall on the sampled samples a partitioned search warns: its partitions do not
 #: follow the samples' neighbourhoods. k-means partitions of word-count documents can keep half of
@@ -302,11 +302,11 @@ def approximate_neighbors(
     (:class:`hdtwd_cli.knn._dask.Shipped`); the partitions' lists are then merged
     (:func:`merge_neighbors`). ``progress`` receives ``n`` in all, as the partitions finish (in
     proportion to their rows); ``note``
-    (``-v``'s messages) gets the partitions and each phase's wall time, and a partitioned search's recall
-    on :data:`RECALL_SAMPLE` sampled samples (:class:`SampledExact`; an :class:`~hdtwd_cli.errors.HdtwdWarning`
-    below :data:`RECALL_WARN`). The tasks' results do not depend on where or in what
-    order they run (hdtwd's NN-descent gives the same lists at any thread count), so the cluster's
-    answer is the single process's, bit for bit.
+    (``-v``'s messages) gets the partitions and each phase's wall time, and a partitioned or column-subset
+    (:func:`searched_columns`) search's recall on :data:`RECALL_SAMPLE` sampled samples
+    (:class:`SampledExact`; an :class:`~hdtwd_cli.errors.HdtwdWarning` below :data:`RECALL_WARN`). The tasks'
+    results do not depend on where or in what order they run (hdtwd's NN-descent gives the same lists at
+    any thread count), so the cluster's answer is the single process's, bit for bit.
 
     Returns
     -------
