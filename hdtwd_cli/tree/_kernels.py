@@ -441,8 +441,8 @@ def reconstruct_tiles(Z, mu, Vt, out, tile_rows, tile_cols):  # pragma: no cover
     ``mu[j]``: every element the same operations in the same order whatever the tiling, so the bits of
     one row at a time. In tiles of ``tile_rows x tile_cols`` (one per thread at a time), which keep the
     tile's columns of ``Vt`` in cache across its rows; each row's tile is summed in a buffer of its own
-    (written to ``out`` at the end), which LLVM vectorises where it left the sums into ``out`` scalar: 838
-    rows x 20,000 columns at rank 50 in a third of the time, the same bits (docs/performance.md, "Tricks")."""
+    (written to ``out`` at the end), which LLVM vectorises where it left the sums into ``out`` scalar
+    (docs/performance.md, "Tricks")."""
     n, m = out.shape
     r = Z.shape[1]
     gi = (n + tile_rows - 1) // tile_rows
