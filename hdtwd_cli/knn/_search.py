@@ -106,9 +106,7 @@ def _rows_per_block(tv: TreeVectors) -> int:
 
 def vector_blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
     """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows."""
-    step = _rows_per_block(tv)
-    for i0 in range(0, tv.n, step):
-        yield i0, tv.rows(i0, i0 + step)
+    return tv.blocks(_RERANK_BYTES)
 
 
 class ColumnRange:

@@ -218,12 +218,11 @@ def tree_distance_blocks(
             yield from distance_blocks(tv.rows(), None if Xq is None else tv.of(Xq), block, dtype)
             return
         Yq = tv.of(Xq)
-        step = max(1, REFERENCE_BLOCK_BYTES // (8 * max(1, tv.dim)))
         for i0 in range(0, Yq.shape[0], block):
             A = Yq[i0 : i0 + block]
             D = np.empty((A.shape[0], tv.n), dtype=np.dtype(dtype))
-            for j0 in range(0, tv.n, step):
-                D[:, j0 : j0 + step] = l1_distances(A, tv.rows(j0, j0 + step), np.dtype(dtype))
+            for j0, Y in tv.blocks(REFERENCE_BLOCK_BYTES):
+                D[:, j0 : j0 + Y.shape[0]] = l1_distances(A, Y, np.dtype(dtype))
             yield i0, D
         return
     every = _panels(tv, tv.x)
@@ -303,6 +302,13 @@ class TreeVectors:
     def rows(self, i0: int = 0, i1: int | None = None) -> np.ndarray:
         """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
         return self.of_rows(np.arange(*slice(i0, i1).indices(self.n), dtype=np.int64))
+
+    def blocks(self, budget: int) -> Iterator[tuple[int, np.ndarray]]:
+        """``(i0, Y)``: all rows' vectors in order, block after block of as many rows as fit ``budget`` bytes
+        of float64 (at least one)."""
+        step = max(1, budget // max(1, 8 * self.dim))
+        for i0 in range(0, self.n, step):
+            yield i0, self.rows(i0, i0 + step)
 
     def of_rows(self, idx: np.ndarray) -> np.ndarray:
         """``y`` of the rows ``idx`` (any order, repeats allowed)."""
