@@ -78,6 +78,24 @@ def test_grouped_sums_bound_every_pair_from_below():
     assert (bound < exact).any() and np.median(bound / np.where(exact > 0, exact, 1)) > 0.2  # a bound, not zero
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_group_sums_are_the_sparse_products_bits(dtype):
+    """The row-wise kernel adds each group's columns in the order the sparse product ``G @ Y.T`` does."""
+    rng = np.random.default_rng(5)
+    Y = (rng.gamma(0.3, size=(37, 501)) * rng.integers(0, 2, size=(37, 501))).astype(dtype)
+    Y[3] = -0.0
+    labels = rng.integers(0, 11, 501)
+    labels[labels == 4] = 5  # a group with no column
+    G = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(11, 501))
+    want = np.asarray((G @ Y.astype(np.float64).T).T)
+    got = _bounded.group_sums(Y, labels, 11)
+    assert got.dtype == np.float64 and got.tobytes() == np.ascontiguousarray(want).tobytes()
+    assert (
+        _bounded.group_sums(Y[:, ::-1], labels, 11).tobytes()
+        == np.ascontiguousarray((G @ Y[:, ::-1].astype(np.float64).T).T).tobytes()
+    )
+
+
 def test_the_exact_method_prunes_above_its_threshold(monkeypatch):
     """The one entry (``search_neighbors``) sends the exact search to the bounded one above
     ``BOUNDED_ABOVE`` samples of ``BOUNDED_MIN_COLUMNS`` columns: the same graph as below them."""

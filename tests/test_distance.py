@@ -128,6 +128,36 @@ def test_cross_distances_without_the_reference_vectors_held_are_the_same_bits(mo
         assert np.vstack([b for _, b in got]).tobytes() == held.tobytes()
 
 
+@pytest.mark.parametrize("form", ["dense", "sparse", "denoised"])
+def test_vector_blocks_reuse_one_buffer_and_give_the_rows_bits(form):
+    """``TreeVectors.blocks``: each block the bits of ``of_rows`` computed alone, all blocks in one buffer (each
+    valid until the next); with ``out``, the blocks are its rows and it holds every vector after the pass;
+    ``of_rows`` into given buffers, the bits of fresh ones."""
+    import hdtwd_cli as hd
+
+    rng = np.random.default_rng(4)
+    X = rng.poisson(rng.gamma(0.5, size=(3, 40))[rng.integers(0, 3, 90)] * 3).astype(float)
+    X[X.sum(axis=1) == 0, 0] = 1.0
+    params = hd.TreeParams(denoise=5 if form == "denoised" else 0)
+    tv = hd.distance_vectors(
+        sp.csr_matrix(X) if form == "sparse" else X, feature_names=[f"g{j}" for j in range(40)], params=params
+    ).base
+    want = tv.of_rows(np.arange(tv.n))
+    budget = 7 * tv.dim * 8
+    got = [(i0, Y.copy(), Y.ctypes.data) for i0, Y in tv.blocks(budget)]
+    assert [i0 for i0, _, _ in got] == list(range(0, tv.n, 7))
+    assert np.vstack([Y for _, Y, _ in got]).tobytes() == want.tobytes()
+    assert len({at for _, _, at in got}) == 1  # one buffer
+    out = np.empty_like(want)
+    for i0, Y in tv.blocks(budget, out):
+        assert np.shares_memory(Y, out[i0 : i0 + 7])
+    assert out.tobytes() == want.tobytes()
+    Y, values = tv.buffers(20)
+    assert (values is not None) == (form == "denoised")
+    idx = np.array([5, 80, 5, 0])
+    assert tv.of_rows(idx, out=Y[:4], values=None if values is None else values[:4]).tobytes() == want[idx].tobytes()
+
+
 def test_pairwise_l1_matches_scipy():
     from scipy.spatial.distance import cdist
 

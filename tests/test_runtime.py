@@ -222,3 +222,41 @@ def test_on_every_core_reports_blocks_in_order_and_raises_a_blocks_error():
     with pytest.raises(ValueError, match="block 3"):
         blas.on_every_core(failing, list(range(9)), done)
     assert seen == [0, 1, 2]
+
+
+_KEEP_PROBE = """
+import sys
+import numpy as np
+from hdtwd_cli._runtime import memory
+
+def rss():
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmRSS:"))
+
+kept = memory.keep_freed_memory() if sys.argv[1] == "keep" else False
+a = np.ones(200_000_000 // 8)  # 200 MB, touched
+touched = rss()
+at = a.ctypes.data
+del a
+freed = rss()
+free = memory.kept_free_bytes()
+b = np.ones(200_000_000 // 8)
+print(kept, touched - freed, free, int(b.ctypes.data == at), memory.available_memory())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator and /proc: Linux")
+def test_kept_freed_memory_is_reused_and_counted_as_available():
+    """``keep_freed_memory``: a freed 200 MB block stays with the process (its resident size does not fall),
+    the next block of that size takes its place, and the kept bytes count as available; without it glibc
+    returns the block to the kernel."""
+    runs = {}
+    for mode in ("keep", "plain"):
+        out = subprocess.run(
+            [sys.executable, "-c", _KEEP_PROBE, mode], capture_output=True, text=True, check=True
+        ).stdout.split()
+        runs[mode] = [int(v) if v.lstrip("-").isdigit() else v for v in out]
+    kept, dropped, free, same_place, _ = runs["keep"]
+    assert kept == "True" and dropped < 20_000_000 and free >= 190_000_000 and same_place == 1
+    plain_kept, plain_dropped, plain_free, _, _ = runs["plain"]
+    assert plain_kept == "False" and plain_dropped > 150_000_000 and plain_free == 0

@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import scipy.sparse as sp
 
+from hdtwd_cli._runtime.jit import njit, prange
 from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli.knn._search import (
     HOLD_FRACTION,
@@ -50,7 +50,7 @@ from hdtwd_cli.knn._search import (
 from hdtwd_cli.twd._distance import TreeVectors, nearest_neighbors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances, l1_gather, norms
 
-__all__ = ["PAYS_BELOW", "SKETCH_GROUPS", "bounded_neighbors", "margin", "pruning_share", "sketch_groups"]
+__all__ = ["PAYS_BELOW", "SKETCH_GROUPS", "bounded_neighbors", "group_sums", "margin", "pruning_share", "sketch_groups"]
 
 #: Groups of columns summed into the bounds' vectors (``s``).
 SKETCH_GROUPS = 256
@@ -88,10 +88,10 @@ def sketch_groups(Y: np.ndarray, groups: int, iterations: int = SKETCH_ITERATION
     g = int(min(groups, max(1, int(live.sum()))))
     centres = C[np.argsort(-size, kind="stable")[:g]]
     labels = np.zeros(C.shape[0], dtype=np.int64)
+    similarity = np.empty((C.shape[0], g))  # one buffer for every round
     for _ in range(iterations):
-        labels = np.argmax(C @ centres.T, axis=1)
-        G = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(g, labels.size))
-        sums = np.asarray(G @ C)
+        labels = np.argmax(np.matmul(C, centres.T, out=similarity), axis=1)
+        sums = group_sums(C.T, labels, g).T
         length = np.linalg.norm(sums, axis=1)
         full = length > 0
         centres[full] = sums[full] / length[full, None]
@@ -99,7 +99,7 @@ def sketch_groups(Y: np.ndarray, groups: int, iterations: int = SKETCH_ITERATION
     return labels
 
 
-def pruning_share(Ys: np.ndarray, G: sp.csr_matrix) -> float:
+def pruning_share(Ys: np.ndarray, labels: np.ndarray, groups: int) -> float:
     """The share of pairs whose bound would be measured, estimated on the sampled rows ``Ys``.
 
     Each sampled row's nearest other sampled row (exact TWD) stands in for its k-th nearest sample
@@ -110,7 +110,7 @@ def pruning_share(Ys: np.ndarray, G: sp.csr_matrix) -> float:
     if Ys.shape[0] < 3:
         return 1.0
     exact = l1_distances(Ys)
-    bound = l1_distances(_group_sums(Ys, G))
+    bound = l1_distances(group_sums(Ys, labels, groups))
     np.fill_diagonal(exact, np.inf)
     np.fill_diagonal(bound, np.inf)
     nearest = exact.min(axis=1)
@@ -122,8 +122,23 @@ def margin(bound: np.ndarray, row_norms: np.ndarray, largest_norm: float) -> np.
     return MARGIN * (bound + row_norms + largest_norm)
 
 
-def _group_sums(Y: np.ndarray, G: sp.csr_matrix) -> np.ndarray:
-    return np.ascontiguousarray((G @ np.asarray(Y, dtype=np.float64).T).T)
+@njit(parallel=True, cache=True, nogil=True)
+def _group_sums_kernel(Y, labels, out):  # pragma: no cover - compiled
+    for r in prange(Y.shape[0]):
+        acc = np.zeros(out.shape[1])
+        for j in range(Y.shape[1]):
+            acc[labels[j]] += Y[r, j]
+        out[r] = acc
+
+
+def group_sums(Y: np.ndarray, labels: np.ndarray, groups: int) -> np.ndarray:
+    r"""``P[i, g]`` = :math:`\sum_{j: labels_j = g} Y_{ij}` (float64, ``n x groups``), each group's columns added in
+    increasing order from 0: the bits of the sparse product ``(G @ Y.T).T`` with ``G[g, j] = [labels_j = g]``,
+    row by row in place, without the transposed copy of ``Y`` that product makes."""
+    out = np.empty((Y.shape[0], groups))
+    if Y.shape[0]:
+        _group_sums_kernel(np.ascontiguousarray(Y), np.asarray(labels, dtype=np.int64), out)
+    return out
 
 
 class _Vectors:
@@ -148,13 +163,15 @@ class _Vectors:
         out_d = np.empty((rows.size, k))
         chunk = RERANK_TASK_ROWS if self.Y is None else _GATHER_ROWS
         starts = range(0, rows.size, chunk)
+        own = None if self.Y is None else np.empty((min(chunk, rows.size), self.Y.shape[1]), dtype=self.Y.dtype)
         for share, i0 in zip(split_steps(steps, [min(chunk, rows.size - i) for i in starts]), starts):
             r, c = rows[i0 : i0 + chunk], cand[i0 : i0 + chunk]
             if self.Y is None:
                 out_i[i0 : i0 + r.size], out_d[i0 : i0 + r.size] = rerank_rows(self.tv, r, c, k)
             else:
                 D = np.empty(c.shape)
-                l1_gather(self.Y[r], self.Y, np.maximum(c, 0), D, self.norms[r], self.norms)
+                A = np.take(self.Y, r, axis=0, out=own[: r.size], mode="clip")  # type: ignore[index]  # one buffer
+                l1_gather(A, self.Y, np.maximum(c, 0), D, self.norms[r], self.norms)
                 D[c < 0] = np.inf
                 d, i = smallest_k(D, c, k)
                 order = np.lexsort((i, d), axis=1)
@@ -208,24 +225,22 @@ def bounded_neighbors(
     sample = np.unique(np.linspace(0, n - 1, min(n, SKETCH_ROWS)).astype(np.int64))
     Ys = tv.of_rows(sample)
     labels = sketch_groups(Ys, groups)
-    G = sp.csr_matrix((np.ones(labels.size), (labels, np.arange(labels.size))), shape=(int(labels.max()) + 1, tv.dim))
-    share = pruning_share(Ys, G)
+    s = int(labels.max()) + 1
+    share = pruning_share(Ys, labels, s)
     if share > PAYS_BELOW:
         if note is not None:
             note(
-                f"exact search of all pairs: the {G.shape[0]} grouped sums' bounds would keep {share:.1%} of the "
+                f"exact search of all pairs: the {s} grouped sums' bounds would keep {share:.1%} of the "
                 f"pairs (the lower-bound pruning pays below {PAYS_BELOW:.0%})"
             )
         return nearest_neighbors(tv, k, 2048, progress)
     vectors = _Vectors(tv, int(available_memory() * HOLD_FRACTION))
     tv = vectors.tv
-    P = np.empty((n, G.shape[0]))
-    for i0, Y in vector_blocks(tv):
+    P = np.empty((n, s))
+    for i0, Y in vector_blocks(tv, vectors.Y):  # held: written straight into place
         i1 = i0 + Y.shape[0]
-        P[i0:i1] = _group_sums(Y, G)
+        P[i0:i1] = group_sums(Y, labels, s)
         vectors.norms[i0:i1] = norms(Y)
-        if vectors.Y is not None:
-            vectors.Y[i0:i1] = Y
         if progress is not None:
             progress(sketch_steps * i1 // n - sketch_steps * i0 // n)
     times.append(time.perf_counter())
@@ -275,7 +290,7 @@ def bounded_neighbors(
     if note is not None:
         times.append(time.perf_counter())
         note(
-            f"exact search pruned by lower bounds ({G.shape[0]} grouped sums of {tv.dim} tree-vector columns: "
+            f"exact search pruned by lower bounds ({s} grouped sums of {tv.dim} tree-vector columns: "
             f"{times[1] - times[0]:.1f} s; the {c} smallest bounds per sample: {times[2] - times[1]:.1f} s): "
             f"{measured / n:.1f} exact distances per sample, {short.size} sample(s) reading every bound again: "
             f"{times[3] - times[2]:.1f} s"

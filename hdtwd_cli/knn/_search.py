@@ -104,9 +104,10 @@ def _rows_per_block(tv: TreeVectors) -> int:
     return max(1, _RERANK_BYTES // max(1, 8 * tv.dim))
 
 
-def vector_blocks(tv: TreeVectors) -> Iterator[tuple[int, np.ndarray]]:
-    """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows."""
-    return tv.blocks(_RERANK_BYTES)
+def vector_blocks(tv: TreeVectors, out: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """``(i0, Y)``: all samples' float64 tree vectors, block after block of :func:`_rows_per_block` rows
+    (:meth:`TreeVectors.blocks`: each valid until the next; ``out``: all of them written into it)."""
+    return tv.blocks(_RERANK_BYTES, out)
 
 
 class ColumnRange:
@@ -153,8 +154,9 @@ def byte_vectors(tv: TreeVectors, rows: np.ndarray, code: ByteCode) -> np.ndarra
     |rows| x ``code.width`` bytes."""
     out = np.empty((rows.size, code.width), dtype=np.uint8)
     step = _rows_per_block(tv)
+    buffers = tv.buffers(min(step, rows.size), vectors=not sp.issparse(tv.x))  # the fused kernel needs none
     for i0 in range(0, rows.size, step):
-        out[i0 : i0 + step] = encode(tv.quantised(rows[i0 : i0 + step], code.top), code)
+        out[i0 : i0 + step] = encode(tv.quantised(rows[i0 : i0 + step], code.top, buffers), code)
     return out
 
 
@@ -243,6 +245,9 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
     cap = max(2, _rows_per_block(tv), candidates.shape[1] + 1)  # vectors held at once
     step = max(1, cap // 4)
     cache = np.empty((cap, tv.dim), dtype=np.dtype(tv.dtype))
+    fresh, values = tv.buffers(cap)  # one block's computed vectors and their values: reused
+    assert fresh is not None
+    own_vectors = np.empty((min(step, m), tv.dim), dtype=np.dtype(tv.dtype))
     cache_norms = np.zeros(cap)
     owner = np.full(cap, -1, dtype=np.int64)  # the sample in each slot
     used = np.full(cap, -1, dtype=np.int64)  # the block that last read each slot
@@ -264,14 +269,16 @@ def rerank_rows(tv: TreeVectors, rows: np.ndarray, candidates: np.ndarray, k: in
             free = np.argsort(used, kind="stable")[: missing.size]  # not read by this block
             gone = owner[free]
             slot_of[gone[gone >= 0]] = -1
-            Y = tv.of_rows(missing)
+            Y = tv.of_rows(
+                missing, out=fresh[: missing.size], values=None if values is None else values[: missing.size]
+            )
             cache[free] = Y
             cache_norms[free] = norms(Y)
             owner[free] = missing
             used[free] = block
             slot_of[missing] = free
         own = slot_of[rows[r]]
-        A = cache[own]
+        A = np.take(cache, own, axis=0, out=own_vectors[: own.size], mode="clip")
         at = np.where(cand >= 0, slot_of[np.maximum(cand, 0)], 0)
         D = np.empty(cand.shape)
         l1_gather(A, cache, at, D, cache_norms[own], cache_norms)

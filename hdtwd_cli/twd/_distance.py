@@ -244,9 +244,16 @@ def _leaf_support(x: np.ndarray | sp.spmatrix | DenoisedRows) -> np.ndarray:
 
 
 def _fill_vectors(
-    tree: Tree, x: np.ndarray | sp.csr_matrix, cols: np.ndarray, d: int, dtype: DType, rows: np.ndarray | None = None
+    tree: Tree,
+    x: np.ndarray | sp.csr_matrix,
+    cols: np.ndarray,
+    d: int,
+    dtype: DType,
+    rows: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    out = np.empty((x.shape[0] if rows is None else rows.shape[0], d), dtype=np.dtype(dtype))
+    if out is None:
+        out = np.empty((x.shape[0] if rows is None else rows.shape[0], d), dtype=np.dtype(dtype))
     if x.shape[1] != tree.n_leaves:
         raise ValueError("columns do not match the tree's leaves")
     fill_tree_vectors(x, tree.parent, cols, tree.length, out, rows)
@@ -303,20 +310,41 @@ class TreeVectors:
         """``y`` of rows ``i0 .. i1-1`` as a C-order ``(i1 - i0) x dim`` array."""
         return self.of_rows(np.arange(*slice(i0, i1).indices(self.n), dtype=np.int64))
 
-    def blocks(self, budget: int) -> Iterator[tuple[int, np.ndarray]]:
+    def blocks(self, budget: int, out: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
         """``(i0, Y)``: all rows' vectors in order, block after block of as many rows as fit ``budget`` bytes
-        of float64 (at least one)."""
-        step = max(1, budget // max(1, 8 * self.dim))
-        for i0 in range(0, self.n, step):
-            yield i0, self.rows(i0, i0 + step)
+        of float64 (at least one).
 
-    def of_rows(self, idx: np.ndarray) -> np.ndarray:
-        """``y`` of the rows ``idx`` (any order, repeats allowed)."""
+        Each block is valid until the next is asked for: one buffer of vectors (and, for denoised rows, one
+        of their values) serves every block, so a pass over the rows touches the memory of one block rather
+        than fresh memory for each. ``out``: an ``n x dim`` C-order array of this dtype that every block is
+        written into instead (``Y`` its rows ``i0 ..``: all vectors, kept after the pass). The same bits
+        either way.
+        """
+        step = max(1, min(self.n, budget // max(1, 8 * self.dim)))
+        buf, values = self.buffers(step, vectors=out is None)
+        for i0 in range(0, self.n, step):
+            i1 = min(self.n, i0 + step)
+            Y = out[i0:i1] if out is not None else buf[: i1 - i0]  # type: ignore[index]
+            yield i0, self.of_rows(np.arange(i0, i1), out=Y, values=None if values is None else values[: i1 - i0])
+
+    def buffers(self, rows: int, *, vectors: bool = True) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """Buffers for :meth:`of_rows` of up to ``rows`` rows at a time: their vectors (``rows x dim``, this
+        dtype; ``None`` without ``vectors``) and, for denoised rows, their values (``rows x m`` float64; else
+        ``None``). A caller that computes block after block passes slices of these instead of touching fresh
+        memory for each block."""
+        Y = np.empty((rows, self.dim), dtype=np.dtype(self.dtype)) if vectors else None
+        values = np.empty((rows, self.x.shape[1])) if isinstance(self.x, DenoisedRows) else None
+        return Y, values
+
+    def of_rows(self, idx: np.ndarray, out: np.ndarray | None = None, values: np.ndarray | None = None) -> np.ndarray:
+        """``y`` of the rows ``idx`` (any order, repeats allowed): a new array, or written into ``out`` (C order,
+        ``len(idx) x dim``, this dtype) and returned. ``values``: for denoised rows, a C-order float64
+        ``len(idx) x m`` buffer their values are computed in (overwritten; else a new one)."""
         idx = np.asarray(idx, dtype=np.int64)
         if isinstance(self.x, DenoisedRows):
-            rows = normalize_rows(self.x.rows(idx), copy=False)  # rows just computed: divided in place
-            return _fill_vectors(self.tree, rows, self.cols, self.dim, self.dtype)
-        return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, idx)
+            rows = normalize_rows(self.x.rows(idx, out=values), copy=False)  # rows just computed: divided in place
+            return _fill_vectors(self.tree, rows, self.cols, self.dim, self.dtype, out=out)
+        return _fill_vectors(self.tree, self.x, self.cols, self.dim, self.dtype, idx, out)
 
     def holding(self, rows: np.ndarray, budget: int) -> TreeVectors:
         """These vectors with the denoised rows of ``rows`` computed once and kept (:meth:`DenoisedRows.held`)
@@ -333,14 +361,18 @@ class TreeVectors:
         out.x = self.x.held(rows)
         return out
 
-    def quantised(self, idx: np.ndarray, top: float) -> np.ndarray:
+    def quantised(
+        self, idx: np.ndarray, top: float, buffers: tuple[np.ndarray | None, np.ndarray | None] = (None, None)
+    ) -> np.ndarray:
         """``_nndescent.quantise(self.of_rows(idx), top)``: uint16 search vectors, bit for bit, computed
-        without the float64 rows where ``X`` is sparse (a fused kernel)."""
+        without the float64 rows where ``X`` is sparse (a fused kernel). ``buffers``: :meth:`buffers` of at
+        least ``len(idx)`` rows for those float64 rows."""
         from hdtwd_cli.twd._kernels import SCALE_MAX, quantise
 
         idx = np.asarray(idx, dtype=np.int64)
         if not sp.issparse(self.x) or top <= 0.0 or small_tree_work(idx.size, self.tree.parent):
-            return quantise(self.of_rows(idx), top)
+            Y, values = (None if b is None else b[: idx.size] for b in buffers)
+            return quantise(self.of_rows(idx, out=Y, values=values), top)
         out = np.empty((idx.size, self.dim), dtype=np.uint16)
         quantised_tree_vectors_csr(
             self.x.indptr,  # type: ignore[union-attr]
