@@ -37,17 +37,19 @@ def keep_freed_memory() -> bool:
     freed, so each block of a pass over rows (hundreds of MB, block after block, pass after pass) is fresh
     memory that the kernel must zero, and that on a virtual machine whose host takes back the guest's free
     memory the host must supply again: there each fresh GB costs seconds of system time. Here every
-    allocation comes from the heap (``mallopt(M_MMAP_MAX, 0)``) and freed memory is returned only where more
-    than 2 GB lie free at its top (``M_TRIM_THRESHOLD``): a block allocated again reuses pages the process
-    holds. Values are unchanged (the allocator decides where, never what); :func:`available_memory` counts
-    the kept free bytes as available. The command line calls this once at start (a process that ends
-    after one command); the library leaves the allocator of its caller's process alone.
+    allocation comes from the heap (``mallopt(M_MMAP_MAX, 0)``) and freed memory is never returned
+    (``M_TRIM_THRESHOLD``): a block allocated again reuses pages the process holds, and the peak resident
+    size can exceed the peak in use where a freed region is too small for the next request. Values are
+    unchanged (the allocator decides where, never what); :func:`available_memory` counts the kept free
+    bytes as available. The command line calls this once at start (a process that ends after one
+    command); the library leaves the allocator of its caller's process alone.
     """
     global _KEEPING
     libc = _libc()
     if libc is None:
         return False
-    _KEEPING = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1))
+    # -1: glibc reads the threshold as a size_t, the largest (never trim)
+    _KEEPING = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, -1))
     return _KEEPING
 
 
