@@ -94,6 +94,11 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
         ("flat-newick",),
         True,
     ),
+    "the command keeps the memory it frees": (
+        "import hdtwd_cli.cli._app as a\na.keep_freed_memory = lambda: False",
+        ("zeisel", "cbmc"),
+        True,
+    ),
     "one BLAS thread for the tree (a cost: below 1 means it costs)": (
         "import contextlib\nimport threadpoolctl\n"
         "threadpoolctl.threadpool_limits = lambda *a, **k: contextlib.nullcontext()",
