@@ -158,6 +158,26 @@ def test_vector_blocks_reuse_one_buffer_and_give_the_rows_bits(form):
     assert tv.of_rows(idx, out=Y[:4], values=None if values is None else values[:4]).tobytes() == want[idx].tobytes()
 
 
+@pytest.mark.parametrize("d", [1, 255, 257, 1024, 2500])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_gathered_distances_are_the_tiled_kernels_bits(d, dtype):
+    """``l1_gather`` (slabs of ``GATHER_COLUMNS`` columns, eight candidates at a time and a remainder) gives
+    ``l1_distances``' bits for every pair, with slabs of one pass and of several."""
+    from hdtwd_cli.twd import _kernels
+
+    rng = np.random.default_rng(d)
+    B = (rng.gamma(0.3, size=(40, d)) * (rng.random((40, d)) < 0.6)).astype(dtype)
+    B[7] = B[3]
+    A = B[[3, 0, 39, 7, 11]].copy()
+    cand = rng.integers(0, 40, size=(5, 13))
+    cand[0, :2] = [3, 7]  # identical rows: an exact 0
+    want = pairwise_l1(A, B)
+    out = np.empty(cand.shape)
+    _kernels.l1_gather(A, B, cand, out)
+    assert out.tobytes() == np.take_along_axis(want, cand, axis=1).tobytes()
+    assert out[0, 0] == 0.0 and out[0, 1] == 0.0
+
+
 def test_pairwise_l1_matches_scipy():
     from scipy.spatial.distance import cdist
 

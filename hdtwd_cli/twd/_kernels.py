@@ -58,6 +58,7 @@ from hdtwd_cli.twd import _small
 _TI = 256  # rows of A per tile (packing of the B tile is amortised over these rows)
 _TJ = 128  # rows of B per tile: length of the vectorised inner loop
 TK = 256  # columns per pass: packed B tile 256 x 128 float64 = 256 KiB (L2)
+GATHER_COLUMNS = 4 * TK  # columns per slab of the gathered distances (a multiple of TK)
 
 
 @njit(cache=True, nogil=True)
@@ -346,49 +347,62 @@ def _overlap_sum(a, b, d):  # pragma: no cover - compiled
 
 @njit(parallel=True, cache=True, nogil=True)
 def _gather(A, B, sa, sb, cand, out):  # pragma: no cover - compiled
-    """``out[i, t] = L1(A[i], B[cand[i, t]])``; eight candidates at a time, each its own chain of
-    additions in :func:`_overlap_sum`'s order (the same bits; one pair at a time waited on the
-    latency of every addition: 2.2x slower)."""
+    """``out[i, t] = L1(A[i], B[cand[i, t]])`` in :func:`_overlap_sum`'s order (the same bits).
+
+    The columns are read in slabs of :data:`GATHER_COLUMNS` (whole passes of ``TK``), every pair's
+    passes of a slab before the next slab: the slab of the rows and of their candidates stays in
+    cache while all pairs read it, instead of each pair reading both whole rows from memory. A
+    pair's pass sums are added to its running total in pass order, as :func:`_overlap_sum` does.
+    Eight candidates at a time, each its own chain of additions (one pair at a time waited on the
+    latency of every addition: 2.2x slower).
+    """
     n, c = cand.shape
     d = A.shape[1]
     c8 = c - c % 8
+    tot = np.zeros((n, c))
+    for s0 in range(0, d, GATHER_COLUMNS):
+        s1 = min(s0 + GATHER_COLUMNS, d)
+        for i in prange(n):
+            a = A[i]
+            for t0 in range(0, c8, 8):
+                b0 = B[cand[i, t0]]
+                b1 = B[cand[i, t0 + 1]]
+                b2 = B[cand[i, t0 + 2]]
+                b3 = B[cand[i, t0 + 3]]
+                b4 = B[cand[i, t0 + 4]]
+                b5 = B[cand[i, t0 + 5]]
+                b6 = B[cand[i, t0 + 6]]
+                b7 = B[cand[i, t0 + 7]]
+                for k0 in range(s0, s1, TK):
+                    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
+                    for k in range(k0, min(k0 + TK, s1)):
+                        x = np.float64(a[k])
+                        m0 += min(x, np.float64(b0[k]))
+                        m1 += min(x, np.float64(b1[k]))
+                        m2 += min(x, np.float64(b2[k]))
+                        m3 += min(x, np.float64(b3[k]))
+                        m4 += min(x, np.float64(b4[k]))
+                        m5 += min(x, np.float64(b5[k]))
+                        m6 += min(x, np.float64(b6[k]))
+                        m7 += min(x, np.float64(b7[k]))
+                    tot[i, t0] += m0
+                    tot[i, t0 + 1] += m1
+                    tot[i, t0 + 2] += m2
+                    tot[i, t0 + 3] += m3
+                    tot[i, t0 + 4] += m4
+                    tot[i, t0 + 5] += m5
+                    tot[i, t0 + 6] += m6
+                    tot[i, t0 + 7] += m7
+            for t in range(c8, c):
+                b = B[cand[i, t]]
+                for k0 in range(s0, s1, TK):
+                    acc = 0.0
+                    for k in range(k0, min(k0 + TK, s1)):
+                        acc += min(np.float64(a[k]), np.float64(b[k]))
+                    tot[i, t] += acc
     for i in prange(n):
-        a = A[i]
-        for t0 in range(0, c8, 8):
-            b0 = B[cand[i, t0]]
-            b1 = B[cand[i, t0 + 1]]
-            b2 = B[cand[i, t0 + 2]]
-            b3 = B[cand[i, t0 + 3]]
-            b4 = B[cand[i, t0 + 4]]
-            b5 = B[cand[i, t0 + 5]]
-            b6 = B[cand[i, t0 + 6]]
-            b7 = B[cand[i, t0 + 7]]
-            s = np.zeros(8)
-            for k0 in range(0, d, TK):
-                m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = 0.0
-                for k in range(k0, min(k0 + TK, d)):
-                    x = np.float64(a[k])
-                    m0 += min(x, np.float64(b0[k]))
-                    m1 += min(x, np.float64(b1[k]))
-                    m2 += min(x, np.float64(b2[k]))
-                    m3 += min(x, np.float64(b3[k]))
-                    m4 += min(x, np.float64(b4[k]))
-                    m5 += min(x, np.float64(b5[k]))
-                    m6 += min(x, np.float64(b6[k]))
-                    m7 += min(x, np.float64(b7[k]))
-                s[0] += m0
-                s[1] += m1
-                s[2] += m2
-                s[3] += m3
-                s[4] += m4
-                s[5] += m5
-                s[6] += m6
-                s[7] += m7
-            for u in range(8):
-                out[i, t0 + u] = from_overlap(sa[i], sb[cand[i, t0 + u]], s[u])
-        for t in range(c8, c):
-            j = cand[i, t]
-            out[i, t] = from_overlap(sa[i], sb[j], _overlap_sum(a, B[j], d))
+        for t in range(c):
+            out[i, t] = from_overlap(sa[i], sb[cand[i, t]], tot[i, t])
 
 
 def l1_gather(
