@@ -656,3 +656,31 @@ def test_the_fit_is_chosen_by_the_counts_not_the_storage():
     assert not fit_is_implicit(100_000, 2_000, np.full(100_000, 210), 50)
     assert not fit_is_implicit(3_000, 4_000, rng.integers(500, 2_000, 3_000), 50)
     assert not fit_is_implicit(40, 30_000, np.full(40, 30_000), 50)  # rank 39 at most: every axis
+
+
+@pytest.mark.parametrize("nnz_shape", ["skewed", "empty"])
+def test_centred_products_are_row_sums_in_stored_order(nnz_shape):
+    """``centred_csr_matvec``: every row once, each ``out[i]`` its stored entries summed in order minus
+    ``u_i (v . x)`` (``v . x`` summed in order), with rows of very different lengths and empty ones."""
+    from hdtwd_cli.tree._kernels import centred_csr_matvec
+
+    rng = np.random.default_rng(8)
+    n, m = 301, 57
+    dense = rng.gamma(0.5, size=(n, m)) * (rng.random((n, m)) < np.linspace(0.01, 1.0, n)[:, None] ** 3)
+    if nnz_shape == "empty":
+        dense[:] = 0.0
+    dense[[0, 150, 300]] = 0.0  # empty rows, the last among them
+    A = sp.csr_matrix(dense)
+    x, u, v = rng.random(m), rng.random(n), rng.random(m)
+    out = np.full(n, np.nan)
+    centred_csr_matvec(A.indptr, A.indices, A.data, x, u, v, out)
+    c = 0.0
+    for j in range(m):
+        c += v[j] * x[j]
+    want = np.empty(n)
+    for i in range(n):
+        s = 0.0
+        for p in range(A.indptr[i], A.indptr[i + 1]):
+            s += A.data[p] * x[A.indices[p]]
+        want[i] = s - u[i] * c
+    assert out.tobytes() == want.tobytes()
