@@ -139,18 +139,23 @@ def sampled_exact(n: int, k: int = 14, denoise: str = "0") -> tuple[np.ndarray, 
     """1,000 sampled rows of ``synth(n)`` (seed 1, sorted) and their exact k neighbours on the tree learned
     with ``denoise`` (``"0"``: the undenoised tree of the earlier defaults; ``"auto"``: today's default).
 
-    Cached as ``EXACT_DIR/exact_<n>_<k>.npy`` for ``"0"`` and ``exact_<n>_<k>_d<denoise>.npy`` otherwise (the
-    same rows, and the same tree: learning is deterministic).
+    The tree is learned here by the public API (the command's tree: one answer) and the neighbours are cached
+    as ``EXACT_DIR/exact_<n>_<k>[_d<denoise>]_<tree>.npy``, ``<tree>`` a digest of the tree's parents and edge
+    lengths: a change of the defaults' tree computes them anew instead of reading another tree's neighbours.
     """
-    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
-    cache = EXACT_DIR / (f"exact_{n}_{k}.npy" if denoise == "0" else f"exact_{n}_{k}_d{denoise}.npy")
-    if cache.exists():
-        return rows, np.load(cache)
+    import hashlib
+
     import hdtwd_cli as hd
 
+    rows = np.sort(np.random.default_rng(1).choice(n, 1000, replace=False))
     X = sp.load_npz(synth(n)).tocsr()
-    params = hd.TreeParams(denoise=denoise if denoise == "auto" else int(denoise))
-    exact = exact_rows(X, hd.learn_tree(X, params=params), rows, k)
+    tree = hd.learn_tree(X, params=hd.TreeParams(denoise=denoise if denoise == "auto" else int(denoise)))
+    digest = hashlib.sha1(np.asarray(tree.parent).tobytes() + np.asarray(tree.length).tobytes()).hexdigest()[:12]
+    tag = "" if denoise == "0" else f"_d{denoise}"
+    cache = EXACT_DIR / f"exact_{n}_{k}{tag}_{digest}.npy"
+    if cache.exists():
+        return rows, np.load(cache)
+    exact = exact_rows(X, tree, rows, k)
     np.save(cache, exact)
     return rows, exact
 
