@@ -333,26 +333,15 @@ def l1_distances(
     return out
 
 
-@njit(cache=True, nogil=True)
-def _overlap_sum(a, b, d):  # pragma: no cover - compiled
-    """``sum_k min(a_k, b_k)`` in the tiled kernel's order: passes of ``TK`` columns, then their sum."""
-    tot = 0.0
-    for k0 in range(0, d, TK):
-        acc = 0.0
-        for k in range(k0, min(k0 + TK, d)):
-            acc += min(np.float64(a[k]), np.float64(b[k]))
-        tot += acc
-    return tot
-
-
 @njit(parallel=True, cache=True, nogil=True)
 def _gather(A, B, sa, sb, cand, out):  # pragma: no cover - compiled
-    """``out[i, t] = L1(A[i], B[cand[i, t]])`` in :func:`_overlap_sum`'s order (the same bits).
+    """``out[i, t] = L1(A[i], B[cand[i, t]])`` in the tiled kernel's order (the same bits): ``sum_k min(a_k, b_k)``
+    over each pass of ``TK`` columns, the passes' sums added in order from 0.
 
     The columns are read in slabs of :data:`GATHER_COLUMNS` (whole passes of ``TK``), every pair's
     passes of a slab before the next slab: the slab of the rows and of their candidates stays in
     cache while all pairs read it, instead of each pair reading both whole rows from memory. A
-    pair's pass sums are added to its running total in pass order, as :func:`_overlap_sum` does.
+    pair's pass sums are added to its running total in pass order.
     Eight candidates at a time, each its own chain of additions (one pair at a time waited on the
     latency of every addition: 2.2x slower).
     """
