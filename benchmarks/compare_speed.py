@@ -58,6 +58,10 @@ def _inputs(cache: Path, sizes: list[str]) -> dict[str, Path]:
         from atlas import synth
 
         out["synth100k"] = synth(100_000, folder=cache)
+    if "genes10k" in sizes:
+        from atlas import synth_genes
+
+        out["genes10k"] = synth_genes(10_000, 33_000)  # bench_atlas's file (its cache folder)
     return out
 
 

@@ -14,7 +14,8 @@ the same bytes (they must be, except where a trick is a stated precision departu
     python benchmarks/compare_tricks.py --only Gram,exit --workloads produce,zeisel
 
 The workloads are the sample data's (produce, BBCSPORT), CBMC and Zeisel end to end and with a
-stored tree, 100,000 synthetic cells with ``--knn 15``, and 300 documents over a 200,000-word
+stored tree, 100,000 synthetic cells with ``--knn 15``, 10,000 UMI-like cells over 33,000 genes with ``--knn 15``
+(bench_atlas's), and 300 documents over a 200,000-word
 vocabulary with a stored Newick tree of it (datasets.py and atlas.py fetch or make them into the
 benchmark cache).
 """
@@ -96,7 +97,12 @@ TRICKS: dict[str, tuple[str, tuple[str, ...], bool]] = {
     ),
     "the command keeps the memory it frees": (
         "import hdtwd_cli.cli._app as a\na.keep_freed_memory = lambda: False",
-        ("zeisel", "cbmc"),
+        ("zeisel", "cbmc", "genes10k"),
+        True,
+    ),
+    "NumPy's arrays in base pages": (
+        "import hdtwd_cli.cli._app as a\na.without_huge_pages = lambda: False",
+        ("zeisel", "cbmc", "genes10k"),
         True,
     ),
     "one BLAS thread for the tree (a cost: below 1 means it costs)": (
@@ -154,6 +160,8 @@ def _workloads(inputs: dict[str, Path], trees: dict[str, Path]) -> dict[str, lis
             *("distance", str(inputs["synth100k"]), "--knn", "15", "--knn-method", "nndescent"),
             *("-o", "{out}/G.npz", "-q"),
         ]
+    if "genes10k" in inputs:
+        w["genes10k"] = ["distance", str(inputs["genes10k"]), "--knn", "15", "-o", "{out}/G.npz", "-q"]
     if "flat-newick" in inputs:
         w["flat-newick"] = ["distance", str(inputs["flat-newick"]), "--tree", str(trees["flat-newick"])]
         w["flat-newick"] += ["-o", "{out}/D.npy", "-q"]
@@ -170,7 +178,7 @@ def main() -> None:
     a = ap.parse_args()
     tricks = {k: v for k, v in TRICKS.items() if not a.only or any(word in k for word in a.only.split(","))}
     wanted = set(a.workloads.split(",")) if a.workloads else {w for _, ws, _ in tricks.values() for w in ws}
-    sizes = [s for s in ("cbmc", "zeisel", "synth100k") if any(w.startswith(s) for w in wanted)]
+    sizes = [s for s in ("cbmc", "zeisel", "synth100k", "genes10k") if any(w.startswith(s) for w in wanted)]
     cache = a.cache.expanduser()
     inputs = _inputs(cache, sizes)
     trees = {}

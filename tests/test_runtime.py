@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -260,3 +261,39 @@ def test_kept_freed_memory_is_reused_and_counted_as_available():
     assert kept == "True" and dropped < 20_000_000 and free >= 190_000_000 and same_place == 1
     plain_kept, plain_dropped, plain_free, _, _ = runs["plain"]
     assert plain_kept == "False" and plain_dropped > 150_000_000 and plain_free == 0
+
+
+_PAGES_PROBE = """
+import sys
+import numpy as np
+from hdtwd_cli._runtime import memory
+
+done = memory.without_huge_pages() if sys.argv[1] == "base" else False
+try:
+    from numpy._core.multiarray import _set_madvise_hugepage
+except ImportError:  # NumPy 1
+    from numpy.core.multiarray import _set_madvise_hugepage
+
+asked = _set_madvise_hugepage(False)  # returns the setting it replaces
+a = np.ones(64 << 17)  # 64 MB, touched
+with open("/proc/self/smaps_rollup") as fh:
+    huge = next(int(line.split()[1]) for line in fh if line.startswith("AnonHugePages:"))
+print(done, asked, huge)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages and /proc: Linux")
+def test_without_huge_pages_turns_numpys_request_off():
+    """``without_huge_pages``: NumPy no longer asks for huge pages (its switch reads off; by default on), and
+    where the kernel gives them only on request (``[madvise]``) a fresh 64 MB array holds none."""
+    runs = {}
+    for mode in ("base", "plain"):
+        out = subprocess.run(
+            [sys.executable, "-c", _PAGES_PROBE, mode], capture_output=True, text=True, check=True
+        ).stdout.split()
+        runs[mode] = out
+    assert runs["base"][:2] == ["True", "False"]
+    assert runs["plain"][:2] == ["False", "True"]
+    thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if thp.exists() and "[madvise]" in thp.read_text():
+        assert int(runs["base"][2]) == 0

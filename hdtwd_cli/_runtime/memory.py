@@ -3,9 +3,17 @@
 from __future__ import annotations
 
 import ctypes
+import importlib
 import os
 
-__all__ = ["allowance", "available_memory", "human_bytes", "keep_freed_memory", "kept_free_bytes"]
+__all__ = [
+    "allowance",
+    "available_memory",
+    "human_bytes",
+    "keep_freed_memory",
+    "kept_free_bytes",
+    "without_huge_pages",
+]
 
 #: glibc's ``mallopt`` parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
@@ -51,6 +59,31 @@ def keep_freed_memory() -> bool:
     # -1: glibc reads the threshold as a size_t, the largest (never trim)
     _KEEPING = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, -1))
     return _KEEPING
+
+
+def without_huge_pages() -> bool:
+    r"""Have NumPy leave its arrays in the kernel's base pages; True where NumPy's switch was found and set.
+
+    NumPy asks the kernel for transparent huge pages on every large array (``madvise(MADV_HUGEPAGE)``).
+    Where the kernel compacts memory to serve such a request (``defrag`` set to ``madvise``, the usual
+    default) and the host of a virtual machine must also supply the guest's freed memory again, the first
+    touch of each fresh GB stalls for seconds instead of a fraction of one; the arrays' values and every
+    result are the same in either kind of page. The command line calls this once at start, beside
+    :func:`keep_freed_memory`; the library leaves its caller's NumPy alone. ``NUMPY_MADVISE_HUGEPAGE=1``
+    cannot undo it: the switch is NumPy's own, set after import.
+    """
+    switch = None
+    for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
+        try:
+            switch = getattr(importlib.import_module(module), "_set_madvise_hugepage", None)
+        except ImportError:
+            continue
+        if switch is not None:
+            break
+    if switch is None:
+        return False
+    switch(False)
+    return True
 
 
 def kept_free_bytes() -> int:

@@ -18,7 +18,7 @@ import typer
 
 import hdtwd_cli.cli._help as _help
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
-from hdtwd_cli._runtime.memory import keep_freed_memory
+from hdtwd_cli._runtime.memory import keep_freed_memory, without_huge_pages
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
 from hdtwd_cli.cli._help import HelpCommand, HelpGroup, epilog
@@ -621,11 +621,13 @@ def main() -> None:
     SIGTERM and SIGHUP raise :class:`~hdtwd_cli.errors.Terminated` (temporary files are removed,
     exit 143 / 129); SIGXFSZ is ignored so that a file-size limit makes the write fail cleanly
     (an OutputError, the earlier output kept) instead of killing the process. The allocator keeps the
-    memory the command frees for its next blocks (:func:`~hdtwd_cli._runtime.memory.keep_freed_memory`).
+    memory the command frees for its next blocks (:func:`~hdtwd_cli._runtime.memory.keep_freed_memory`) and
+    NumPy's arrays stay in base pages (:func:`~hdtwd_cli._runtime.memory.without_huge_pages`).
     The process ends through :func:`_exit`.
     """
     _install_signal_handlers()
     keep_freed_memory()
+    without_huge_pages()
     try:
         rc = app(standalone_mode=False)
     except (KeyboardInterrupt, Terminated) as e:
