@@ -56,8 +56,6 @@ from hdtwd_cli.datasets import (
     planted_hierarchy,
     produce_documents,
 )
-from hdtwd_cli.evaluate._competitors import BUILDERS, feature_vectors
-from hdtwd_cli.tree._learn import prepare
 
 DEPTHS = {"bulk": 20.0, "umi": 0.15}
 LEARNERS = {"defaults": ("default", {}), "average": ("default", {"learner": "average"}), "paper": ("paper", {})}
@@ -135,9 +133,8 @@ def measure(family: str, m: int, depth: str, seed: int, learner: str) -> dict:
     elif learner in PEERS:
         tree = _scipy_tree(X, names, learner.split("-")[1])
     else:
-        params, _ = harness.resolve_params("default")
-        placed, V = feature_vectors(prepare(X, names, params))
-        tree = BUILDERS[learner](V, placed, seed)
+        params, _ = harness.resolve_params("default", seed=seed)
+        tree = hd.competitor_trees(X, names, method=learner, params=params)[0]
     wall = time.perf_counter() - t0
     r = hd.datasets.recovery(tree, parent, planted_names=pnames, seed=seed)
     return {

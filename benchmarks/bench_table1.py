@@ -37,7 +37,6 @@ import harness
 from bench_classify import PAPER, get
 
 import hdtwd_cli as hd
-from hdtwd_cli.evaluate._methods import of_family  # the registry (data only): which methods are which family
 
 WORKDIR = "table1-issue26"
 MST_MAX_FEATURES = 10000
@@ -45,7 +44,7 @@ MST_MAX_FEATURES = 10000
 #: comparison and a larger budget still runs in minutes (pbmc68k: 66 of 210 rows; BBCSPORT: all).
 OT_BUDGETS = {"bbcsport": 3 * 10**9, "pbmc": 2 * 10**9}
 BASE = ("cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca")
-TREE_METHODS, FITTED_METHODS, FLOW_METHODS = of_family("tree"), of_family("fitted"), of_family("flow")
+TREE_METHODS, FITTED_METHODS, FLOW_METHODS = (tuple(hd.classify_methods(family=f)) for f in ("tree", "fitted", "flow"))
 #: ``hd.classify``'s own budget of transport variables per split.
 OT_BUDGET = inspect.signature(hd.classify).parameters["ot_budget"].default
 

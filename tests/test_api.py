@@ -335,6 +335,9 @@ def _door_cases():
             ("neighbors", lambda T: hd.neighbors(X), "adata"),
             ("sample_hierarchy", lambda T: hd.sample_hierarchy(X), "adata"),
             ("classify", lambda T: hd.classify(X, [0] * 6 + [1] * 6, params="paper"), "params"),
+            ("classify_methods", lambda T: hd.classify_methods(family="trees"), "family"),
+            ("competitor_trees", lambda T: hd.competitor_trees(X, names, method="mst", params="paper"), "params"),
+            ("competitor_trees", lambda T: hd.competitor_trees(X, names, method="hdtwd"), "method"),
             ("learn_joint", lambda T: hd.learn_joint(X, names, joint="filtered"), "joint"),
             ("distances", lambda T: hd.distances([[1.0, 2.0], [3.0]]), "X"),
             ("distances", lambda T: hd.distances([["a", "b"], ["c", "d"]]), "X"),
@@ -374,3 +377,39 @@ def test_every_public_function_passes_the_door_and_the_door_knows_every_object_a
         assert fn.__wrapped__.__doc__ == fn.__doc__ and fn.__doc__, name
         assert inspect.signature(fn) == inspect.signature(fn.__wrapped__), name
         assert set(inspect.signature(fn).parameters) & objects <= set(KINDS), name
+
+
+# --- classify's methods and the competitors' trees --------------------------------------------------------
+
+
+def test_classify_methods_lists_the_registry_by_family():
+    """Every method is in exactly one family's list, in the same order as the whole list, and ``classify``
+    accepts each tree family's methods by name."""
+    every = hd.classify_methods()
+    families = ["hdtwd", "star", "baseline", "tree", "fitted", "flow", "ot", "joint", "learner"]
+    parts = {f: hd.classify_methods(family=f) for f in families}
+    assert sorted(sum(parts.values(), [])) == sorted(every) and len(every) == len(set(every))
+    for part in parts.values():
+        assert part == [m for m in every if m in part]
+    assert parts["star"] == ["star"] and "mst" in parts["tree"] and "cosine" in parts["baseline"]
+
+
+def test_competitor_trees_read_hdtwds_histograms_on_their_own_tree():
+    """``competitor_trees``: every column a leaf (an all-zero one from the root), the same bytes for the same
+    seed; the star tree's TWD is the L1 distance between the samples' histograms (an independent formula)."""
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(3)
+    X = rng.poisson(1.5, size=(30, 10)).astype(float)
+    X[:, 4] = 0.0
+    names = [f"g{j}" for j in range(10)]
+    params = hd.TreeParams(weighting="none", denoise=0)
+    (star,) = hd.competitor_trees(X, names, method="star", params=params)
+    P = X / X.sum(axis=1, keepdims=True)
+    assert np.allclose(hd.distances(X, star, feature_names=names), cdist(P, P, "cityblock"), atol=1e-12)
+    for method in ("mst", "quadtree"):
+        trees = hd.competitor_trees(X, names, method=method, params=params)
+        again = hd.competitor_trees(X, names, method=method, params=params)
+        for t, u in zip(trees, again, strict=True):
+            assert sorted(t.leaf_names) == sorted(names)
+            assert t.parent.tobytes() == u.parent.tobytes() and t.length.tobytes() == u.length.tobytes()

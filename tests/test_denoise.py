@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import exact_ot, path_metric, run_hdtwd
 
-from hdtwd_cli._api import classify_methods, distances
+from hdtwd_cli._api import chosen_methods, distances
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._synthetic import planted_counts
 from hdtwd_cli.tree._denoise import Denoiser, denoise, fit_denoiser
@@ -149,11 +149,11 @@ def test_denoise_must_be_a_non_negative_integer():
 
 def test_classify_shows_pca_beside_tfidf_for_cells_not_for_documents():
     X, _ = _counts(6)
-    assert classify_methods(X)[-3:] == ["tfidf-l1", "tfidf-cosine", "pca"]
+    assert chosen_methods(X)[-3:] == ["tfidf-l1", "tfidf-cosine", "pca"]
     docs = np.zeros((40, 200))
     docs[np.arange(40)[:, None], (np.arange(40)[:, None] * 5 + np.arange(3)[None, :]) % 200] = 1  # words rarely shared
-    assert "pca" not in classify_methods(docs) and "tfidf-l1" in classify_methods(docs)
-    assert classify_methods(np.log1p(X))[-1] == "pca"
+    assert "pca" not in chosen_methods(docs) and "tfidf-l1" in chosen_methods(docs)
+    assert chosen_methods(np.log1p(X))[-1] == "pca"
 
 
 def test_denoising_more_rows_than_memory_holds_is_refused_before_it_starts():

@@ -15,6 +15,8 @@ function                  what it gives
 :func:`neighbors`         writes the kNN graph into an AnnData exactly as ``sc.pp.neighbors``
 :func:`sample_hierarchy`  writes the joint hierarchies' cells' order, clusters and distances into an AnnData
 :func:`classify`          the paper's kNN-accuracy protocol against baselines (a report dict)
+:func:`classify_methods`  the methods it compares, by family
+:func:`competitor_trees`  the paper's competitor trees over the same features and histograms
 :func:`embed`             the stages before the tree (``hdtwd embed``)
 :func:`decode_tree`       the tree from a stored embedding (``hdtwd decode-tree``)
 ========================  ===================================================================
@@ -31,7 +33,7 @@ Errors are :class:`~hdtwd_cli.errors.HdtwdError` (a ``ValueError``) naming the a
 the input; warnings are :class:`~hdtwd_cli.errors.HdtwdWarning`.
 """
 
-from hdtwd_cli._api._classify import classify, classify_methods
+from hdtwd_cli._api._classify import chosen_methods, classify, classify_methods, competitor_trees
 from hdtwd_cli._api._distances import (
     VECTORS_MAX_BYTES,
     DistanceVectors,
@@ -51,6 +53,8 @@ from hdtwd_cli.knn._dask import connect, write_zarr
 
 # the door: the public functions check their object arguments' kinds before any work (._door)
 classify = at_the_door(classify)
+classify_methods = at_the_door(classify_methods)
+competitor_trees = at_the_door(competitor_trees)
 decode_tree = at_the_door(decode_tree)
 distance_vectors = at_the_door(distance_vectors)
 distances = at_the_door(distances)
@@ -76,12 +80,14 @@ __all__ = [
     "write_graph",
     "classify",
     "classify_methods",
+    "competitor_trees",
     "embed",
     "FeatureEmbedding",
     "decode_tree",
     "VECTORS_MAX_BYTES",
     # for the command line (its one way to the layers below)
     "check_k",
+    "chosen_methods",
     "connect",
     "feature_mask",
     "mean_tree_histogram",

@@ -1,4 +1,4 @@
-"""The paper's kNN-accuracy protocol as a public function: ``classify`` and the methods it compares."""
+"""The paper's kNN-accuracy protocol as a public function: ``classify``, the methods it compares and their trees."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_e
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import ParameterError
+from hdtwd_cli.evaluate._competitors import competitor_trees as _competitor_trees
 from hdtwd_cli.evaluate._exact_ot import require_pot
-from hdtwd_cli.evaluate._methods import METHODS
+from hdtwd_cli.evaluate._methods import FAMILIES, METHODS
 from hdtwd_cli.evaluate._protocol import evaluate, is_count_data, summarise
 from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
+from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams, apply_transform
+from hdtwd_cli.tree._tree import Tree
+from hdtwd_cli.twd._histograms import check_histograms
 
 
 def classify(
@@ -52,7 +56,7 @@ def classify(
         the joint hierarchies (``joint``: Algorithm 2, ``joint-alt``: Algorithm 1, both learned on the
         training rows; ``joint-transductive``: on all rows; section 13). Every TWD method of a split
         compares the same histograms (the training rows' denoiser and weights), so only the tree differs.
-        Default: :func:`classify_methods`.
+        Default: :func:`chosen_methods`.
     k : sequence of int
         The k of the kNN classifier; the report gives each method's best.
     ot_budget : int
@@ -99,7 +103,7 @@ def classify(
         raise ParameterError("values must be >= 0", "scales")
     if eps is not None:
         base = base.replace(landmark_eps=None)  # the grid applies to the landmark path too
-    chosen = classify_methods(Xm, methods)
+    chosen = chosen_methods(Xm, methods)
     if ot_budget < 1:
         raise ParameterError("must be a positive number of transport variables", "ot_budget")
     n_train = Xm.shape[0] - int(round(test_size * Xm.shape[0]))
@@ -140,7 +144,64 @@ def classify(
     )
 
 
-def classify_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
+def classify_methods(*, family: str | None = None) -> list[str]:
+    """The methods :func:`classify` can compare, in the registry's order (that of ``hdtwd classify --methods``'
+    help and docs/classify.md's table).
+
+    Parameters
+    ----------
+    family : str, optional
+        Only this family's methods: ``hdtwd``, ``star``, ``baseline`` (distances between the samples' values),
+        ``tree`` (the paper's competitor trees, :func:`competitor_trees`), ``fitted`` (competitor trees
+        with weights fitted to exact transport), ``flow``, ``ot``, ``joint`` or ``learner``.
+
+    Examples
+    --------
+    >>> import hdtwd_cli as hd
+    >>> hd.classify_methods(family="star")
+    ['star']
+    """
+    if family is not None and family not in FAMILIES:
+        raise ParameterError(
+            f"must be a family of classify's methods ({', '.join(FAMILIES)}), not {family!r}", "family"
+        )
+    return [name for name, m in METHODS.items() if family is None or m.family == family]
+
+
+def competitor_trees(
+    X: Matrix,
+    feature_names: Sequence[str] | None = None,
+    *,
+    method: str,
+    params: TreeParams | None = None,
+) -> list[Tree]:
+    r"""The tree(s) of one of the paper's competitor tree methods over the features of ``X``: the trees
+    :func:`classify` compares hdtwd's with (``classify_methods(family="tree")``; ``star``, the star tree).
+
+    The same first stage as :func:`learn_tree` with ``params`` (the value scale, the denoising rule, the idf
+    weights, the features' space); the method's builder on the placed features' unit vectors in that space;
+    each tree finished as hdtwd's is (features without a vector hang from the root), without the leaf term,
+    and carrying the same map (denoiser, weights): the TWD on it compares the same histograms as the TWD on
+    ``learn_tree(X, feature_names, params=params)``, so only the tree differs. Seeded by ``params.seed``
+    (as :func:`classify`'s first split).
+
+    Returns
+    -------
+    list of Tree
+        One tree, or a method's several (``tswd-n``: n trees, whose TWD :func:`classify` averages).
+    """
+    params = params or TreeParams()
+    spec = METHODS.get(method)
+    if spec is None or spec.shape is None:
+        trees = [name for name, m in METHODS.items() if m.shape is not None]
+        raise ParameterError(f"must be a tree method ({', '.join(trees)}), not {method!r}", "method")
+    Xm = apply_transform(checked_matrix(X), params.transform)
+    names = checked_names(feature_names, Xm.shape[1])
+    data_errors(lambda: check_histograms(Xm))
+    return data_errors(lambda: _competitor_trees(method, prepare(Xm, names, params), params))
+
+
+def chosen_methods(X: Matrix, methods: Sequence[str] | None = None) -> list[str]:
     """The methods :func:`classify` compares: ``methods`` checked against the registry
     (:data:`hdtwd_cli.evaluate._methods.METHODS`), or the default for the data, in registry order: the
     methods whose ``default`` is ``always`` (hdtwd, star, cosine, euclidean, l1); ``counts`` (tf-idf L1

@@ -427,8 +427,8 @@ def classify(
     o: Options = DEFAULTS,
 ) -> None:
     """kNN accuracy of hdtwd and baselines on the same train/test splits (the paper's protocol)."""
+    from hdtwd_cli._api import chosen_methods
     from hdtwd_cli._api import classify as api_classify
-    from hdtwd_cli._api import classify_methods
     from hdtwd_cli.io import atomic_path, read_labels
 
     rep = Reporter(o.quiet, o.verbose)
@@ -437,7 +437,7 @@ def classify(
     set_threads(o.threads)
     md = read_input(data, o, rep, (labels[4:],) if labels.startswith("obs:") else ())
     y = read_labels(labels, md)
-    chosen = classify_methods(md.X, opts.methods)
+    chosen = chosen_methods(md.X, opts.methods)
     grid = len(opts.eps or [1]) * len(opts.scales or [1])
     with rep.stage("splits x methods", splits * len(chosen) + (splits * grid * 3 if grid > 1 else 0)) as adv:
         report = api_classify(
@@ -488,7 +488,7 @@ def _classify_options(
 ) -> _ClassifyOptions:
     """``classify``'s option checks, before any input is read: the outputs' paths (not the input, not each
     other; a picture's format and matplotlib) and the comma-separated lists (``k``, ``eps``, ``scales``,
-    ``methods``; names are checked against the registry by :func:`hdtwd_cli.classify_methods`)."""
+    ``methods``; names are checked against the registry by :func:`hdtwd_cli._api.chosen_methods`)."""
     from hdtwd_cli.cli._plot import check_picture
     from hdtwd_cli.io import check_output_path
 

@@ -156,7 +156,7 @@ def evaluate(
     for ``ot`` and ``flowtree``, too few pairs for the fitted trees) is returned with ``status``
     ``skipped: <reason>``; the others run.
     """
-    # the methods are checked at the door (hd.classify: classify_methods, names and POT)
+    # the methods are checked at the door (hd.classify: chosen_methods, names and POT)
     _, y = np.unique(np.asarray(labels), return_inverse=True)
     splits = stratified_splits(y, n_splits, test_size, seed)
     check_histograms(X)  # every row needs a histogram: fail here, before any tree is learned
