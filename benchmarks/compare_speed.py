@@ -108,7 +108,9 @@ def _run(
     launcher = ["-m", "hdtwd_cli"] if not patch else ["-c", patch + "\nfrom hdtwd_cli.cli._app import main\nmain()"]
     argv = [sys.executable, *launcher, *(a.replace("{out}", str(out)) for a in args)]
     t = time.perf_counter()
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # run from the output folder: Python puts the working directory first on the path, where a checkout's own
+    # hdtwd_cli would shadow the tree in PYTHONPATH
+    proc = subprocess.Popen(argv, env=env, cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t
     err = proc.stderr.read().decode() if proc.stderr else ""

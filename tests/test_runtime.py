@@ -265,10 +265,12 @@ def test_kept_freed_memory_is_reused_and_counted_as_available():
 
 _PAGES_PROBE = """
 import sys
-import numpy as np
 from hdtwd_cli._runtime import memory
 
-done = memory.without_huge_pages() if sys.argv[1] == "base" else False
+if sys.argv[1] == "late":
+    import numpy
+done = memory.without_huge_pages() if sys.argv[1] != "plain" else False
+import numpy as np
 try:
     from numpy._core.multiarray import _set_madvise_hugepage
 except ImportError:  # NumPy 1
@@ -284,16 +286,18 @@ print(done, asked, huge)
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="transparent huge pages and /proc: Linux")
 def test_without_huge_pages_turns_numpys_request_off():
-    """``without_huge_pages``: NumPy no longer asks for huge pages (its switch reads off; by default on), and
+    """``without_huge_pages``: NumPy no longer asks for huge pages (its switch reads off; by default on), called
+    before NumPy's import (``early``: NumPy reads the setting then) or after it (``late``: NumPy's own switch);
     where the kernel gives them only on request (``[madvise]``) a fresh 64 MB array holds none."""
     runs = {}
-    for mode in ("base", "plain"):
+    env = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    for mode in ("early", "late", "plain"):
         out = subprocess.run(
-            [sys.executable, "-c", _PAGES_PROBE, mode], capture_output=True, text=True, check=True
+            [sys.executable, "-c", _PAGES_PROBE, mode], capture_output=True, text=True, check=True, env=env
         ).stdout.split()
         runs[mode] = out
-    assert runs["base"][:2] == ["True", "False"]
+    assert runs["early"][:2] == runs["late"][:2] == ["True", "False"]
     assert runs["plain"][:2] == ["False", "True"]
     thp = Path("/sys/kernel/mm/transparent_hugepage/enabled")
     if thp.exists() and "[madvise]" in thp.read_text():
-        assert int(runs["base"][2]) == 0
+        assert int(runs["early"][2]) == int(runs["late"][2]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import importlib
 import os
+import sys
 
 __all__ = [
     "allowance",
@@ -62,28 +63,29 @@ def keep_freed_memory() -> bool:
 
 
 def without_huge_pages() -> bool:
-    r"""Have NumPy leave its arrays in the kernel's base pages; True where NumPy's switch was found and set.
+    r"""Have NumPy leave its arrays in the kernel's base pages; True where NumPy's switch is set (or will be).
 
     NumPy asks the kernel for transparent huge pages on every large array (``madvise(MADV_HUGEPAGE)``).
     Where the kernel compacts memory to serve such a request (``defrag`` set to ``madvise``, the usual
     default) and the host of a virtual machine must also supply the guest's freed memory again, the first
     touch of each fresh GB stalls for seconds instead of a fraction of one; the arrays' values and every
-    result are the same in either kind of page. The command line calls this once at start, beside
-    :func:`keep_freed_memory`; the library leaves its caller's NumPy alone. ``NUMPY_MADVISE_HUGEPAGE=1``
-    cannot undo it: the switch is NumPy's own, set after import.
+    result are the same in either kind of page. NumPy reads ``NUMPY_MADVISE_HUGEPAGE`` when it is imported
+    (set here to 0, so a command that never imports NumPy does not pay for it, and the processes it starts,
+    e.g. Dask's workers, inherit it); once imported, its own switch is set. The command line calls this once
+    at start, beside :func:`keep_freed_memory`; the library leaves its caller's NumPy alone.
     """
-    switch = None
+    os.environ["NUMPY_MADVISE_HUGEPAGE"] = "0"
+    if "numpy" not in sys.modules:
+        return True
     for module in ("numpy._core.multiarray", "numpy.core.multiarray"):
         try:
             switch = getattr(importlib.import_module(module), "_set_madvise_hugepage", None)
         except ImportError:
             continue
         if switch is not None:
-            break
-    if switch is None:
-        return False
-    switch(False)
-    return True
+            switch(False)
+            return True
+    return False
 
 
 def kept_free_bytes() -> int:
