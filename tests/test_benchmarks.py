@@ -1,6 +1,6 @@
 """benchmarks/ cannot rot unseen: every script imports, every name it takes from the package exists (at module
 level or inside a function, where a rename would only show on the next long run), benchmarks/README.md
-lists exactly the scripts there are, the private names the scripts take only shrink, and the studies that run on
+lists exactly the scripts there are, no script takes a private name, and the studies that run on
 generated data run at a tiny size."""
 
 from __future__ import annotations
@@ -72,12 +72,6 @@ def test_the_readme_lists_exactly_the_scripts():
     assert listed == SCRIPTS
 
 
-#: The private names each script still takes (stage and kernel studies that measure the package's insides).
-#: Public names (``hdtwd_cli``, ``hdtwd_cli.datasets``, ``hdtwd_cli.io``, ``hdtwd_cli.pl``) need no entry; this
-#: list only shrinks: a script that needs a new private name makes it public or measures through the API.
-PRIVATE_ALLOWED: dict[str, set[str]] = {}
-
-
 def _private_imports(name: str) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse((BENCH / name).read_text())):
@@ -91,14 +85,11 @@ def _private_imports(name: str) -> set[str]:
     return found
 
 
-def test_no_benchmark_takes_a_private_name_beyond_its_shrinking_allowance():
-    """The benchmarks reach the package through its public names; the stage and kernel studies' private names
-    are listed (:data:`PRIVATE_ALLOWED`) and can only go: a name no longer used must leave the list too."""
-    extra = {s: sorted(_private_imports(s) - PRIVATE_ALLOWED.get(s, set())) for s in SCRIPTS}
-    assert not {s: v for s, v in extra.items() if v}, extra
-    used = {s: _private_imports(s) if s in SCRIPTS else set() for s in PRIVATE_ALLOWED}
-    stale = {s: sorted(v - used[s]) for s, v in PRIVATE_ALLOWED.items() if v - used[s]}
-    assert not stale, stale
+def test_no_benchmark_takes_a_private_name():
+    """The benchmarks reach the package through its public names only (``hdtwd_cli``, ``hdtwd_cli.datasets``,
+    ``hdtwd_cli.io``, ``hdtwd_cli.pl``): a study that needs an inside makes it public or measures through the API."""
+    taken = {s: sorted(_private_imports(s)) for s in SCRIPTS}
+    assert not {s: v for s, v in taken.items() if v}, taken
 
 
 #: Studies run at a tiny size on generated data, each with what its output must show: the scripts run, not
