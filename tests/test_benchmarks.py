@@ -140,6 +140,18 @@ TINY_RUNS = {
         '"group": "tree decode"',
     ),
     "pdist_pipeline": (["pdist_pipeline.py", "sample_data/cells.h5ad", "-o", "{tmp}/D.npy"], "pdist_pipeline: n=300"),
+    "bench_pairwise": (
+        ["bench_pairwise.py", "--small", "40", "--parts", "corpus", "--reps", "1", "--max-wait", "0"],
+        "| all 40 | **hdtwd** `hd.distances` |",
+    ),
+    # scanpy's bundled pbmc68k_reduced (offline): the studies on real cells at their smallest
+    "recall_real": (["recall_real.py", "pbmc"], '"recall": '),
+    "bench_classify": (["bench_classify.py", "--sets", "pbmc"], "| pbmc | 700 x 765 | 10 |"),
+    "bench_leiden": (["bench_leiden.py", "--sets", "pbmc"], "Leiden: resolution 1"),
+    "bench_forms": (
+        ["bench_forms.py", "run", "--sets", "pbmc", "--forms", "lognorm", "--variants", "0", "--splits", "2"],
+        "pbmc lognorm 0: hdtwd",
+    ),
 }
 
 
