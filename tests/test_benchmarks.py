@@ -149,6 +149,7 @@ TINY_RUNS = {
     "recall_real": (["recall_real.py", "pbmc"], '"recall": '),
     "bench_classify": (["bench_classify.py", "--sets", "pbmc"], "| pbmc | 700 x 765 | 10 |"),
     "bench_leiden": (["bench_leiden.py", "--sets", "pbmc"], "Leiden: resolution 1"),
+    "bench_corpora": (["bench_corpora.py", "run", "--cpus", "native", "--only", "pbmc"], "pbmc native: ok=True"),
     "bench_forms": (
         ["bench_forms.py", "run", "--sets", "pbmc", "--forms", "lognorm", "--variants", "0", "--splits", "2"],
         "pbmc lognorm 0: hdtwd",
