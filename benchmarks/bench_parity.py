@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 CELLS = HERE.parent.parent / "shared" / "data" / "cells"
-#: The shipped sample cells (300 x 2,000 counts): the smallest set, asked for by name (``--only sample``).
+#: The shipped sample cells (300 x 64 counts): the smallest set, asked for by name (``--only sample``).
 SAMPLE = HERE.parent / "sample_data" / "cells.h5ad"
 
 

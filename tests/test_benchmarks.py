@@ -144,6 +144,10 @@ TINY_RUNS = {
         ["bench_pairwise.py", "--small", "40", "--parts", "corpus", "--reps", "1", "--max-wait", "0"],
         "| all 40 | **hdtwd** `hd.distances` |",
     ),
+    "bench_classify_time": (
+        ["bench_classify_time.py", "--workloads", "sample-cells", "--max-wait", "0"],
+        "| sample-cells | 300 x 64 |",
+    ),
     "bench_parity": (["bench_parity.py", "--out", "{tmp}/parity.json", "--only", "sample"], "| sample | 300 | yes |"),
     # scanpy's bundled pbmc68k_reduced (offline): the studies on real cells at their smallest
     "recall_real": (["recall_real.py", "pbmc"], '"recall": '),
