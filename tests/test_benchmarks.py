@@ -148,6 +148,7 @@ TINY_RUNS = {
         ["bench_classify_time.py", "--workloads", "sample-cells", "--max-wait", "0"],
         "| sample-cells | 300 x 64 |",
     ),
+    "limits": (["limits.py", "--small"], "| .npy header claiming 10^9 x 10^9 | 2 |"),
     "bench_parity": (["bench_parity.py", "--out", "{tmp}/parity.json", "--only", "sample"], "| sample | 300 | yes |"),
     # scanpy's bundled pbmc68k_reduced (offline): the studies on real cells at their smallest
     "recall_real": (["recall_real.py", "pbmc"], '"recall": '),
