@@ -187,6 +187,9 @@ def test_a_study_runs_at_a_tiny_size(name, tmp_path):
         )
         assert again.returncode == 0, again.stderr[-2000:]
         assert again.stdout.split("\n")[:4] == r.stdout.split("\n")[:4]
+    if name == "limits":  # every input refused with its documented code, never an internal error (exit 1)
+        codes = [line.split("|")[2].strip() for line in r.stdout.splitlines() if line.startswith("| .")]
+        assert codes and "1" not in codes and "0" not in codes, codes
     if name == "bench_recovery":  # its table from the records just written
         md = subprocess.run(
             [sys.executable, str(BENCH / argv[0]), "markdown"], capture_output=True, text=True, cwd=REPO, env=env
