@@ -54,6 +54,8 @@ ZEISEL_CONFIGS = {  # name -> extra CLI options
 }
 # name -> (docs, words, mean length, time goal s (both: <= 5 / 10 min), memory goal GB)
 CORPORA = {"5,000 x 24,000": (5000, 24000, 100.0, 300.0, 16.0), "5,600 x 42,000": (5600, 42000, 100.0, 600.0, 20.0)}
+#: A corpus small enough for CI (``--corpora "400 x 3,000"``): not among the defaults.
+TINY_CORPORA = {"400 x 3,000": (400, 3000, 100.0, 60.0, 2.0)}
 
 
 def work_dir() -> Path:
@@ -143,7 +145,9 @@ def part_zeisel(args) -> dict[str, Any]:
 def part_corpus(args) -> dict[str, Any]:
     wd = work_dir()
     rec: dict[str, Any] = {}
-    for name, (n, m, mean_len, goal_s, goal_gb) in CORPORA.items():
+    every = {**CORPORA, **TINY_CORPORA}
+    for name in args.corpora or list(CORPORA):
+        n, m, mean_len, goal_s, goal_gb = every[name]
         data = wd / f"corpus_{n}x{m}.npz"
         X, topic, _ = planted_corpus(n, m, mean_length=mean_len, seed=0)
         top = topic // 16  # 8 x 4 x 4 topic tree: 8 top-level topics
@@ -309,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         choices=list(ZEISEL_CONFIGS),
         help="Zeisel part: run only these configurations, keeping the stored others",
+    )
+    ap.add_argument(
+        "--corpora",
+        nargs="+",
+        default=None,
+        choices=[*CORPORA, *TINY_CORPORA],
+        help="corpus part: these corpora only (default: the two of the section)",
     )
     ap.add_argument("--max-wait", type=float, default=120.0, help="wait up to this long for an idle machine")
     ap.add_argument("--max-tries", type=int, default=1)

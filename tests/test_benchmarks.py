@@ -148,6 +148,11 @@ TINY_RUNS = {
         ["bench_classify_time.py", "--workloads", "sample-cells", "--max-wait", "0"],
         "| sample-cells | 300 x 64 |",
     ),
+    "bench_large_m": (
+        ["bench_large_m.py", "--parts", "corpus", "--corpora", "400 x 3,000", "--max-wait", "0"],
+        "| 400 x 3,000 | 24,662 |",
+    ),
+    "bench_unifrac": (["bench_unifrac.py", "startup"], "'produce': {'wall_s'"),  # the part that needs no ssu
     "limits": (["limits.py", "--small"], "| .npy header claiming 10^9 x 10^9 | 2 |"),
     "bench_parity": (["bench_parity.py", "--out", "{tmp}/parity.json", "--only", "sample"], "| sample | 300 | yes |"),
     # scanpy's bundled pbmc68k_reduced (offline): the studies on real cells at their smallest
