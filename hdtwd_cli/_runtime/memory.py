@@ -13,11 +13,13 @@ __all__ = [
     "human_bytes",
     "keep_freed_memory",
     "kept_free_bytes",
+    "release_kept_memory",
     "without_huge_pages",
 ]
 
-#: glibc's ``mallopt`` parameters (malloc.h).
+#: glibc's ``mallopt`` parameters (malloc.h) and their defaults (mallopt(3)).
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
+_TRIM_DEFAULT, _MMAP_MAX_DEFAULT = 128 * 1024, 65536
 #: Whether :func:`keep_freed_memory` took effect in this process.
 _KEEPING = False
 
@@ -60,6 +62,24 @@ def keep_freed_memory() -> bool:
     # -1: glibc reads the threshold as a size_t, the largest (never trim)
     _KEEPING = bool(libc.mallopt(_M_MMAP_MAX, 0)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, -1))
     return _KEEPING
+
+
+def release_kept_memory() -> bool:
+    """Give the memory :func:`keep_freed_memory` kept back to the system and stop keeping it; True where it did.
+
+    For a process that hands its work to others on the same machine (a Dask client and its local workers):
+    the free bytes its heap holds would otherwise be missing to them. glibc's defaults are restored
+    (``M_TRIM_THRESHOLD``, ``M_MMAP_MAX``) and ``malloc_trim(0)`` returns every free page. Values are unchanged.
+    """
+    global _KEEPING
+    libc = _libc() if _KEEPING else None
+    if libc is None:
+        return False
+    libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_DEFAULT)
+    libc.mallopt(_M_MMAP_MAX, _MMAP_MAX_DEFAULT)
+    libc.malloc_trim(0)
+    _KEEPING = False
+    return True
 
 
 def without_huge_pages() -> bool:

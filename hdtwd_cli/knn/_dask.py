@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from hdtwd_cli._runtime.memory import release_kept_memory
 from hdtwd_cli.errors import ClusterError, InputError, OutputError
 from hdtwd_cli.twd._distance import TreeVectors, smallest_k
 from hdtwd_cli.twd._kernels import l1_distances
@@ -108,9 +109,12 @@ def _hold(data: Any) -> Any:
 
 def _ship(client: Any, data: Any, name: str) -> Any:
     """``data`` as a future the tasks depend on: sent once to the scheduler inside a task, copied to
-    each worker that needs it; unlike scattered data, the scheduler recomputes it if its holder dies."""
+    each worker that needs it; unlike scattered data, the scheduler recomputes it if its holder dies.
+    The client first gives back the freed memory it kept (:func:`~hdtwd_cli._runtime.memory.release_kept_memory`):
+    the workers may share its machine."""
     import warnings
 
+    release_kept_memory()
     with warnings.catch_warnings():  # "Sending large graph": once, on purpose (see above)
         warnings.filterwarnings("ignore", message=".*[Ll]arge graph.*")
         return client.submit(_hold, data, key=f"hdtwd-{name}-{uuid.uuid4().hex[:8]}", pure=False)
