@@ -338,6 +338,7 @@ def _door_cases():
             ("classify_methods", lambda T: hd.classify_methods(family="trees"), "family"),
             ("competitor_trees", lambda T: hd.competitor_trees(X, names, method="mst", params="paper"), "params"),
             ("competitor_trees", lambda T: hd.competitor_trees(X, names, method="hdtwd"), "method"),
+            ("competitor_trees", lambda T: hd.competitor_trees(X, names, method="wqtwd"), "method"),  # fitted
             ("learn_joint", lambda T: hd.learn_joint(X, names, joint="filtered"), "joint"),
             ("distances", lambda T: hd.distances([[1.0, 2.0], [3.0]]), "X"),
             ("distances", lambda T: hd.distances([["a", "b"], ["c", "d"]]), "X"),

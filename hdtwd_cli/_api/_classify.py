@@ -191,9 +191,8 @@ def competitor_trees(
         One tree, or a method's several (``tswd-n``: n trees, whose TWD :func:`classify` averages).
     """
     params = params or TreeParams()
-    spec = METHODS.get(method)
-    if spec is None or spec.shape is None:
-        trees = [name for name, m in METHODS.items() if m.shape is not None]
+    trees = [name for name, m in METHODS.items() if m.family in ("star", "tree")]  # as built: none fitted
+    if method not in trees:
         raise ParameterError(f"must be a tree method ({', '.join(trees)}), not {method!r}", "method")
     Xm = apply_transform(checked_matrix(X), params.transform)
     names = checked_names(feature_names, Xm.shape[1])
