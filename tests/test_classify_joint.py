@@ -16,7 +16,7 @@ import pytest
 
 import hdtwd_cli as hd
 import hdtwd_cli.evaluate._protocol as protocol
-from hdtwd_cli._api._classify import classify_methods
+from hdtwd_cli._api._classify import chosen_methods
 from hdtwd_cli.evaluate._joint import joint_hierarchy
 from hdtwd_cli.evaluate._methods import METHODS, of_family
 from hdtwd_cli.evaluate._splits import stratified_splits
@@ -113,8 +113,8 @@ def test_joint_is_not_run_by_default(data):
     X, _, _ = data
     assert all(METHODS[m].default == "never" for m in JOINT)
     expected = ["hdtwd", "star", "cosine", "euclidean", "l1", "tfidf-l1", "tfidf-cosine", "pca"]
-    assert classify_methods(X) == expected
-    assert classify_methods(np.random.default_rng(0).random((20, 6))) == [
+    assert chosen_methods(X) == expected
+    assert chosen_methods(np.random.default_rng(0).random((20, 6))) == [
         "hdtwd",
         "star",
         "cosine",

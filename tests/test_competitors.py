@@ -16,7 +16,7 @@ import pytest
 import scipy.sparse as sp
 from conftest import assert_twd_is_exact_ot, exact_ot, path_metric, run_hdtwd
 
-from hdtwd_cli._api import classify_methods
+from hdtwd_cli._api import chosen_methods
 from hdtwd_cli.errors import ParameterError
 from hdtwd_cli.evaluate._competitors import cluster_tree, competitor_trees, mst_tree, quadtree
 from hdtwd_cli.evaluate._exact_ot import OT_MIN_TEST_ROWS, OverBudget, budget_rows, ot_histograms, scored_rows
@@ -156,7 +156,7 @@ def test_classify_runs_the_competitors_on_the_same_splits(tmp_path):
     for m in ("quadtree", "mst", "cluster-tree", "tswd-5", "treerep", "hhc"):
         assert len(rep["methods"][m]["per_split"]) == 2 and rep["methods"][m]["mean"] > 60
     with pytest.raises(ParameterError, match="no-such-tree"):
-        classify_methods(X, ["hdtwd", "no-such-tree"])
+        chosen_methods(X, ["hdtwd", "no-such-tree"])
 
 
 def _histograms(seed: int, n: int, m: int, density: float = 0.5):
@@ -335,7 +335,7 @@ def test_ot_without_pot_is_one_clear_error(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "ot", None)  # import ot raises ImportError
     with pytest.raises(ParameterError, match="pip install 'hdtwd\\[ot\\]'"):
-        classify_methods(np.ones((4, 3)), ["hdtwd", "ot"])
+        chosen_methods(np.ones((4, 3)), ["hdtwd", "ot"])
 
 
 def test_fitted_weights_reproduce_a_planted_tree_metric_on_new_pairs():
@@ -597,7 +597,7 @@ def test_the_registry_describes_and_builds_every_method():
     listed = methods_help().split("subset of ", 1)[1].split(" ", 1)[0].split(",")
     assert listed == list(METHODS)
     with pytest.raises(ParameterError, match="choose from hdtwd, star, cosine"):
-        classify_methods(np.ones((4, 3)), ["nope"])
+        chosen_methods(np.ones((4, 3)), ["nope"])
 
 
 def test_every_family_is_a_route_and_a_new_family_is_one_entry_and_one_route(monkeypatch):
