@@ -7,7 +7,14 @@ from typing import Any
 
 import numpy as np
 
-from hdtwd_cli._api._common import Matrix, checked_matrix, checked_names, data_errors, embedding_pair
+from hdtwd_cli._api._common import (
+    Matrix,
+    checked_histograms,
+    checked_matrix,
+    checked_names,
+    data_errors,
+    embedding_pair,
+)
 from hdtwd_cli._defaults import DEFAULT_K, OT_BUDGET
 from hdtwd_cli._version import __version__
 from hdtwd_cli.errors import ParameterError
@@ -19,7 +26,6 @@ from hdtwd_cli.tree._features import NEVER_COOCCUR_LIMIT, never_cooccur_fraction
 from hdtwd_cli.tree._learn import prepare
 from hdtwd_cli.tree._params import TreeParams, apply_transform
 from hdtwd_cli.tree._tree import Tree
-from hdtwd_cli.twd._histograms import check_histograms
 
 
 def classify(
@@ -194,9 +200,7 @@ def competitor_trees(
     trees = [name for name, m in METHODS.items() if m.family in ("star", "tree")]  # as built: none fitted
     if method not in trees:
         raise ParameterError(f"must be a tree method ({', '.join(trees)}), not {method!r}", "method")
-    Xm = apply_transform(checked_matrix(X), params.transform)
-    names = checked_names(feature_names, Xm.shape[1])
-    data_errors(lambda: check_histograms(Xm))
+    Xm, names = checked_histograms(X, feature_names, params.transform)
     return data_errors(lambda: _competitor_trees(method, prepare(Xm, names, params), params))
 
 

@@ -14,6 +14,8 @@ from hdtwd_cli.errors import (
     InputError,
     ParameterError,
 )
+from hdtwd_cli.tree._params import apply_transform
+from hdtwd_cli.twd._histograms import check_histograms
 
 if TYPE_CHECKING:  # pragma: no cover
     pass
@@ -62,6 +64,17 @@ def checked_names(names: Sequence[str] | None, m: int, argument: str = "feature_
     if len(set(out)) != m:
         raise ParameterError("holds duplicate names", argument)
     return out
+
+
+def checked_histograms(
+    X: Matrix, feature_names: Sequence[str] | None, transform: str
+) -> tuple[np.ndarray | sp.csr_matrix, list[str]]:
+    """The door of a function that learns from ``X``'s histograms: the matrix checked and transformed
+    (``transform``, the tree parameters' value transform), its feature names, and the histograms' check."""
+    Xm = apply_transform(checked_matrix(X), transform)
+    names = checked_names(feature_names, Xm.shape[1])
+    data_errors(lambda: check_histograms(Xm))
+    return Xm, names
 
 
 def data_errors(fn: Callable[[], Any]) -> Any:

@@ -9,7 +9,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from hdtwd_cli._api._common import Matrix, as_reporter, checked_matrix, checked_names, data_errors, embedding_pair
+from hdtwd_cli._api._common import (
+    Matrix,
+    as_reporter,
+    checked_histograms,
+    checked_matrix,
+    checked_names,
+    data_errors,
+    embedding_pair,
+)
 from hdtwd_cli._runtime.memory import available_memory
 from hdtwd_cli._runtime.progress import Reporter
 from hdtwd_cli._version import __version__
@@ -231,9 +239,7 @@ def embed(
             "learner",
         )
     rep = as_reporter(progress)
-    Xm = apply_transform(checked_matrix(X), params.transform)
-    names = checked_names(feature_names, Xm.shape[1])
-    data_errors(lambda: check_histograms(Xm))
+    Xm, names = checked_histograms(X, feature_names, params.transform)
     vectors = embedding_pair(feature_embedding)
     have = available_memory() if check_memory else None
     prepared = data_errors(lambda: prepare(Xm, names, params, embedding=vectors, reporter=rep, available=have))
