@@ -169,7 +169,7 @@ def same_graph(a: Path, b: Path) -> bool:
     )
 
 
-def on_cluster(cmd: list[str], w: int, g: Path, log: Path) -> dict[str, Any]:
+def on_cluster(cmd: list[str], w: int, g: Path, log: Path, max_wait_s: float = 60.0) -> dict[str, Any]:
     """``cmd -o g`` with ``--scheduler`` on a ``LocalCluster`` of ``w`` single-threaded worker processes (numba
     loaded in them before the clock): the command's record, each worker's peak RSS and the tasks' times by kind."""
     import distributed
@@ -181,7 +181,7 @@ def on_cluster(cmd: list[str], w: int, g: Path, log: Path) -> dict[str, Any]:
         distributed.Client(c) as client,
     ):
         client.run(lambda: __import__("hdtwd_cli.knn._nndescent").__name__)
-        harness.wait_quiet(60)
+        harness.wait_quiet(max_wait_s)
         with distributed.get_task_stream(client) as ts:  # the command's tasks, seen from the scheduler
             t0 = __import__("time").time()
             out.update(
@@ -247,6 +247,9 @@ def main() -> None:
         "today's default); the recall is against the exact neighbours on that tree, dask's graph against the "
         "single run's with the same --denoise",
     )
+    ap.add_argument(
+        "--max-wait", type=float, default=60.0, help="single, dask: wait up to this long for an idle machine first"
+    )
     args = ap.parse_args()
     if args.part in ("dask", "project", "genes-dask") and args.extra is None:
         ap.error(f"{args.part} needs its third argument (dask, genes-dask: W workers; project: placements per sample)")
@@ -270,7 +273,7 @@ def main() -> None:
     if part == "single":
         tag = "" if args.denoise == "0" else f"_d{args.denoise}"
         g = WD / f"atlas_G{n}{tag}.npz"
-        harness.wait_quiet(60)
+        harness.wait_quiet(args.max_wait)
         cmd += ["--denoise", args.denoise]
         out.update(harness.run_timed_once([*cmd, "-o", str(g)], WD / f"atlas_single_{n}{tag}.log"))
         out["denoise"] = args.denoise
@@ -280,7 +283,7 @@ def main() -> None:
         w, tag = int(args.extra), "" if args.denoise == "0" else f"_d{args.denoise}"
         g = WD / f"atlas_G{n}_w{w}{tag}.npz"
         cmd += ["--denoise", args.denoise]
-        out.update(on_cluster(cmd, w, g, WD / f"atlas_dask_{n}_{w}{tag}.log"))
+        out.update(on_cluster(cmd, w, g, WD / f"atlas_dask_{n}_{w}{tag}.log", args.max_wait))
         out["workers"], out["denoise"] = w, args.denoise
         ref = WD / f"atlas_G{n}{tag}.npz"
         if ref.exists():

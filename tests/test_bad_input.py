@@ -24,8 +24,10 @@ def test_the_table_is_big_enough():
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(tmp_path, case):
+def test_bad_input(tmp_path, case, monkeypatch):
     cid, what, setup, code, needle = case
+    # Dask's own setting: how long an unreachable scheduler is retried (the command's default is Dask's, 30 s)
+    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", "2s")
     argv = setup(tmp_path)
     before = {p.name for p in tmp_path.rglob("*")}
     inputs = _digests([a for a in argv if isinstance(a, Path) or (isinstance(a, str) and os.path.exists(a))])

@@ -6,6 +6,7 @@ generated data run at a tiny size."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import os
 import subprocess
@@ -130,7 +131,7 @@ TINY_RUNS = {
         ["bench_joint.py", "table", "--sets", "planted", "--splits", "2", "--methods", "hdtwd,star,joint"],
         "planted {'hdtwd'",
     ),
-    "bench_atlas": (["bench_atlas.py", "single", "1500"], '"recall": '),
+    "bench_atlas": (["bench_atlas.py", "single", "1500", "--max-wait", "0"], '"recall": '),
     "fuzz_readers": (
         ["fuzz_readers.py", "--per-seed", "2", "--seeds", "1"],
         "| input | cases | exit 0 | exit 2 | failures |",
@@ -202,8 +203,10 @@ def test_a_study_runs_at_a_tiny_size(name, tmp_path):
         assert md.returncode == 0 and "| random |" in md.stdout, md.stderr[-2000:]
 
 
+@functools.cache
 def _speed_suite() -> list[type]:
-    """The classes of the airspeed velocity suite (benchmarks/speed/), loaded as asv loads them."""
+    """The classes of the airspeed velocity suite (benchmarks/speed/), loaded as asv loads them, once: loading a
+    module again would leave the collected classes reading the first module's globals."""
     import importlib.util
 
     found = []
@@ -236,7 +239,10 @@ def test_every_speed_benchmark_runs_once_at_its_smallest_size(cls, monkeypatch):
     ``time_`` / ``peakmem_`` / ``track_`` method at the first parameter set; a tracked value is a share."""
     bench = cls()
     p = cls.params[0][0]  # one parameter, its first value
-    monkeypatch.setattr(sys.modules[cls.__module__], "CELLS", [p])  # what setup_cache prepares
+    module = sys.modules[cls.__module__]
+    monkeypatch.setattr(module, "CELLS", [p])  # what setup_cache prepares
+    if hasattr(cls, "setup_cache"):  # the globals it reads are the patched module's
+        assert cls.setup_cache.__globals__ is vars(module)
     cached = (bench.setup_cache(),) if hasattr(cls, "setup_cache") else ()
     bench.setup(*cached, p)
     methods = [m for m in dir(cls) if m.startswith(("time_", "peakmem_", "track_"))]

@@ -26,29 +26,38 @@ def exact():
     return dv, dv.matrix(), dv.knn(15)
 
 
-@pytest.mark.parametrize("method", ["nndescent", "pynndescent"])
-def test_backend_graph_has_exact_distances_and_high_recall(exact, method):
-    dv, D, want = exact
-    g = dv.knn(15, method, seed=4)
+def _assert_exact_and_recalled(g, D, want):
+    """Every distance of ``g`` is the exact TWD of its pair, in the order (distance, index); recall@14 >= 0.95."""
     n = D.shape[0]
     assert g.indices.shape == (n, 15) and np.array_equal(g.indices[:, 0], np.arange(n))
-    # every distance is the exact TWD of its pair, in the order (distance, index)
     np.testing.assert_array_equal(g.distances, D[np.arange(n)[:, None], g.indices])
     assert np.all(np.diff(g.distances, axis=1) >= 0)
     recall = np.mean([len(set(a[1:]) & set(b[1:])) / 14 for a, b in zip(g.indices, want.indices)])
     assert recall >= 0.95, recall
 
 
-@pytest.mark.parametrize("method", ["nndescent", "pynndescent"])
-def test_backend_is_deterministic_per_seed(exact, method):
-    dv = exact[0]
-    a, b = dv.knn(15, method, seed=7), dv.knn(15, method, seed=7)
+def test_nndescent_graph_has_exact_distances_high_recall_and_the_same_lists_per_seed(exact):
+    dv, D, want = exact
+    _assert_exact_and_recalled(dv.knn(15, "nndescent", seed=4), D, want)
+    a, b = dv.knn(15, "nndescent", seed=7), dv.knn(15, "nndescent", seed=7)
     assert np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
 
 
-def test_pynndescent_from_the_command_line(tmp_path):
-    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "--knn-method", "pynndescent", "-o", tmp_path / "p.npz")
-    run_hdtwd("distance", SAMPLE / "cells.h5ad", "--knn", "15", "-o", tmp_path / "e.npz")
+def test_pynndescent_graph_is_exact_recalled_and_seeded_through_the_api_and_the_command_line(exact, tmp_path):
+    """pynndescent compiles its kernels in every process that first uses it (about 20 s; its cache does not
+    cover them), so its checks share one process: the command line runs in it through typer's CliRunner."""
+    from typer.testing import CliRunner
+
+    from hdtwd_cli.cli._app import app
+
+    dv, D, want = exact
+    _assert_exact_and_recalled(dv.knn(15, "pynndescent", seed=4), D, want)
+    a, b = dv.knn(15, "pynndescent", seed=7), dv.knn(15, "pynndescent", seed=7)
+    assert np.array_equal(a.indices, b.indices) and np.array_equal(a.distances, b.distances)
+    argv = ["distance", str(SAMPLE / "cells.h5ad"), "--knn", "15", "-q"]
+    res = CliRunner().invoke(app, [*argv, "--knn-method", "pynndescent", "-o", str(tmp_path / "p.npz")])
+    assert res.exit_code == 0, res.output
+    run_hdtwd(*argv, "-o", tmp_path / "e.npz")
     P, E = sp.load_npz(tmp_path / "p.npz"), sp.load_npz(tmp_path / "e.npz")
     assert P.shape == E.shape and P.nnz == E.nnz == E.shape[0] * 14
     # the pairs both graphs hold have the same (exact) distance, bit for bit

@@ -3,6 +3,7 @@ determinism contract: the same lists for a seed whatever the thread count, order
 
 import numpy as np
 import pytest
+from scipy.spatial.distance import cdist
 
 from hdtwd_cli.knn import _nndescent as _nndescent
 from hdtwd_cli.knn._nndescent import byte_code, encode, encode_floats
@@ -36,13 +37,16 @@ def weights(code):
     return w
 
 
+def l1(A, B=None):
+    """SciPy's L1 distances of integer-valued rows: exact integers (every partial sum below 2^53), whatever the
+    order of summation."""
+    A = np.asarray(A, np.float64)
+    return cdist(A, A if B is None else np.asarray(B, np.float64), "cityblock")
+
+
 def brute(Y, c):
     Q, code = Y
-    W = weights(code).astype(np.float64)
-    Y64 = Q.astype(np.float64)  # integer values: exact sums
-    D = np.empty((Q.shape[0], Q.shape[0]))
-    for i0 in range(0, Q.shape[0], 16):  # 16 rows at a time: bounded memory
-        D[i0 : i0 + 16] = (np.abs(Y64[i0 : i0 + 16, None, :] - Y64[None, :, :]) * W).sum(-1)
+    D = l1(Q.astype(np.float64) * weights(code))  # byte value x 2^shift: integers, so the weighted L1 is exact
     np.fill_diagonal(D, np.inf)
     return np.argsort(D, axis=1, kind="stable")[:, :c], D
 
@@ -197,12 +201,12 @@ def test_one_byte_per_column_on_the_common_scale_would_lose_the_small_columns():
     byte code than by the top byte of the common grid (q >> 8), which zeroes the small columns."""
     Y = spread(1200, 80, 3, scale=np.geomspace(1e-3, 1.0, 80))
     Q = quantise(Y)
-    D16 = np.abs(Q[:, None].astype(np.int64) - Q[None]).sum(-1).astype(np.float64)
+    D16 = l1(Q)
     np.fill_diagonal(D16, np.inf)
     exact = np.argsort(D16, axis=1, kind="stable")[:, :14]
     byte_rows = encode_floats(Y)
     top_byte = (Q >> 8).astype(np.float64)
-    Dt = np.abs(top_byte[:, None] - top_byte[None]).sum(-1)
+    Dt = l1(top_byte)
     np.fill_diagonal(Dt, np.inf)
     _, Db = brute(byte_rows, 1)
 
@@ -283,7 +287,7 @@ def test_quantise_keeps_the_order_of_distances():
     assert Q.dtype == np.uint16 and Q.max() == 65535
     scale = Y.max() / 65535
     D = np.abs(Y[:, None].astype(np.float64) - Y[None]).sum(-1)
-    Dq = np.abs(Q[:, None].astype(np.float64) - Q[None]).sum(-1) * scale
+    Dq = l1(Q) * scale
     assert np.all(np.abs(D - Dq) <= 300 * scale)
     assert np.array_equal(quantise(np.zeros((3, 4), np.float32)), np.zeros((3, 4), np.uint16))
 

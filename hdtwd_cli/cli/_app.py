@@ -253,7 +253,8 @@ def distance(
             envvar="DASK_SCHEDULER_ADDRESS",
             metavar="ADDRESS",
             help="Run the --knn search (exact or nndescent), or all pairs into -o FILE.zarr, as tasks on this "
-            "dask.distributed scheduler (e.g. tcp://10.0.0.1:8786).",
+            "dask.distributed scheduler (e.g. tcp://10.0.0.1:8786), waiting for it as long as Dask's "
+            "distributed.comm.timeouts.connect (30 s unless set).",
             show_envvar=True,
             show_default=False,
         ),

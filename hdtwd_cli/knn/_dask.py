@@ -42,7 +42,12 @@ TASK_ROWS = 2048
 
 
 def connect(address: str | None) -> Any:
-    """A ``dask.distributed.Client`` for ``address`` (or ``DASK_SCHEDULER_ADDRESS``); ``None`` if neither."""
+    """A ``dask.distributed.Client`` for ``address`` (or ``DASK_SCHEDULER_ADDRESS``); ``None`` if neither.
+
+    A scheduler that does not answer is retried for as long as Dask's own setting says,
+    ``distributed.comm.timeouts.connect`` (30 s unless set, e.g. by ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT``),
+    as for any Dask client: a scheduler started beside the command has that long to come up.
+    """
     address = address or os.environ.get("DASK_SCHEDULER_ADDRESS") or None
     if address is None:
         return None
@@ -51,7 +56,7 @@ def connect(address: str | None) -> Any:
     except ImportError:  # pragma: no cover - an optional dependency
         raise InputError("a Dask scheduler needs the 'distributed' package: pip install 'hdtwd[scale]'") from None
     try:
-        return Client(address, timeout="20s")
+        return Client(address)
     except (OSError, TimeoutError) as e:
         raise InputError(f"cannot reach the Dask scheduler at {address} ({type(e).__name__}: {e})") from None
 
