@@ -307,6 +307,8 @@ for line in sys.stdin:
     pid = os.fork()
     if pid == 0:
         try:
+            os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # an empty standard input, never the jobs' pipe,
+            sys.stdin = sys.__stdin__ = open(0, closefd=False)  # nor what the server's reader holds of it
             fd = os.open(job["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
             os.dup2(fd, 2)
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
@@ -329,11 +331,13 @@ for line in sys.stdin:
 class Server:
     """One warm interpreter that forks a child per command: a crash or a hang ends the child only.
 
-    A child that runs past :data:`HANG_S` is ended by its own alarm (exit -14: a hang).
+    A child that runs past :data:`HANG_S` is ended by its own alarm (exit -14: a hang). Its standard input
+    is empty; ``env`` is the server's environment, so the children's (default: this process's, one thread).
     """
 
-    def __init__(self) -> None:
-        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        if env is None:
+            env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", _SERVE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )

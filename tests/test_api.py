@@ -100,12 +100,34 @@ def test_library_errors_name_python_arguments_and_the_cli_words_them_as_flags(tm
     )
 
 
-def test_one_warning_category():
+def test_one_warning_category(tmp_path):
     tree = hd.learn_tree(cells().X)
     with pytest.warns(hd.HdtwdWarning, match="feature weights"):
         from hdtwd_cli.io._output import write_newick_file
 
-        write_newick_file(os.devnull, tree)
+        write_newick_file(str(tmp_path / "t.nwk"), tree)
+
+
+def test_a_device_or_a_fifo_is_never_replaced_by_an_output(tmp_path):
+    """Every writer renames a finished temporary file over its target; over ``/dev/null`` (as root) that made
+    /dev/null a regular file. A device or FIFO target is refused before anything is written, as on the
+    command line, and stays what it was."""
+    import stat
+
+    from hdtwd_cli.io._output import write_newick_file
+
+    tree = hd.learn_tree(cells().X, params=hd.TreeParams(denoise=0))
+    fifo = tmp_path / "pipe.nwk"
+    os.mkfifo(fifo)
+    for target, kind, write in (
+        (os.devnull, stat.S_ISCHR, lambda p: write_newick_file(p, tree)),
+        (str(fifo), stat.S_ISFIFO, tree.write),
+    ):
+        assert kind(os.stat(target).st_mode)
+        with pytest.raises(hd.OutputError, match="is not a regular file"):
+            write(target)
+        assert kind(os.stat(target).st_mode), f"{target} was replaced"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe.nwk"]  # no temporary file left
 
 
 def test_tree_read_write_newick_round_trip(tmp_path):

@@ -1,12 +1,18 @@
-"""Every malformed input of bad_inputs.CASES through a real subprocess: one stderr line, exit code, no output."""
+"""Every malformed input of bad_inputs.CASES through a real subprocess: one stderr line, exit code, no output.
+
+The subprocesses are forked children of one warm interpreter (tests/_fuzz.py's fork server, as for the damaged
+files): each case runs ``hdtwd``'s own entry point in a process of its own, with an empty standard input, and
+ends with its own exit status, without paying the interpreter's and the imports' start for each of the cases.
+docs/bad-inputs.md is generated through fresh ``python -m hdtwd_cli`` processes (tests/bad_inputs.py).
+"""
 
 import hashlib
 import os
 from pathlib import Path
 
 import pytest
+from _fuzz import Server
 from bad_inputs import CASES
-from conftest import run_hdtwd
 
 
 def _digests(paths: list) -> dict:
@@ -23,17 +29,27 @@ def test_the_table_is_big_enough():
     assert len(CASES) >= 70
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_bad_input(tmp_path, case, monkeypatch):
-    cid, what, setup, code, needle = case
+@pytest.fixture(scope="module")
+def server():
+    env = dict(os.environ)
+    env.pop("COLUMNS", None)  # usage messages as in any terminal (conftest.run_hdtwd does the same)
     # Dask's own setting: how long an unreachable scheduler is retried (the command's default is Dask's, 30 s)
-    monkeypatch.setenv("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", "2s")
-    argv = setup(tmp_path)
+    env["DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT"] = "2s"
+    s = Server(env)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input(tmp_path, case, server):
+    cid, what, setup, code, needle = case
+    argv = [str(a) for a in setup(tmp_path)]
     before = {p.name for p in tmp_path.rglob("*")}
-    inputs = _digests([a for a in argv if isinstance(a, Path) or (isinstance(a, str) and os.path.exists(a))])
-    proc = run_hdtwd(*argv, input=b"", check=False)
-    err = proc.stderr.decode()
-    assert proc.returncode == code, err
+    inputs = _digests([a for a in argv if os.path.exists(a)])
+    stderr = tmp_path.parent / f"{tmp_path.name}.stderr"  # beside the case's folder, not in it
+    returncode = server.run(argv, Path.cwd(), stderr)
+    err = stderr.read_text()
+    assert returncode == code, err
     assert needle in err, err
     assert "Traceback" not in err
     if code != 0:
@@ -41,7 +57,7 @@ def test_bad_input(tmp_path, case, monkeypatch):
         after = {p.name for p in tmp_path.rglob("*")}
         assert after == before, f"left behind: {after - before}"
     else:
-        assert proc.returncode == 0
+        assert returncode == 0
     assert _digests(list(inputs)) == inputs, "an input file was changed"
 
 

@@ -32,12 +32,7 @@ def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLik
         raise OutputError("empty output path")
     if p == "-":
         return p
-    if os.path.exists(p) and not os.path.isdir(p) and not os.path.isfile(p):
-        raise OutputError(
-            "is not a regular file (a FIFO, socket or device); write to a file, or to - for "
-            "standard output where the command offers it",
-            p,
-        )
+    _refuse_special(p)
     if os.path.isdir(p) and not (
         p.rstrip("/").lower().endswith(".zarr") and os.path.exists(os.path.join(p, "zarr.json"))
     ):  # a store is replaced whole
@@ -59,12 +54,25 @@ def check_output_path(path: str | os.PathLike, inputs: Sequence[str | os.PathLik
     return p
 
 
+def _refuse_special(p: str) -> None:
+    """Refuse a target that exists and is neither a regular file nor a directory: renaming a finished file
+    over a device or a FIFO (``/dev/null``, a named pipe) would replace it with that file."""
+    if os.path.exists(p) and not os.path.isdir(p) and not os.path.isfile(p):
+        raise OutputError(
+            "is not a regular file (a FIFO, socket or device); write to a file, or to - for "
+            "standard output where the command offers it",
+            p,
+        )
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[str]:
     """Yield a temporary path next to ``path`` (same suffix); rename it to ``path`` on success.
 
-    On any exception (``KeyboardInterrupt`` included) the temporary file is removed.
+    On any exception (``KeyboardInterrupt`` included) the temporary file is removed. A ``path`` that is a
+    device, FIFO or socket is an :class:`~hdtwd_cli.errors.OutputError` before anything is written.
     """
+    _refuse_special(str(path))
     target = Path(path)
     tmp = target.with_name(f".{target.stem}.hdtwd-tmp-{os.getpid()}{target.suffix}")
     remove_stale_temporaries(target)

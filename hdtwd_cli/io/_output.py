@@ -136,15 +136,16 @@ def write_tree_file(
         with atomic_path(path) as tmp:
             write_tree(tmp, tree, tree.metadata, meta)
     elif suffix in NEXUS_SUFFIXES:
-        if tree.denoiser is not None:
-            warnings.warn(
-                f"{path}: the Nexus file carries no denoiser; write the .h5 tree to reproduce these distances",
-                HdtwdWarning,
-                stacklevel=2,
-            )
-        text = write_nexus(tree, mass, size)
-        with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        with atomic_path(path) as tmp:  # a target that cannot be written is refused before the warning
+            if tree.denoiser is not None:
+                warnings.warn(
+                    f"{path}: the Nexus file carries no denoiser; write the .h5 tree to reproduce these distances",
+                    HdtwdWarning,
+                    stacklevel=2,
+                )
+            text = write_nexus(tree, mass, size)
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text)
     elif suffix in TREE_SUFFIXES:
         write_newick_file(path, tree)
     else:
@@ -167,14 +168,15 @@ def write_newick_file(path: str, tree: TreeLike) -> None:
         )
         if have
     ]
-    if lost:
-        warnings.warn(
-            f"{path}: the Newick file carries no {' nor '.join(lost)}; write the .h5 tree to reproduce these distances",
-            HdtwdWarning,
-            stacklevel=2,
-        )
-    text = write_newick(tree)
-    with atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:  # a target that cannot be written is refused before the warning
+        if lost:
+            warnings.warn(
+                f"{path}: the Newick file carries no {' nor '.join(lost)}; write the .h5 tree to reproduce these "
+                "distances",
+                HdtwdWarning,
+                stacklevel=2,
+            )
+        text = write_newick(tree)
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)
 
