@@ -54,8 +54,8 @@ ZEISEL_CONFIGS = {  # name -> extra CLI options
 }
 # name -> (docs, words, mean length, time goal s (both: <= 5 / 10 min), memory goal GB)
 CORPORA = {"5,000 x 24,000": (5000, 24000, 100.0, 300.0, 16.0), "5,600 x 42,000": (5600, 42000, 100.0, 600.0, 20.0)}
-#: A corpus small enough for CI (``--corpora "400 x 3,000"``): not among the defaults.
-TINY_CORPORA = {"400 x 3,000": (400, 3000, 100.0, 60.0, 2.0)}
+#: A corpus small enough for CI (``--corpora "300 x 1,200"``): not among the defaults.
+TINY_CORPORA = {"300 x 1,200": (300, 1200, 100.0, 60.0, 2.0)}
 
 
 def work_dir() -> Path:

@@ -150,8 +150,8 @@ TINY_RUNS = {
         "| sample-cells | 300 x 64 |",
     ),
     "bench_large_m": (
-        ["bench_large_m.py", "--parts", "corpus", "--corpora", "400 x 3,000", "--max-wait", "0"],
-        "| 400 x 3,000 | 24,662 |",
+        ["bench_large_m.py", "--parts", "corpus", "--corpora", "300 x 1,200", "--max-wait", "0"],
+        "| 300 x 1,200 | 16,706 |",
     ),
     "bench_unifrac": (["bench_unifrac.py", "startup"], "'produce': {'wall_s'"),  # the part that needs no ssu
     "limits": (["limits.py", "--small"], "| .npy header claiming 10^9 x 10^9 | 2 |"),
