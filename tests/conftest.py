@@ -111,6 +111,16 @@ def clades(parent: np.ndarray, n_leaves: int) -> set[frozenset[int]]:
 
 
 @pytest.fixture
+def short_hyperbolic_training(monkeypatch):
+    """HypHC's trees (``hhc``) trained on 20,000 triplets instead of its 10^6 x 20 epochs, which take 6 s a tree
+    whatever the number of features: for tests whose assertions hold for any training length (the registered
+    builder, its route and its decoding are unchanged; test_hyperbolic_hc checks the training itself)."""
+    from hdtwd_cli.evaluate import _hyperbolic_hc
+
+    monkeypatch.setitem(_hyperbolic_hc.hhc_tree.__kwdefaults__, "triplets", 20_000)
+
+
+@pytest.fixture
 def produce_csv() -> Path:
     return SAMPLE / "produce.csv"
 

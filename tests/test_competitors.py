@@ -136,15 +136,13 @@ def _two_classes(tmp_path, per_class: int) -> tuple[np.ndarray, np.ndarray]:
     return X, y
 
 
-def test_classify_runs_the_competitors_on_the_same_splits(tmp_path, monkeypatch):
+def test_classify_runs_the_competitors_on_the_same_splits(tmp_path, short_hyperbolic_training):
     """The command line's classify, in this process (typer's CliRunner) so that HypHC trains on 20,000 triplets
-    instead of its 10^6 (6 s a tree whatever the size; its own tests check its training)."""
+    (conftest.short_hyperbolic_training)."""
     from typer.testing import CliRunner
 
     from hdtwd_cli.cli._app import app
-    from hdtwd_cli.evaluate import _hyperbolic_hc
 
-    monkeypatch.setitem(_hyperbolic_hc.hhc_tree.__kwdefaults__, "triplets", 20_000)
     X, _ = _two_classes(tmp_path, 30)
     argv = ["classify", str(tmp_path / "x.npy"), "--labels", str(tmp_path / "y.txt"), "--splits", "2", "-q"]
     methods = "hdtwd,quadtree,mst,cluster-tree,tswd-5,treerep,hhc"

@@ -37,11 +37,11 @@ def weights(code):
     return w
 
 
-def l1(A, B=None):
-    """SciPy's L1 distances of integer-valued rows: exact integers (every partial sum below 2^53), whatever the
-    order of summation."""
+def l1(A):
+    """SciPy's L1 distances between the integer-valued rows of ``A``: exact integers (every partial sum below
+    2^53), whatever the order of summation."""
     A = np.asarray(A, np.float64)
-    return cdist(A, A if B is None else np.asarray(B, np.float64), "cityblock")
+    return cdist(A, A, "cityblock")
 
 
 def brute(Y, c):

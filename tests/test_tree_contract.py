@@ -20,14 +20,8 @@ from hdtwd_cli.evaluate._competitors import BUILDERS
 TREES = sorted(BUILDERS)
 
 
-@pytest.fixture(autouse=True)
-def _short_hyperbolic_training(monkeypatch):
-    """HypHC's training draws 10^6 triplets for 20 epochs whatever the number of features (6 s for three);
-    the contract holds for any training length, so the registered builders run here with 20,000 triplets
-    (the builder, its route and its decoding unchanged)."""
-    from hdtwd_cli.evaluate import _hyperbolic_hc
-
-    monkeypatch.setitem(_hyperbolic_hc.hhc_tree.__kwdefaults__, "triplets", 20_000)
+#: The contract holds for any training length: HypHC on 20,000 triplets (conftest.short_hyperbolic_training).
+pytestmark = pytest.mark.usefixtures("short_hyperbolic_training")
 
 
 def _vectors() -> tuple[np.ndarray, list[str]]:
